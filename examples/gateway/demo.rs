@@ -1,0 +1,181 @@
+//! The demo MCP server: a few tools, a resource and a prompt, enough to see the gateway work.
+
+use std::net::SocketAddr;
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler, ServiceExt,
+    handler::server::wrapper::{Json, Parameters},
+    model::{
+        CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+        ListPromptsResult, ListResourcesResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role,
+        ServerCapabilities, ServerConfig,
+    },
+    schemars::{self, JsonSchema},
+    service::RequestContext,
+    tool, tool_handler, tool_router,
+    transport::{
+        StreamableHttpServerConfig, StreamableHttpService, streamable_http_server::session::local::LocalSessionManager,
+    },
+};
+use serde::{Deserialize, Serialize};
+
+/// The text of the demo's one resource.
+const GREETING: &str = "Hello from the muster demo server.";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct EchoArgs {
+    /// The text to echo back.
+    message: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct AddArgs {
+    /// The first addend.
+    a: f64,
+    /// The second addend.
+    b: f64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct Sum {
+    /// a + b.
+    sum: f64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct FailArgs {
+    /// The error message to report.
+    reason: Option<String>,
+}
+
+/// The demo server.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Demo;
+
+#[tool_router]
+impl Demo {
+    #[tool(
+        description = "Echo a message back.\nReturns the message unchanged.",
+        annotations(read_only_hint = true)
+    )]
+    fn echo(&self, Parameters(args): Parameters<EchoArgs>) -> String {
+        args.message
+    }
+
+    #[tool(
+        description = "Add two numbers and return their sum as structured content.",
+        annotations(read_only_hint = true, title = "Add numbers")
+    )]
+    fn add(&self, Parameters(args): Parameters<AddArgs>) -> Json<Sum> {
+        Json(Sum { sum: args.a + args.b })
+    }
+
+    #[tool(description = "Always fail, reporting the given reason as a tool error.")]
+    fn fail(&self, Parameters(args): Parameters<FailArgs>) -> CallToolResult {
+        CallToolResult::error(vec![ContentBlock::text(
+            args.reason.unwrap_or_else(|| "failed on purpose".to_owned()),
+        )])
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for Demo {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(Implementation::new("muster-demo", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let greeting = Resource::new("demo://greeting", "greeting")
+            .with_description("A friendly greeting.")
+            .with_mime_type("text/plain");
+        Ok(ListResourcesResult::with_all_items(vec![greeting]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        if request.uri == "demo://greeting" {
+            Ok(ReadResourceResult::new(vec![ResourceContents::text(GREETING, request.uri)]).into())
+        } else {
+            Err(McpError::resource_not_found(
+                format!("no resource {}", request.uri),
+                None,
+            ))
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let greet = Prompt::new(
+            "greet",
+            Some("Ask for a greeting of someone."),
+            Some(vec![
+                PromptArgument::new("name")
+                    .with_description("Who to greet")
+                    .with_required(true),
+            ]),
+        );
+        Ok(ListPromptsResult::with_all_items(vec![greet]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != "greet" {
+            return Err(McpError::invalid_params(format!("no prompt {}", request.name), None));
+        }
+        let name = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("name"))
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| McpError::invalid_params("argument name is required", None))?;
+        let message = PromptMessage::new_text(Role::User, format!("Please greet {name} warmly."));
+        Ok(GetPromptResult::new(vec![message]).into())
+    }
+}
+
+/// Runs the demo server over stdio, or over streamable HTTP on `http`.
+pub(crate) async fn run(http: Option<SocketAddr>) -> Result<(), Box<dyn std::error::Error>> {
+    match http {
+        None => {
+            Demo.serve(rmcp::transport::stdio()).await?.waiting().await?;
+        }
+        Some(addr) => {
+            let service = StreamableHttpService::new(
+                || Ok(Demo),
+                LocalSessionManager::default().into(),
+                StreamableHttpServerConfig::default(),
+            );
+            let app = axum::Router::new().nest_service("/mcp", service);
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            let local = listener.local_addr()?;
+            // The one line a test reads to find the server.
+            #[allow(clippy::print_stdout)]
+            {
+                println!("listening on http://{local}/mcp");
+            }
+            axum::serve(listener, app).await?;
+        }
+    }
+    Ok(())
+}

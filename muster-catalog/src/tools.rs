@@ -1,0 +1,339 @@
+//! Tool discovery: `list_tools`, `filter_tools`, `describe_tool` and `list_core_tools`.
+//!
+//! Every operation reads a [`View`] and answers a typed response that serializes to the shape
+//! `muster-mcp-tools.txt` documents. Entries are the discovery-tier projection (name, one-line
+//! summary, server, kind, annotations) unless `include_schema` asks for the full description and
+//! the input schema; `describe_tool` is the authoritative detail.
+//!
+//! `query` ranks lexically: a tool matches when a query word occurs in its name or description,
+//! and scores by how many of the query's words it carries, a match in the name weighing three
+//! times one in the description. (Field-weighted BM25F ranking replaces this scorer in the
+//! ranking work; the response shape stays.)
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use muster_core::{JsonObject, ToolEntry, ToolKind};
+use rmcp::model::ToolAnnotations;
+use serde::Serialize;
+
+use crate::{
+    CatalogError, View,
+    args::{
+        FILTER_DEFAULT_LIMIT, LIST_TOOLS_DEFAULT_LIMIT, Paging, opt_bool, opt_string, opt_string_map, required_string,
+    },
+    pattern::NamePattern,
+};
+
+/// A server whose tools a sign-in would unlock (`servers_requiring_auth`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerAuthHint {
+    /// The MCPServer's name.
+    pub name: String,
+    /// Its session state, `auth_required` typically.
+    pub status: String,
+    /// The tool that signs in (`core_auth_login`).
+    pub auth_tool: String,
+    /// The prefix its tools will carry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_prefix: Option<String>,
+    /// Its family, for a family member.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+}
+
+/// The filters a page was computed with, echoed in the response.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ToolFilters {
+    /// The name glob.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// The description substring.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description_filter: Option<String>,
+    /// The ranking query.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// The label facets.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Whether names matched case-sensitively.
+    pub case_sensitive: bool,
+    /// Whether full descriptions and schemas were returned.
+    pub include_schema: bool,
+    /// The page size.
+    pub limit: usize,
+    /// The entries skipped.
+    pub offset: usize,
+}
+
+/// One tool in a page.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolListing<'a> {
+    /// The exposed name.
+    pub name: &'a str,
+    /// The full description (with `include_schema`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<&'a str>,
+    /// The one-line summary (without `include_schema`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<&'a str>,
+    /// The relevance score, when the page was ranked by a query.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    /// The tool's labels, when it has any.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: &'a BTreeMap<String, String>,
+    /// The MCPServer that provides it (omitted for workflows and core tools).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<&'a str>,
+    /// tool, workflow or core.
+    pub kind: ToolKind,
+    /// The MCP annotations, as the tool declared them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<&'a ToolAnnotations>,
+    /// The input schema (with `include_schema`).
+    #[serde(rename = "inputSchema", skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<&'a JsonObject>,
+}
+
+impl<'a> ToolListing<'a> {
+    fn of(entry: &'a ToolEntry, include_schema: bool, score: Option<f64>) -> Self {
+        Self {
+            name: entry.name(),
+            description: include_schema.then(|| entry.description()),
+            summary: (!include_schema).then_some(entry.summary.as_str()),
+            score,
+            labels: &entry.labels,
+            server: entry.server.as_deref(),
+            kind: entry.kind,
+            annotations: entry.tool.annotations.as_ref(),
+            input_schema: include_schema.then(|| entry.tool.input_schema.as_ref()),
+        }
+    }
+}
+
+/// A page of tools: the answer of `list_tools`, `filter_tools` and `list_core_tools`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolPage<'a> {
+    /// The filters applied.
+    pub filters: ToolFilters,
+    /// Tools in the caller's catalogue.
+    pub total_tools: usize,
+    /// Entries in this page.
+    pub filtered_count: usize,
+    /// Matches across the caller's catalogue.
+    pub total: usize,
+    /// Whether more matches follow this page.
+    pub truncated: bool,
+    /// This page.
+    pub tools: Vec<ToolListing<'a>>,
+    /// The toolset selectors that bound the request, when it declared one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toolset: Option<Vec<String>>,
+    /// Servers a sign-in would unlock (neither paged nor narrowed by a toolset).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub servers_requiring_auth: Vec<ServerAuthHint>,
+}
+
+/// `list_tools {limit, offset}`: one bounded page of the caller's catalogue (50 by default).
+pub fn list_tools<'a>(view: &'a View, args: &JsonObject) -> Result<ToolPage<'a>, CatalogError> {
+    let paging = Paging::from_args(args, LIST_TOOLS_DEFAULT_LIMIT)?;
+    let all: Vec<&Arc<ToolEntry>> = view.tools().collect();
+    Ok(page_of(view, &all, None, paging, ToolFilters::default(), false))
+}
+
+/// `filter_tools`: the discovery tier (pattern, description filter, query, labels, paging).
+pub fn filter_tools<'a>(view: &'a View, args: &JsonObject) -> Result<ToolPage<'a>, CatalogError> {
+    let paging = Paging::from_args(args, FILTER_DEFAULT_LIMIT)?;
+    let pattern = opt_string(args, "pattern")?.filter(|p| !p.is_empty());
+    let description_filter = opt_string(args, "description_filter")?.filter(|d| !d.is_empty());
+    let query = opt_string(args, "query")?.filter(|q| !q.trim().is_empty());
+    let labels = opt_string_map(args, "labels")?;
+    let case_sensitive = opt_bool(args, "case_sensitive", false)?;
+    let include_schema = opt_bool(args, "include_schema", false)?;
+    let matcher = pattern.map(|p| NamePattern::new(p, case_sensitive)).transpose()?;
+    let description_lower = description_filter.map(str::to_lowercase);
+
+    let mut matches: Vec<&Arc<ToolEntry>> = view
+        .tools()
+        .filter(|e| matcher.as_ref().is_none_or(|m| m.matches(e.name())))
+        .filter(|e| {
+            description_lower
+                .as_deref()
+                .is_none_or(|d| e.description().to_lowercase().contains(d))
+        })
+        .filter(|e| labels.iter().all(|(k, v)| e.labels.get(k) == Some(v)))
+        .collect();
+
+    let scores = query.map(|q| {
+        let ranked = rank(&matches, q);
+        matches = ranked.iter().map(|&(i, _)| matches[i]).collect();
+        ranked.into_iter().map(|(_, s)| s).collect::<Vec<_>>()
+    });
+
+    let filters = ToolFilters {
+        pattern: pattern.map(str::to_owned),
+        description_filter: description_filter.map(str::to_owned),
+        query: query.map(str::to_owned),
+        labels,
+        case_sensitive,
+        include_schema,
+        limit: paging.limit,
+        offset: paging.offset,
+    };
+    Ok(page_of(
+        view,
+        &matches,
+        scores.as_deref(),
+        paging,
+        filters,
+        include_schema,
+    ))
+}
+
+/// `list_core_tools {include_schema = true}`: every core tool, uncapped.
+pub fn list_core_tools<'a>(view: &'a View, args: &JsonObject) -> Result<ToolPage<'a>, CatalogError> {
+    let include_schema = opt_bool(args, "include_schema", true)?;
+    let core: Vec<&Arc<ToolEntry>> = view.tools().filter(|e| e.kind == ToolKind::Core).collect();
+    let paging = Paging {
+        limit: core.len().max(1),
+        offset: 0,
+    };
+    let filters = ToolFilters {
+        pattern: Some("core_*".to_owned()),
+        include_schema,
+        limit: paging.limit,
+        ..ToolFilters::default()
+    };
+    Ok(page_of(view, &core, None, paging, filters, include_schema))
+}
+
+fn page_of<'a>(
+    view: &'a View,
+    matches: &[&'a Arc<ToolEntry>],
+    scores: Option<&[f64]>,
+    paging: Paging,
+    mut filters: ToolFilters,
+    include_schema: bool,
+) -> ToolPage<'a> {
+    filters.limit = paging.limit;
+    filters.offset = paging.offset;
+    let (page, truncated) = paging.page(matches);
+    let start = paging.offset.min(matches.len());
+    let tools: Vec<ToolListing<'a>> = page
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ToolListing::of(e, include_schema, scores.map(|s| s[start + i])))
+        .collect();
+    ToolPage {
+        filters,
+        total_tools: view.tool_count(),
+        filtered_count: tools.len(),
+        total: matches.len(),
+        truncated,
+        tools,
+        toolset: None,
+        servers_requiring_auth: Vec::new(),
+    }
+}
+
+/// Lexical ranking of `candidates` for `query`: (index into candidates, score), best first, ties
+/// in catalogue order; candidates matching no query word are dropped.
+fn rank(candidates: &[&Arc<ToolEntry>], query: &str) -> Vec<(usize, f64)> {
+    let words: Vec<String> = tokens(query);
+    if words.is_empty() {
+        return Vec::new();
+    }
+    let mut ranked: Vec<(usize, f64)> = candidates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let name = tokens(e.name());
+            let description = tokens(e.description());
+            let score: f64 = words
+                .iter()
+                .map(|w| {
+                    let in_name = if name.contains(w) { 3.0 } else { 0.0 };
+                    let in_description = if description.contains(w) { 1.0 } else { 0.0 };
+                    in_name + in_description
+                })
+                .sum();
+            (score > 0.0).then(|| (i, round_score(score / words.len() as f64)))
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked
+}
+
+fn tokens(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn round_score(score: f64) -> f64 {
+    ((score * 10_000.0).round() / 10_000.0).max(0.0001)
+}
+
+/// The answer of `describe_tool`: the authoritative detail and how to call the tool.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDescription<'a> {
+    /// The exposed name.
+    pub name: &'a str,
+    /// The tool's title (its own, else its annotations').
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<&'a str>,
+    /// The full description.
+    pub description: &'a str,
+    /// The MCPServer that provides it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<&'a str>,
+    /// tool, workflow or core.
+    pub kind: ToolKind,
+    /// The MCP annotations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<&'a ToolAnnotations>,
+    /// The labels, when it has any.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: &'a BTreeMap<String, String>,
+    /// The input schema.
+    pub input_schema: &'a JsonObject,
+    /// The contract of the structuredContent it returns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<&'a JsonObject>,
+    /// The call that runs it.
+    pub invocation: String,
+}
+
+/// `describe_tool {name}`.
+pub fn describe_tool<'a>(view: &'a View, args: &JsonObject) -> Result<ToolDescription<'a>, CatalogError> {
+    let name = required_string(args, "name")?;
+    let entry = view
+        .tool(name)
+        .ok_or_else(|| CatalogError::ToolNotFound { name: name.to_owned() })?;
+    Ok(ToolDescription {
+        name: entry.name(),
+        title: entry.title(),
+        description: entry.description(),
+        server: entry.server.as_deref(),
+        kind: entry.kind,
+        annotations: entry.tool.annotations.as_ref(),
+        labels: &entry.labels,
+        input_schema: entry.tool.input_schema.as_ref(),
+        output_schema: entry.tool.output_schema.as_deref(),
+        invocation: invocation(entry.name()),
+    })
+}
+
+/// The `invocation` line of `describe_tool`.
+pub fn invocation(name: &str) -> String {
+    format!(
+        "Call it through the call_tool meta-tool: call_tool with {{\"name\": \"{name}\", \"arguments\": {{...}}}}, \
+         arguments per inputSchema. Tools inside muster are not callable by name directly \u{2014} only the meta-tools are."
+    )
+}
+
+#[cfg(test)]
+mod tests;

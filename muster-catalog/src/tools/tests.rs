@@ -1,0 +1,174 @@
+use std::collections::BTreeMap;
+
+use muster_core::{ToolEntry, ToolKind};
+use rmcp::model::{Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::Catalog;
+
+fn obj(v: Value) -> JsonObject {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn schema() -> Arc<JsonObject> {
+    Arc::new(obj(
+        json!({"type": "object", "properties": {"namespace": {"type": "string"}}}),
+    ))
+}
+
+fn fixture() -> Arc<Catalog> {
+    let mut b = Catalog::builder();
+    let downstream = [
+        ("k8s", "list_pods", "List pods in a namespace.\nSecond line."),
+        ("k8s", "delete_pod", "Delete a pod."),
+        ("prom", "query_range", "Run a Prometheus range query over metrics."),
+        ("prom", "metrics_overview", "Overview of metrics."),
+    ];
+    for (server, tool, desc) in downstream {
+        let t =
+            Tool::new(tool, desc, schema()).with_annotations(ToolAnnotations::new().read_only(tool != "delete_pod"));
+        b.push_tool(ToolEntry::downstream(format!("x_{server}_{tool}"), server, t));
+    }
+    let wf = Tool::new("workflow_deploy", "Deploy an app to a cluster.", schema());
+    b.push_tool(
+        ToolEntry::builtin(ToolKind::Workflow, wf)
+            .with_labels(BTreeMap::from([("category".to_owned(), "delivery".to_owned())])),
+    );
+    let core = Tool::new("core_service_list", "List services.", schema());
+    b.push_tool(ToolEntry::builtin(ToolKind::Core, core));
+    Arc::new(b.build())
+}
+
+fn names(page: &ToolPage<'_>) -> Vec<String> {
+    page.tools.iter().map(|t| t.name.to_owned()).collect()
+}
+
+#[test]
+fn list_tools_pages_the_whole_catalogue_with_totals() {
+    let c = fixture();
+    let view = c.view();
+    let first = list_tools(&view, &obj(json!({"limit": 4}))).expect("page");
+    assert_eq!(
+        (first.total, first.total_tools, first.filtered_count, first.truncated),
+        (6, 6, 4, true)
+    );
+    let second = list_tools(&view, &obj(json!({"limit": 4, "offset": 4}))).expect("page");
+    assert_eq!(names(&second), ["workflow_deploy", "core_service_list"]);
+    assert!(!second.truncated);
+    let json = serde_json::to_value(&first).expect("json");
+    assert_eq!(
+        json["filters"],
+        json!({"case_sensitive": false, "include_schema": false, "limit": 4, "offset": 0})
+    );
+    assert_eq!(json["tools"][0]["summary"], "List pods in a namespace.");
+    assert_eq!(json["tools"][0]["server"], "k8s");
+    assert_eq!(json["tools"][0]["kind"], "tool");
+    assert_eq!(json["tools"][0]["annotations"]["readOnlyHint"], true);
+    assert!(json["tools"][0].get("inputSchema").is_none());
+}
+
+#[test]
+fn list_tools_defaults_to_fifty_and_workflows_and_core_tools_carry_no_server() {
+    let c = fixture();
+    let page = list_tools(&c.view(), &JsonObject::new()).expect("page");
+    assert_eq!(page.filters.limit, 50);
+    let json = serde_json::to_value(&page).expect("json");
+    assert!(json["tools"][4].get("server").is_none());
+    assert_eq!(json["tools"][4]["kind"], "workflow");
+    assert_eq!(json["tools"][5]["kind"], "core");
+}
+
+#[test]
+fn filter_tools_matches_the_pattern_case_insensitively_and_pages_by_five() {
+    let c = fixture();
+    let view = c.view();
+    let page = filter_tools(&view, &obj(json!({"pattern": "X_K8S_*"}))).expect("page");
+    assert_eq!(names(&page), ["x_k8s_list_pods", "x_k8s_delete_pod"]);
+    assert_eq!(page.filters.limit, 5);
+    let sensitive = filter_tools(&view, &obj(json!({"pattern": "X_K8S_*", "case_sensitive": true}))).expect("page");
+    assert_eq!(sensitive.total, 0);
+}
+
+#[test]
+fn filter_tools_narrows_by_description_and_labels() {
+    let c = fixture();
+    let view = c.view();
+    let by_desc = filter_tools(&view, &obj(json!({"description_filter": "METRICS"}))).expect("page");
+    assert_eq!(names(&by_desc), ["x_prom_query_range", "x_prom_metrics_overview"]);
+    let by_label = filter_tools(&view, &obj(json!({"labels": {"category": "delivery"}}))).expect("page");
+    assert_eq!(names(&by_label), ["workflow_deploy"]);
+    let json = serde_json::to_value(&by_label).expect("json");
+    assert_eq!(json["tools"][0]["labels"]["category"], "delivery");
+}
+
+#[test]
+fn a_query_ranks_name_matches_first_and_drops_tools_that_match_nothing() {
+    let c = fixture();
+    let page = filter_tools(&c.view(), &obj(json!({"query": "prometheus metrics query"}))).expect("page");
+    assert_eq!(names(&page), ["x_prom_query_range", "x_prom_metrics_overview"]);
+    let scores: Vec<f64> = page.tools.iter().filter_map(|t| t.score).collect();
+    assert_eq!(scores.len(), 2);
+    assert!(scores[0] > scores[1], "{scores:?}");
+}
+
+#[test]
+fn include_schema_returns_full_descriptions_and_schemas() {
+    let c = fixture();
+    let page = filter_tools(
+        &c.view(),
+        &obj(json!({"pattern": "x_k8s_list_pods", "include_schema": true})),
+    )
+    .expect("page");
+    let json = serde_json::to_value(&page).expect("json");
+    assert_eq!(
+        json["tools"][0]["description"],
+        "List pods in a namespace.\nSecond line."
+    );
+    assert!(json["tools"][0].get("summary").is_none());
+    assert_eq!(
+        json["tools"][0]["inputSchema"]["properties"]["namespace"]["type"],
+        "string"
+    );
+}
+
+#[test]
+fn bad_arguments_get_the_documented_errors() {
+    let c = fixture();
+    let view = c.view();
+    let err = filter_tools(&view, &obj(json!({"pattern": "x_["}))).expect_err("bad glob");
+    assert!(err.to_string().starts_with("Invalid pattern \"x_[\""), "{err}");
+    let err = filter_tools(&view, &obj(json!({"limit": 0}))).expect_err("bad limit");
+    assert_eq!(err.to_string(), "limit must be at least 1");
+    let err = list_tools(&view, &obj(json!({"offset": "x"}))).expect_err("bad offset");
+    assert_eq!(err.to_string(), "offset must be a number");
+}
+
+#[test]
+fn describe_tool_gives_schema_server_kind_and_the_invocation() {
+    let c = fixture();
+    let view = c.view();
+    let d = describe_tool(&view, &obj(json!({"name": "x_k8s_list_pods"}))).expect("found");
+    let json = serde_json::to_value(&d).expect("json");
+    assert_eq!(json["server"], "k8s");
+    assert_eq!(json["kind"], "tool");
+    assert_eq!(json["description"], "List pods in a namespace.\nSecond line.");
+    assert_eq!(json["inputSchema"]["type"], "object");
+    assert!(json.get("outputSchema").is_none());
+    assert!(json.get("title").is_none());
+    let inv = json["invocation"].as_str().expect("string");
+    assert!(inv.contains("call_tool with {\"name\": \"x_k8s_list_pods\""), "{inv}");
+    let err = describe_tool(&view, &obj(json!({"name": "x_nope"}))).expect_err("missing");
+    assert_eq!(err.to_string(), "Tool not found: x_nope");
+    let err = describe_tool(&view, &JsonObject::new()).expect_err("no name");
+    assert_eq!(err.to_string(), "name argument is required");
+}
+
+#[test]
+fn list_core_tools_lists_only_core_tools_with_schemas() {
+    let c = fixture();
+    let page = list_core_tools(&c.view(), &JsonObject::new()).expect("page");
+    assert_eq!(names(&page), ["core_service_list"]);
+    assert!(page.tools[0].input_schema.is_some());
+    assert!(!page.truncated);
+}

@@ -1,0 +1,249 @@
+//! The types of muster's `config.yaml`.
+//!
+//! Every key has a default, so an empty file is a valid configuration. Keys this version
+//! does not know (sections later versions add, such as `aggregator.oauth`,
+//! `aggregator.admin` or `exposure`) are accepted and ignored; [`unknown_keys`] lists them
+//! so the loader can warn.
+//!
+//! ```
+//! use muster_core::config::{MusterConfig, Transport, unknown_keys};
+//!
+//! let doc = serde_json::json!({
+//!     "aggregator": { "port": 9090, "transport": "sse", "oauth": { "server": {} } },
+//!     "kubernetes": true
+//! });
+//! let config: MusterConfig = serde_json::from_value(doc.clone())?;
+//! assert_eq!(config.aggregator.port, 9090);
+//! assert_eq!(config.aggregator.host, "localhost"); // the default
+//! assert_eq!(config.aggregator.transport, Transport::Sse);
+//! assert_eq!(unknown_keys(&doc), ["aggregator.oauth"]);
+//! config.validate_config()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::crd::ValidationErrors;
+use crate::crd::validate::{NAME_PATTERN, NAME_RE, NAMESPACE_PATTERN, NAMESPACE_RE};
+
+/// Default of `aggregator.port`.
+pub const DEFAULT_PORT: u16 = 8090;
+/// Default of `aggregator.host`.
+pub const DEFAULT_HOST: &str = "localhost";
+/// Default of `aggregator.musterPrefix`.
+pub const DEFAULT_MUSTER_PREFIX: &str = "x";
+
+/// Top-level keys of `config.yaml` this version knows.
+const KNOWN_TOP_LEVEL: [&str; 4] = ["aggregator", "namespace", "kubernetes", "toolsetPresets"];
+/// Keys of the `aggregator` section this version knows.
+const KNOWN_AGGREGATOR: [&str; 5] = ["port", "host", "transport", "musterPrefix", "enabled"];
+
+/// The whole `config.yaml`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[non_exhaustive]
+pub struct MusterConfig {
+    /// The aggregator: where muster listens and how it names tools.
+    pub aggregator: AggregatorConfig,
+    /// Namespace muster reads its resources from (Kubernetes mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Run in Kubernetes mode (resources from the cluster) instead of filesystem mode.
+    pub kubernetes: bool,
+    /// Named toolset presets, kept as raw JSON until their shape is defined.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub toolset_presets: BTreeMap<String, Value>,
+}
+
+impl MusterConfig {
+    /// Replaces the aggregator section.
+    pub fn with_aggregator(mut self, aggregator: AggregatorConfig) -> Self {
+        self.aggregator = aggregator;
+        self
+    }
+
+    /// Sets the namespace.
+    pub fn with_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Sets Kubernetes mode.
+    pub fn with_kubernetes(mut self, kubernetes: bool) -> Self {
+        self.kubernetes = kubernetes;
+        self
+    }
+
+    /// Adds a toolset preset.
+    pub fn with_toolset_preset(mut self, name: impl Into<String>, preset: Value) -> Self {
+        self.toolset_presets.insert(name.into(), preset);
+        self
+    }
+
+    /// Checks the constraints serde does not and reports every violation. Paths are
+    /// keys of `config.yaml`, e.g. `aggregator.musterPrefix`.
+    pub fn validate_config(&self) -> Result<(), ValidationErrors> {
+        let mut errors = ValidationErrors::new();
+        self.aggregator.validate_into(&mut errors);
+        if let Some(namespace) = &self.namespace
+            && (namespace.len() > 63 || !NAMESPACE_RE.is_match(namespace))
+        {
+            errors.push(
+                "namespace",
+                format!(
+                    "namespace \"{namespace}\" must be a Kubernetes namespace name \
+                     ({NAMESPACE_PATTERN}, at most 63 characters)"
+                ),
+            );
+        }
+        for name in self.toolset_presets.keys() {
+            if name.trim().is_empty() {
+                errors.push("toolsetPresets", "a toolset preset name must not be empty");
+            }
+        }
+        errors.into_result()
+    }
+}
+
+/// Transport the aggregator serves MCP clients over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
+pub enum Transport {
+    /// MCP streamable HTTP (the default).
+    #[default]
+    #[serde(rename = "streamable-http")]
+    StreamableHttp,
+    /// The legacy MCP HTTP+SSE transport.
+    #[serde(rename = "sse")]
+    Sse,
+    /// stdin/stdout of the muster process.
+    #[serde(rename = "stdio")]
+    Stdio,
+}
+
+impl Transport {
+    /// The spelling in `config.yaml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::StreamableHttp => "streamable-http",
+            Self::Sse => "sse",
+            Self::Stdio => "stdio",
+        }
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `aggregator` section of `config.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[non_exhaustive]
+pub struct AggregatorConfig {
+    /// Port the aggregator listens on. Default 8090; 0 lets the system choose.
+    pub port: u16,
+    /// Host the aggregator listens on. Default `localhost`.
+    pub host: String,
+    /// Transport served to clients. Default `streamable-http`.
+    pub transport: Transport,
+    /// Prefix of aggregated tool names (`x_<server>_<tool>`). Default `x`.
+    pub muster_prefix: String,
+    /// Whether the aggregator runs. Default true.
+    pub enabled: bool,
+}
+
+impl Default for AggregatorConfig {
+    fn default() -> Self {
+        Self {
+            port: DEFAULT_PORT,
+            host: DEFAULT_HOST.to_owned(),
+            transport: Transport::default(),
+            muster_prefix: DEFAULT_MUSTER_PREFIX.to_owned(),
+            enabled: true,
+        }
+    }
+}
+
+impl AggregatorConfig {
+    /// Sets the port.
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Sets the host.
+    pub fn with_host(mut self, host: impl Into<String>) -> Self {
+        self.host = host.into();
+        self
+    }
+
+    /// Sets the transport.
+    pub fn with_transport(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// Sets the tool name prefix.
+    pub fn with_muster_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.muster_prefix = prefix.into();
+        self
+    }
+
+    /// Sets whether the aggregator runs.
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    fn validate_into(&self, errors: &mut ValidationErrors) {
+        if self.host.trim().is_empty() {
+            errors.push("aggregator.host", "aggregator.host must not be empty");
+        } else if self.host.chars().any(char::is_whitespace) {
+            errors.push(
+                "aggregator.host",
+                format!("aggregator.host \"{}\" must not contain whitespace", self.host),
+            );
+        }
+        if !NAME_RE.is_match(&self.muster_prefix) {
+            errors.push(
+                "aggregator.musterPrefix",
+                format!(
+                    "aggregator.musterPrefix \"{}\" must match {NAME_PATTERN}",
+                    self.muster_prefix
+                ),
+            );
+        }
+    }
+}
+
+/// The keys of a raw `config.yaml` document this version does not know, as dotted paths
+/// (`exposure`, `aggregator.oauth`), sorted. Only the top level and the `aggregator`
+/// section are inspected; a document that is not an object has none.
+pub fn unknown_keys(doc: &Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    let Some(top) = doc.as_object() else {
+        return unknown;
+    };
+    for key in top.keys() {
+        if !KNOWN_TOP_LEVEL.contains(&key.as_str()) {
+            unknown.push(key.clone());
+        }
+    }
+    if let Some(Value::Object(aggregator)) = top.get("aggregator") {
+        for key in aggregator.keys() {
+            if !KNOWN_AGGREGATOR.contains(&key.as_str()) {
+                unknown.push(format!("aggregator.{key}"));
+            }
+        }
+    }
+    unknown.sort();
+    unknown
+}

@@ -1,0 +1,40 @@
+//! # muster-core
+//!
+//! The shared model of muster for Rust: what every other crate of the family speaks.
+//!
+//! - [`entry`]: catalogue entries for tools, resources and prompts, as the gateway exposes them.
+//! - [`naming`]: the exposed-name rules (`x_<prefix>_<tool>`, `core_*`, `workflow_<name>`).
+//! - [`call`]: the one abstraction, a tool call as a tower [`Service`](tower::Service):
+//!   [`ToolCall`], [`CallContext`] and [`ToolService`].
+//! - [`error`]: [`ToolError`] and the one table mapping it to JSON-RPC errors.
+//! - [`crd`]: the CRD-compatible resources (MCPServer, Workflow, WorkflowExecution) and their
+//!   validation.
+//! - [`config`]: the `config.yaml` types.
+//!
+//! ```
+//! use muster_core::naming::NameRules;
+//!
+//! let names = NameRules::default();
+//! assert_eq!(names.server_tool("kubernetes", "get_pods"), "x_kubernetes_get_pods");
+//! assert_eq!(names.workflow_tool("deploy-webapp"), "workflow_deploy-webapp");
+//! ```
+
+pub mod call;
+pub mod config;
+pub mod crd;
+pub mod entry;
+pub mod error;
+pub mod naming;
+
+pub use call::{
+    BoxToolService, CallContext, Principal, ProgressSink, ProgressUpdate, SessionId, ToolCall, ToolService,
+};
+pub use entry::{PromptEntry, ResourceEntry, ToolEntry, ToolKind};
+pub use error::ToolError;
+pub use naming::NameRules;
+
+/// A JSON object, as tool arguments travel (re-exported from rmcp's model).
+pub use rmcp::model::JsonObject;
+
+/// A boxed error, for the failures of arbitrary inner services.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

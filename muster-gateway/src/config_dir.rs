@@ -1,0 +1,203 @@
+//! Filesystem mode: the muster config directory.
+//!
+//! ```text
+//! <dir>/config.yaml              aggregator settings (optional: defaults apply)
+//! <dir>/mcpservers/*.yaml|yml    one MCPServer document each
+//! <dir>/workflows/*.yaml|yml     one Workflow document each
+//! ```
+//!
+//! Loading never fails as a whole because of one bad file: a file that does not parse or
+//! validate is reported as a [`LoadProblem`] (file, field, reason) and left out, and the rest
+//! loads. Only an unreadable directory is an error.
+//!
+//! ```no_run
+//! let loaded = muster_gateway::config_dir::load(std::path::Path::new("examples/config"))?;
+//! for problem in &loaded.problems {
+//!     eprintln!("{problem}");
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::{
+    collections::BTreeSet,
+    fmt,
+    path::{Path, PathBuf},
+};
+
+use muster_core::{
+    config::MusterConfig,
+    crd::{MCPServer, ValidationErrors, Workflow, deprecated_spellings},
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The most bytes a definition file may have; a larger one is refused, not read.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// A file that was left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadProblem {
+    /// The file.
+    pub file: PathBuf,
+    /// The field at fault (`spec.timeout`), when the problem is one field's.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for LoadProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{}: {field}: {}", self.file.display(), self.reason),
+            None => write!(f, "{}: {}", self.file.display(), self.reason),
+        }
+    }
+}
+
+/// What a config directory holds.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct LoadedConfig {
+    /// The directory.
+    pub path: PathBuf,
+    /// `config.yaml`, or the defaults.
+    pub config: MusterConfig,
+    /// The valid MCPServers, by file name order.
+    pub servers: Vec<MCPServer>,
+    /// The valid Workflows, by file name order.
+    pub workflows: Vec<Workflow>,
+    /// The files left out.
+    pub problems: Vec<LoadProblem>,
+}
+
+/// Loads the config directory at `path`. A missing directory loads as empty (defaults).
+pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
+    let mut loaded = LoadedConfig {
+        path: path.to_owned(),
+        ..LoadedConfig::default()
+    };
+    let config_file = path.join("config.yaml");
+    if config_file.exists() {
+        match read_document::<MusterConfig>(&config_file) {
+            Ok((config, raw)) => {
+                for key in muster_core::config::unknown_keys(&raw) {
+                    tracing::warn!(file = %config_file.display(), key = %key, "unknown configuration key ignored");
+                }
+                match config.validate_config() {
+                    Ok(()) => loaded.config = config,
+                    Err(errors) => loaded.problems.extend(validation_problems(&config_file, &errors)),
+                }
+            }
+            Err(problem) => loaded.problems.push(problem),
+        }
+    }
+
+    let mut names = BTreeSet::new();
+    for file in yaml_files(&path.join("mcpservers"))? {
+        match read_resource::<MCPServer>(&file, MCPServer::KIND, MCPServer::validate) {
+            Ok(server) if !names.insert(server.metadata.name.clone()) => loaded.problems.push(LoadProblem {
+                file,
+                field: Some("metadata.name".into()),
+                reason: format!("an MCPServer named {:?} is already defined", server.metadata.name),
+            }),
+            Ok(server) => loaded.servers.push(server),
+            Err(problems) => loaded.problems.extend(problems),
+        }
+    }
+    let mut names = BTreeSet::new();
+    for file in yaml_files(&path.join("workflows"))? {
+        match read_resource::<Workflow>(&file, Workflow::KIND, Workflow::validate) {
+            Ok(workflow) if !names.insert(workflow.metadata.name.clone()) => loaded.problems.push(LoadProblem {
+                file,
+                field: Some("metadata.name".into()),
+                reason: format!("a Workflow named {:?} is already defined", workflow.metadata.name),
+            }),
+            Ok(workflow) => loaded.workflows.push(workflow),
+            Err(problems) => loaded.problems.extend(problems),
+        }
+    }
+    Ok(loaded)
+}
+
+/// The `.yaml` and `.yml` files of `dir`, sorted; none when `dir` does not exist.
+fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn read_resource<T: DeserializeOwned>(
+    file: &Path,
+    kind: &str,
+    validate: fn(&T) -> Result<(), ValidationErrors>,
+) -> Result<T, Vec<LoadProblem>> {
+    let (resource, raw) = read_document::<T>(file).map_err(|p| vec![p])?;
+    let found_kind = raw.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if found_kind != kind {
+        return Err(vec![LoadProblem {
+            file: file.to_owned(),
+            field: Some("kind".into()),
+            reason: format!("expected kind {kind}, found {found_kind:?}"),
+        }]);
+    }
+    for deprecated in deprecated_spellings(&raw) {
+        tracing::warn!(
+            file = %file.display(),
+            field = %deprecated.path,
+            replacement = deprecated.replacement,
+            "deprecated spelling; still accepted"
+        );
+    }
+    validate(&resource).map_err(|errors| validation_problems(file, &errors))?;
+    Ok(resource)
+}
+
+/// Parses one YAML document into `T`, keeping the raw document too.
+fn read_document<T: DeserializeOwned>(file: &Path) -> Result<(T, Value), LoadProblem> {
+    let problem = |field: Option<String>, reason: String| LoadProblem {
+        file: file.to_owned(),
+        field,
+        reason,
+    };
+    let size = std::fs::metadata(file).map_err(|e| problem(None, e.to_string()))?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(problem(
+            None,
+            format!("file is {size} bytes, more than the {MAX_FILE_BYTES} allowed"),
+        ));
+    }
+    let text = std::fs::read_to_string(file).map_err(|e| problem(None, e.to_string()))?;
+    let raw: Value = serde_saphyr::from_str(&text).map_err(|e| problem(None, format!("invalid YAML: {e}")))?;
+    if !raw.is_object() {
+        return Err(problem(None, "the document is not a mapping".into()));
+    }
+    let typed = serde_path_to_error::deserialize(&raw).map_err(|e| {
+        let path = e.path().to_string();
+        problem((path != ".").then_some(path), e.into_inner().to_string())
+    })?;
+    Ok((typed, raw))
+}
+
+fn validation_problems(file: &Path, errors: &ValidationErrors) -> Vec<LoadProblem> {
+    errors
+        .iter()
+        .map(|e| LoadProblem {
+            file: file.to_owned(),
+            field: Some(e.path.clone()),
+            reason: e.message.clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! Core tools: muster's own tools (`core_*`), reached through `call_tool` like any other.
+//!
+//! Each core tool declares the MCP annotations the reference documents (readOnly, destructive,
+//! idempotent, openWorld) so discovery reports them like a downstream server's. This version
+//! provides the reading tools: services (`core_service_list`, `core_service_status`), MCP servers
+//! (`core_mcpserver_list`, `core_mcpserver_get`), configuration (`core_config_get`,
+//! `core_config_get_aggregator`) and workflows (`core_workflow_list`, `core_workflow_get`).
+
+mod services;
+
+use std::sync::{Arc, OnceLock};
+
+use muster_core::{ToolCall, ToolEntry, ToolError, ToolKind};
+use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::registry::Registry;
+
+/// The arguments of the core tools that act on one named thing.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct NameArg {
+    /// The name of the service, server or workflow.
+    pub name: String,
+}
+
+/// The arguments of the core tools that take none.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct NoArgs {}
+
+/// The core tools this gateway provides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CoreTool {
+    ServiceList,
+    ServiceStatus,
+    McpServerList,
+    McpServerGet,
+    ConfigGet,
+    ConfigGetAggregator,
+    WorkflowList,
+    WorkflowGet,
+}
+
+impl CoreTool {
+    const ALL: [Self; 8] = [
+        Self::WorkflowList,
+        Self::WorkflowGet,
+        Self::ServiceList,
+        Self::ServiceStatus,
+        Self::ConfigGet,
+        Self::ConfigGetAggregator,
+        Self::McpServerList,
+        Self::McpServerGet,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::ServiceList => "core_service_list",
+            Self::ServiceStatus => "core_service_status",
+            Self::McpServerList => "core_mcpserver_list",
+            Self::McpServerGet => "core_mcpserver_get",
+            Self::ConfigGet => "core_config_get",
+            Self::ConfigGetAggregator => "core_config_get_aggregator",
+            Self::WorkflowList => "core_workflow_list",
+            Self::WorkflowGet => "core_workflow_get",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Self::ServiceList => "List all services (the aggregator and every MCP server) with their state and health.",
+            Self::ServiceStatus => "Get the current state, health and last error of one service.",
+            Self::McpServerList => "List all configured MCP server definitions.",
+            Self::McpServerGet => "Get one MCP server definition.",
+            Self::ConfigGet => "Get the complete muster configuration.",
+            Self::ConfigGetAggregator => "Get the aggregator configuration.",
+            Self::WorkflowList => "List all workflow definitions with their availability.",
+            Self::WorkflowGet => "Get one workflow definition with all its steps.",
+        }
+    }
+
+    fn definition(self) -> Tool {
+        let tool = match self {
+            Self::ServiceStatus | Self::McpServerGet | Self::WorkflowGet => {
+                Tool::new(self.name(), self.description(), Arc::new(Default::default())).with_input_schema::<NameArg>()
+            }
+            _ => Tool::new(self.name(), self.description(), Arc::new(Default::default())).with_input_schema::<NoArgs>(),
+        };
+        // Every tool of this version reads; nothing changes (reference: core tool annotations).
+        tool.with_annotations(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        )
+    }
+}
+
+/// The catalogue entries of the core tools, built once.
+pub fn entries() -> &'static [ToolEntry] {
+    static ENTRIES: OnceLock<Vec<ToolEntry>> = OnceLock::new();
+    ENTRIES.get_or_init(|| {
+        CoreTool::ALL
+            .into_iter()
+            .map(|t| ToolEntry::builtin(ToolKind::Core, t.definition()))
+            .collect()
+    })
+}
+
+/// Runs core tool `call.name`.
+pub(crate) async fn call(registry: &Registry, call: &ToolCall) -> Result<CallToolResult, ToolError> {
+    let tool = CoreTool::from_name(&call.name).ok_or_else(|| ToolError::not_found(&call.name))?;
+    let args = &call.arguments;
+    let value = match tool {
+        CoreTool::ServiceList => services::service_list(registry),
+        CoreTool::ServiceStatus => services::service_status(registry, required_name(args)?)?,
+        CoreTool::McpServerList => services::mcpserver_list(registry),
+        CoreTool::McpServerGet => services::mcpserver_get(registry, required_name(args)?)?,
+        CoreTool::ConfigGet => serde_json::to_value(registry.config()).map_err(ToolError::internal)?,
+        CoreTool::ConfigGetAggregator => {
+            serde_json::to_value(&registry.config().aggregator).map_err(ToolError::internal)?
+        }
+        CoreTool::WorkflowList => services::workflow_list(registry),
+        CoreTool::WorkflowGet => services::workflow_get(registry, required_name(args)?)?,
+    };
+    Ok(json_result(&value))
+}
+
+fn required_name(args: &muster_core::JsonObject) -> Result<&str, ToolError> {
+    match args.get("name").and_then(|v| v.as_str()) {
+        Some(name) if !name.is_empty() => Ok(name),
+        _ => Err(ToolError::invalid_arguments("name argument is required")),
+    }
+}
+
+/// A successful result whose one text item is `value` as JSON, mirrored as structuredContent
+/// when it is an object.
+pub(crate) fn json_result(value: &serde_json::Value) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
+    if value.is_object() {
+        result.structured_content = Some(value.clone());
+    }
+    result
+}

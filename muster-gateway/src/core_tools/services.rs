@@ -1,0 +1,161 @@
+//! The reading core tools: services, MCP servers and workflows.
+
+use muster_core::{
+    ToolError,
+    crd::{MCPServerHealth, MCPServerState},
+};
+use serde_json::{Map, Value, json};
+
+use crate::registry::{Registry, ServerView};
+
+/// The name of the aggregator's own service.
+pub(crate) const AGGREGATOR_SERVICE: &str = "mcp-aggregator";
+
+/// A service's state as `core_service_*` reports it.
+fn service_state(state: MCPServerState) -> &'static str {
+    match state {
+        MCPServerState::Running => "running",
+        MCPServerState::Starting => "starting",
+        MCPServerState::Stopped => "stopped",
+        MCPServerState::Connected => "connected",
+        MCPServerState::AuthRequired => "auth_required",
+        MCPServerState::AwaitingSession => "awaiting_session",
+        MCPServerState::Connecting => "connecting",
+        MCPServerState::Disconnected => "disconnected",
+        MCPServerState::Failed => "failed",
+        _ => "unknown",
+    }
+}
+
+fn health(state: MCPServerState) -> MCPServerHealth {
+    match state {
+        MCPServerState::Running | MCPServerState::Connected => MCPServerHealth::Healthy,
+        MCPServerState::Failed => MCPServerHealth::Unhealthy,
+        _ => MCPServerHealth::Unknown,
+    }
+}
+
+fn server_service(s: &ServerView) -> Value {
+    let spec = &s.definition.spec;
+    let mut metadata = Map::new();
+    metadata.insert("type".into(), json!(spec.server_type.map(|t| t.as_str())));
+    metadata.insert("autoStart".into(), json!(spec.auto_start));
+    if let Some(command) = &spec.command {
+        metadata.insert("command".into(), json!(command));
+        metadata.insert("args".into(), json!(spec.args));
+    }
+    if let Some(url) = &spec.url {
+        metadata.insert("url".into(), json!(url));
+    }
+    metadata.insert("tools".into(), json!(s.runtime.tool_count));
+    let mut service = json!({
+        "name": s.definition.metadata.name,
+        "service_type": "MCPServer",
+        "state": service_state(s.runtime.state),
+        "status": s.runtime.state.as_str(),
+        "health": health(s.runtime.state),
+        "metadata": metadata,
+    });
+    if let Some(e) = &s.runtime.last_error {
+        service["last_error"] = json!(e);
+    }
+    if let Some(t) = s.runtime.last_connected {
+        service["last_connected"] = json!(t);
+    }
+    service
+}
+
+fn aggregator_service(registry: &Registry) -> Value {
+    let servers = registry.servers();
+    let connected = servers.iter().filter(|s| s.runtime.state.is_ready()).count();
+    let aggregator = &registry.config().aggregator;
+    json!({
+        "name": AGGREGATOR_SERVICE,
+        "service_type": "Aggregator",
+        "state": "running",
+        "health": "healthy",
+        "metadata": {
+            "port": aggregator.port,
+            "host": aggregator.host,
+            "tools": registry.catalog().tools().len(),
+            "servers_connected": connected,
+            "servers_total": servers.len(),
+        },
+    })
+}
+
+pub(super) fn service_list(registry: &Registry) -> Value {
+    let mut services = vec![aggregator_service(registry)];
+    services.extend(registry.servers().iter().map(server_service));
+    json!({"total": services.len(), "services": services})
+}
+
+pub(super) fn service_status(registry: &Registry, name: &str) -> Result<Value, ToolError> {
+    if name == AGGREGATOR_SERVICE {
+        return Ok(aggregator_service(registry));
+    }
+    registry
+        .server(name)
+        .map(|s| server_service(&s))
+        .ok_or_else(|| ToolError::invalid_arguments(format!("service {name} not found")))
+}
+
+fn server_definition(s: &ServerView) -> Value {
+    let mut value = serde_json::to_value(&s.definition.spec).unwrap_or_else(|_| json!({}));
+    if let Value::Object(map) = &mut value {
+        map.insert("name".into(), json!(s.definition.metadata.name));
+        if let Some(display) = s.definition.metadata.display_name() {
+            map.insert("displayName".into(), json!(display));
+        }
+        map.insert("state".into(), json!(s.runtime.state.as_str()));
+        if let Some(e) = &s.runtime.last_error {
+            map.insert("lastError".into(), json!(e));
+        }
+    }
+    value
+}
+
+pub(super) fn mcpserver_list(registry: &Registry) -> Value {
+    let servers: Vec<Value> = registry.servers().iter().map(server_definition).collect();
+    json!({"mcpServers": servers, "mode": "filesystem", "total": servers.len()})
+}
+
+pub(super) fn mcpserver_get(registry: &Registry, name: &str) -> Result<Value, ToolError> {
+    registry
+        .server(name)
+        .map(|s| server_definition(&s))
+        .ok_or_else(|| ToolError::invalid_arguments(format!("MCP server {name} not found")))
+}
+
+pub(super) fn workflow_list(registry: &Registry) -> Value {
+    let catalog = registry.catalog();
+    let workflows: Vec<Value> = registry
+        .workflows()
+        .iter()
+        .map(|w| {
+            let missing = muster_workflow::missing_tools(w, |t| catalog.tool(t).is_some());
+            json!({
+                "name": w.metadata.name,
+                "description": w.spec.description.as_deref().unwrap_or_default(),
+                "available": missing.is_empty(),
+                "missing_tools": missing,
+                "steps": w.spec.steps.len(),
+            })
+        })
+        .collect();
+    json!({"workflows": workflows, "total": workflows.len()})
+}
+
+pub(super) fn workflow_get(registry: &Registry, name: &str) -> Result<Value, ToolError> {
+    let w = registry
+        .workflow(name)
+        .ok_or_else(|| ToolError::invalid_arguments(format!("workflow {name} not found")))?;
+    let mut value = serde_json::to_value(&w.spec).map_err(ToolError::internal)?;
+    if let Value::Object(map) = &mut value {
+        map.insert("name".into(), json!(w.metadata.name));
+        if !w.metadata.labels.is_empty() {
+            map.insert("labels".into(), json!(w.metadata.labels));
+        }
+    }
+    Ok(value)
+}

@@ -1,0 +1,45 @@
+//! The dispatcher: the innermost [`ToolService`](muster_core::ToolService) of the gateway, which
+//! routes each call to whatever runs it (a downstream server, a core tool).
+//!
+//! Layers compose over it (`tower::ServiceBuilder`), and the meta-tools' `call_tool` calls
+//! through the composed stack.
+
+use std::{
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures::future::BoxFuture;
+use muster_core::{ToolCall, ToolError};
+use rmcp::model::CallToolResult;
+use tower::Service;
+
+use crate::registry::Registry;
+
+/// Routes tool calls by exposed name through the registry's current catalogue.
+#[derive(Debug, Clone)]
+pub struct Dispatcher {
+    registry: Arc<Registry>,
+}
+
+impl Dispatcher {
+    /// A dispatcher over `registry`.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self { registry }
+    }
+}
+
+impl Service<ToolCall> for Dispatcher {
+    type Response = CallToolResult;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<CallToolResult, ToolError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let registry = Arc::clone(&self.registry);
+        Box::pin(async move { registry.dispatch(call).await })
+    }
+}

@@ -1,0 +1,34 @@
+//! # muster-gateway
+//!
+//! The composition of muster: connections to downstream MCP servers, the registry that names
+//! their tools and builds the catalogue, the core tools, the meta-tools MCP server, and the
+//! HTTP front, assembled by [`Gateway`].
+//!
+//! - [`config_dir`]: filesystem mode, the muster config directory.
+//! - [`upstream`]: the gateway as an MCP client of each downstream server.
+//! - [`registry`]: servers, workflows, runtime state and the catalogue snapshot.
+//! - [`dispatch`]: the innermost tool service, routing calls by exposed name.
+//! - [`core_tools`]: muster's own `core_*` tools.
+//! - [`meta`]: the 13 meta-tools as an rmcp server handler.
+//! - [`http`]: `/mcp` and `/health` as an axum router.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let loaded = muster_gateway::config_dir::load(std::path::Path::new("examples/config"))?;
+//! let gateway = muster_gateway::Gateway::new(loaded.config, loaded.servers, loaded.workflows);
+//! gateway.start().await;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
+//! axum::serve(listener, gateway.router()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod config_dir;
+pub mod core_tools;
+pub mod dispatch;
+mod gateway;
+pub mod http;
+pub mod meta;
+pub mod registry;
+pub mod upstream;
+
+pub use gateway::Gateway;

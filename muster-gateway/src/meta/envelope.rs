@@ -1,0 +1,167 @@
+//! The `call_tool` envelope: how the result of a tool run through `call_tool` reaches the client.
+//!
+//! The first content item is a JSON envelope of the wrapped tool's result, `{isError, content,
+//! structuredContent, _meta, tool}`; image and audio items are size-only in it and follow it as
+//! native content items with their payload. `tool` names what ran (`name`, and for a
+//! downstream tool `server` and `serverTool`), and the same object is the result's `_meta` under
+//! `muster.giantswarm.io/tool`. The outer `isError` and `structuredContent` mirror the inner ones.
+
+use muster_core::ToolEntry;
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The `_meta` key under which a `call_tool` result names the tool that ran.
+pub const TOOL_META_KEY: &str = "muster.giantswarm.io/tool";
+
+/// What ran for a `call_tool`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DispatchedTool {
+    /// The tool asked for (its exposed name).
+    pub name: String,
+    /// The MCPServer that served it (downstream tools only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The server's own name for it (downstream tools only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_tool: Option<String>,
+}
+
+impl DispatchedTool {
+    /// What runs for `entry`.
+    pub fn of(entry: &ToolEntry) -> Self {
+        Self {
+            name: entry.name().to_owned(),
+            server: entry.server.clone(),
+            server_tool: entry.server_tool.clone(),
+        }
+    }
+}
+
+/// A content item as the envelope (and a prompt message) shows it: image and audio size-only,
+/// everything else as is.
+pub fn content_summary(item: &ContentBlock) -> Value {
+    match item {
+        ContentBlock::Image(image) => {
+            json!({"type": "image", "mimeType": image.mime_type, "dataSize": image.data.len()})
+        }
+        ContentBlock::Audio(audio) => {
+            json!({"type": "audio", "mimeType": audio.mime_type, "dataSize": audio.data.len()})
+        }
+        other => serde_json::to_value(other).unwrap_or(Value::Null),
+    }
+}
+
+/// Wraps `inner`, the result of `tool`, in the `call_tool` envelope.
+pub fn envelope(inner: CallToolResult, tool: &DispatchedTool) -> CallToolResult {
+    let is_error = inner.is_error.unwrap_or(false);
+    let mut env = serde_json::Map::new();
+    env.insert("isError".into(), json!(is_error));
+    env.insert(
+        "content".into(),
+        Value::Array(inner.content.iter().map(content_summary).collect()),
+    );
+    if let Some(structured) = &inner.structured_content {
+        env.insert("structuredContent".into(), structured.clone());
+    }
+    if let Some(meta) = &inner.meta {
+        env.insert("_meta".into(), Value::Object(meta.0.clone()));
+    }
+    let tool_value = serde_json::to_value(tool).unwrap_or(Value::Null);
+    env.insert("tool".into(), tool_value.clone());
+
+    let mut content = vec![ContentBlock::text(Value::Object(env).to_string())];
+    content.extend(
+        inner
+            .content
+            .into_iter()
+            .filter(|c| matches!(c, ContentBlock::Image(_) | ContentBlock::Audio(_))),
+    );
+    let mut outer = if is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    outer.structured_content = inner.structured_content;
+    let mut meta = MetaObject::default();
+    meta.0.insert(TOOL_META_KEY.to_owned(), tool_value);
+    outer.meta = Some(meta);
+    outer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool() -> DispatchedTool {
+        DispatchedTool {
+            name: "x_k8s_list_pods".into(),
+            server: Some("k8s".into()),
+            server_tool: Some("list_pods".into()),
+        }
+    }
+
+    fn envelope_json(result: &CallToolResult) -> Value {
+        let text = result.content[0].as_text().map(|t| t.text.clone()).unwrap_or_default();
+        serde_json::from_str(&text).expect("envelope is JSON")
+    }
+
+    #[test]
+    fn the_envelope_carries_the_result_and_names_the_tool() {
+        let mut inner = CallToolResult::success(vec![ContentBlock::text("pods: 3")]);
+        inner.structured_content = Some(json!({"count": 3}));
+        let outer = envelope(inner, &tool());
+        let env = envelope_json(&outer);
+        assert_eq!(env["isError"], false);
+        assert_eq!(env["content"][0], json!({"type": "text", "text": "pods: 3"}));
+        assert_eq!(env["structuredContent"], json!({"count": 3}));
+        assert_eq!(
+            env["tool"],
+            json!({"name": "x_k8s_list_pods", "server": "k8s", "serverTool": "list_pods"})
+        );
+        assert_eq!(outer.structured_content, Some(json!({"count": 3})));
+        assert_eq!(outer.is_error, Some(false));
+        assert_eq!(
+            outer.meta.as_ref().map(|m| m.0[TOOL_META_KEY].clone()),
+            Some(env["tool"].clone())
+        );
+    }
+
+    #[test]
+    fn images_and_audio_are_size_only_inside_and_follow_natively() {
+        let inner = CallToolResult::success(vec![
+            ContentBlock::image("aGVsbG8=", "image/png"),
+            ContentBlock::text("caption"),
+            ContentBlock::audio("AAAA", "audio/wav"),
+        ]);
+        let outer = envelope(inner, &tool());
+        let env = envelope_json(&outer);
+        assert_eq!(
+            env["content"][0],
+            json!({"type": "image", "mimeType": "image/png", "dataSize": 8})
+        );
+        assert_eq!(
+            env["content"][2],
+            json!({"type": "audio", "mimeType": "audio/wav", "dataSize": 4})
+        );
+        assert_eq!(outer.content.len(), 3);
+        assert!(outer.content[1].as_image().is_some_and(|i| i.data == "aGVsbG8="));
+        assert!(outer.content[2].as_audio().is_some());
+    }
+
+    #[test]
+    fn an_error_result_stays_an_error_and_core_tools_carry_only_their_name() {
+        let inner = CallToolResult::error(vec![ContentBlock::text("boom")]);
+        let core = DispatchedTool {
+            name: "core_service_list".into(),
+            server: None,
+            server_tool: None,
+        };
+        let outer = envelope(inner, &core);
+        assert_eq!(outer.is_error, Some(true));
+        let env = envelope_json(&outer);
+        assert_eq!(env["isError"], true);
+        assert_eq!(env["tool"], json!({"name": "core_service_list"}));
+    }
+}

@@ -1,0 +1,243 @@
+//! The meta-tools server: the rmcp [`ServerHandler`] an MCP client talks to.
+//!
+//! Natively it offers exactly the 13 meta-tools ([`definitions`]). Discovery meta-tools read the
+//! registry's current catalogue snapshot; `call_tool` runs the named tool through the gateway's
+//! [`ToolService`](muster_core::ToolService) stack and wraps the result in the documented
+//! [`envelope`]; `get_resource` and `get_prompt` read from the server that exposes the entry.
+//! Every failure a client can fix is an error result naming what is wrong.
+
+mod definitions;
+mod envelope;
+
+use std::sync::Arc;
+
+use muster_catalog::{CatalogError, View, prompts, resources, tools};
+use muster_core::{BoxToolService, CallContext, JsonObject, SessionId, ToolCall, ToolError};
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+        PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig,
+    },
+    service::RequestContext,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+pub use definitions::{MetaTool, definitions};
+pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
+
+use crate::registry::Registry;
+
+/// The header that scopes a request to a toolset.
+pub const TOOLSET_HEADER: &str = "x-muster-toolset";
+
+const INSTRUCTIONS: &str = "muster aggregates many MCP servers. Only the meta-tools are callable directly: \
+find tools with filter_tools or list_tools, read one with describe_tool, run it with call_tool.";
+
+/// The MCP server a client talks to: the 13 meta-tools over the registry's catalogue.
+#[derive(Clone)]
+pub struct MetaTools {
+    registry: Arc<Registry>,
+    tools: BoxToolService,
+}
+
+impl std::fmt::Debug for MetaTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaTools").finish_non_exhaustive()
+    }
+}
+
+impl MetaTools {
+    /// Meta-tools over `registry`, running `call_tool` through `tools`.
+    pub fn new(registry: Arc<Registry>, tools: BoxToolService) -> Self {
+        Self { registry, tools }
+    }
+
+    /// Runs meta-tool `name` with `args` in `ctx`. `None` when `name` is not a meta-tool.
+    pub async fn call(&self, name: &str, args: JsonObject, ctx: CallContext) -> Option<CallToolResult> {
+        let tool = MetaTool::from_name(name)?;
+        let catalog = self.registry.catalog();
+        let view = catalog.view();
+        let result = match tool {
+            MetaTool::ListTools => json_or_error(tools::list_tools(&view, &args)),
+            MetaTool::FilterTools => json_or_error(tools::filter_tools(&view, &args)),
+            MetaTool::DescribeTool => json_or_error(tools::describe_tool(&view, &args)),
+            MetaTool::ListCoreTools => json_or_error(tools::list_core_tools(&view, &args)),
+            MetaTool::ListResources => json_result(&resources::list_resources(&view)),
+            MetaTool::FilterResources => json_or_error(resources::filter_resources(&view, &args)),
+            MetaTool::DescribeResource => json_or_error(resources::describe_resource(&view, &args)),
+            MetaTool::ListPrompts => json_result(&prompts::list_prompts(&view)),
+            MetaTool::FilterPrompts => json_or_error(prompts::filter_prompts(&view, &args)),
+            MetaTool::DescribePrompt => json_or_error(prompts::describe_prompt(&view, &args)),
+            MetaTool::GetResource => self.get_resource(&view, &args, &ctx).await,
+            MetaTool::GetPrompt => self.get_prompt(&view, &args, &ctx).await,
+            MetaTool::CallTool => self.call_tool(&view, args, ctx).await,
+        };
+        Some(result)
+    }
+
+    async fn call_tool(&self, view: &View, mut args: JsonObject, ctx: CallContext) -> CallToolResult {
+        let name = match args.get("name") {
+            Some(Value::String(n)) if !n.is_empty() => n.clone(),
+            _ => return error_result("name argument is required"),
+        };
+        let arguments = match args.remove("arguments") {
+            None | Some(Value::Null) => JsonObject::new(),
+            Some(Value::Object(a)) => a,
+            Some(_) => return error_result("arguments must be a JSON object"),
+        };
+        let Some(entry) = view.tool(&name) else {
+            return error_result(format!("Tool execution failed: {}", ToolError::not_found(&name)));
+        };
+        let dispatched = DispatchedTool::of(entry);
+        match self.tools.clone().oneshot(ToolCall::new(name, arguments, ctx)).await {
+            Ok(result) => envelope(result, &dispatched),
+            Err(e) => error_result(format!("Tool execution failed: {e}")),
+        }
+    }
+
+    async fn get_resource(&self, view: &View, args: &JsonObject, ctx: &CallContext) -> CallToolResult {
+        let entry = match resources::find_resource(view, args) {
+            Ok(e) => Arc::clone(e),
+            Err(e) => return error_result(e.to_string()),
+        };
+        let Some(conn) = self.registry.connection(&entry.server) else {
+            return error_result(format!("server {} is not connected", entry.server));
+        };
+        match conn.read_resource(&entry.server_uri, ctx).await {
+            Ok(read) => {
+                let text: Vec<String> = read
+                    .contents
+                    .iter()
+                    .map(|c| match c {
+                        ResourceContents::TextResourceContents { text, .. } => text.clone(),
+                        ResourceContents::BlobResourceContents { blob, .. } => {
+                            format!("[Binary data: {} bytes]", base64_decoded_len(blob))
+                        }
+                        _ => String::new(),
+                    })
+                    .collect();
+                CallToolResult::success(vec![ContentBlock::text(text.join("\n"))])
+            }
+            Err(e) => error_result(format!("Failed to read resource {}: {e}", entry.uri())),
+        }
+    }
+
+    async fn get_prompt(&self, view: &View, args: &JsonObject, ctx: &CallContext) -> CallToolResult {
+        let entry = match prompts::find_prompt(view, args) {
+            Ok(e) => Arc::clone(e),
+            Err(e) => return error_result(e.to_string()),
+        };
+        let arguments = match args.get("arguments") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(map)) => Some(
+                map.iter()
+                    .map(|(k, v)| {
+                        let s = match v {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        (k.clone(), Value::String(s))
+                    })
+                    .collect::<JsonObject>(),
+            ),
+            Some(_) => return error_result("arguments must be a JSON object"),
+        };
+        let Some(conn) = self.registry.connection(&entry.server) else {
+            return error_result(format!("server {} is not connected", entry.server));
+        };
+        match conn.get_prompt(&entry.server_prompt, arguments, ctx).await {
+            Ok(prompt) => {
+                let messages: Vec<Value> = prompt
+                    .messages
+                    .iter()
+                    .map(|m| json!({"role": m.role, "content": content_summary(&m.content)}))
+                    .collect();
+                json_result(&messages)
+            }
+            Err(e) => error_result(format!("Failed to get prompt {}: {e}", entry.name())),
+        }
+    }
+}
+
+fn base64_decoded_len(blob: &str) -> usize {
+    let trimmed = blob.trim_end_matches('=');
+    trimmed.len() * 3 / 4
+}
+
+/// The context of a meta-tool call: the session, the toolset header, the protocol version and
+/// the cancellation of the request.
+pub fn call_context(ctx: &RequestContext<RoleServer>) -> CallContext {
+    let parts = ctx.extensions.get::<http::request::Parts>();
+    let header = |name: &str| {
+        parts
+            .and_then(|p| p.headers.get(name))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let session = header("mcp-session-id").map(SessionId::new).unwrap_or_default();
+    let mut call_ctx = CallContext::for_session(session).with_cancellation(ctx.ct.clone());
+    if let Some(toolset) = header(TOOLSET_HEADER) {
+        let selectors: Vec<String> = toolset.split(',').map(|s| s.trim().to_owned()).collect();
+        call_ctx = call_ctx.with_toolset(selectors);
+    }
+    if let Some(info) = ctx.peer.peer_info() {
+        call_ctx = call_ctx.with_protocol_version(info.protocol_version.clone());
+    }
+    call_ctx
+}
+
+fn json_result<T: Serialize + ?Sized>(value: &T) -> CallToolResult {
+    match serde_json::to_string(value) {
+        Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        Err(e) => error_result(format!("internal error: {e}")),
+    }
+}
+
+fn json_or_error<T: Serialize>(result: Result<T, CatalogError>) -> CallToolResult {
+    match result {
+        Ok(value) => json_result(&value),
+        Err(e) => error_result(e.to_string()),
+    }
+}
+
+fn error_result(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+impl ServerHandler for MetaTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("muster", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(definitions().to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let call_ctx = call_context(&ctx);
+        let args = request.arguments.unwrap_or_default();
+        match self.call(&request.name, args, call_ctx).await {
+            Some(result) => Ok(result.into()),
+            None => Err(McpError::invalid_params(
+                format!(
+                    "unknown tool {:?}: only the meta-tools are callable directly; run other tools with call_tool",
+                    request.name
+                ),
+                None,
+            )),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Transports to downstream servers: a child process over stdio, or streamable HTTP.
+
+use std::{collections::HashMap, process::Stdio};
+
+use muster_core::crd::MCPServerSpec;
+use rmcp::transport::{
+    ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess,
+    streamable_http_client::StreamableHttpClientTransportConfig,
+};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Why a transport could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// A stdio server has no command.
+    #[error("a stdio server needs a command")]
+    MissingCommand,
+    /// The command did not start.
+    #[error("cannot start {command:?}: {source}")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// Why it did not start.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A remote server has no URL.
+    #[error("a remote server needs a url")]
+    MissingUrl,
+    /// A header name or value is not valid HTTP.
+    #[error("header {name:?} is not a valid HTTP header")]
+    InvalidHeader {
+        /// The header's name.
+        name: String,
+    },
+    /// The legacy HTTP+SSE transport is not available in this build.
+    #[error("the legacy sse transport is not supported; use type: streamable-http")]
+    LegacySseUnsupported,
+}
+
+/// A child process speaking MCP on stdin/stdout; its stderr goes to the log.
+pub(super) fn stdio(server: &str, spec: &MCPServerSpec) -> Result<TokioChildProcess, TransportError> {
+    let command = spec
+        .command
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .ok_or(TransportError::MissingCommand)?;
+    let cmd = tokio::process::Command::new(command).configure(|c| {
+        c.args(&spec.args).envs(&spec.env);
+    });
+    let (process, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| TransportError::Spawn {
+            command: command.to_owned(),
+            source,
+        })?;
+    if let Some(stderr) = stderr {
+        let server = server.to_owned();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(target: "muster::upstream::stderr", server = %server, "{line}");
+            }
+        });
+    }
+    Ok(process)
+}
+
+/// A streamable-HTTP client with the server's headers.
+pub(super) fn streamable_http(
+    spec: &MCPServerSpec,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, TransportError> {
+    let url = spec
+        .url
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .ok_or(TransportError::MissingUrl)?;
+    let mut headers = HashMap::with_capacity(spec.headers.len());
+    for (name, value) in &spec.headers {
+        let invalid = || TransportError::InvalidHeader { name: name.clone() };
+        let header_name = http::HeaderName::try_from(name.as_str()).map_err(|_| invalid())?;
+        let header_value = http::HeaderValue::try_from(value.as_str()).map_err(|_| invalid())?;
+        headers.insert(header_name, header_value);
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+    Ok(StreamableHttpClientTransport::from_config(config))
+}

@@ -1,0 +1,117 @@
+//! # muster-workflow
+//!
+//! The workflow side of muster: what a Workflow needs from the catalogue, and (as the engine
+//! lands) how it runs.
+//!
+//! This version provides the dependency analysis the gateway uses for availability:
+//! [`referenced_tools`] walks every place a Workflow names a tool (steps, conditions, forEach
+//! bodies one level deep, parallel groups, onFailure), and [`missing_tools`] says which of them
+//! a catalogue lacks. Executing workflows (templates, conditions, loops, jq, execution records)
+//! is not part of this version.
+//!
+//! ```
+//! use muster_core::crd::{Workflow, WorkflowSpec, WorkflowStep};
+//!
+//! let mut step = WorkflowStep::default();
+//! step.id = "pods".into();
+//! step.tool = Some("x_k8s_list_pods".into());
+//! let wf = Workflow::new("inspect", WorkflowSpec { steps: vec![step], ..Default::default() });
+//! let tools = muster_workflow::referenced_tools(&wf);
+//! assert!(tools.contains("x_k8s_list_pods"));
+//! assert_eq!(muster_workflow::missing_tools(&wf, |t| t == "x_k8s_list_pods"), Vec::<String>::new());
+//! ```
+
+use std::collections::BTreeSet;
+
+use muster_core::crd::{Workflow, WorkflowCondition, WorkflowSubStep};
+
+/// Every tool `workflow` names, in its steps, conditions, loop bodies, parallel groups and
+/// onFailure handlers.
+pub fn referenced_tools(workflow: &Workflow) -> BTreeSet<String> {
+    let mut tools = BTreeSet::new();
+    for step in &workflow.spec.steps {
+        tools.extend(step.tool.clone());
+        condition_tool(&mut tools, step.condition.as_ref());
+        if let Some(each) = &step.for_each {
+            sub_steps(&mut tools, &each.steps);
+        }
+        if let Some(group) = &step.parallel {
+            sub_steps(&mut tools, group);
+        }
+    }
+    sub_steps(&mut tools, &workflow.spec.on_failure);
+    tools
+}
+
+/// The tools `workflow` names that `is_available` says are missing, in name order.
+pub fn missing_tools(workflow: &Workflow, is_available: impl Fn(&str) -> bool) -> Vec<String> {
+    referenced_tools(workflow)
+        .into_iter()
+        .filter(|t| !is_available(t))
+        .collect()
+}
+
+fn sub_steps(tools: &mut BTreeSet<String>, steps: &[WorkflowSubStep]) {
+    for sub in steps {
+        tools.extend(sub.tool.clone());
+        condition_tool(tools, sub.condition.as_ref());
+        if let Some(nested) = &sub.for_each {
+            sub_steps(tools, &nested.steps);
+        }
+    }
+}
+
+fn condition_tool(tools: &mut BTreeSet<String>, condition: Option<&WorkflowCondition>) {
+    if let Some(tool) = condition.and_then(|c| c.tool.clone()) {
+        tools.insert(tool);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_are_collected_from_every_place_a_workflow_names_one() {
+        let yaml = r#"
+apiVersion: muster.giantswarm.io/v1alpha1
+kind: Workflow
+metadata: {name: all-places}
+spec:
+  steps:
+    - id: a
+      tool: t_step
+      condition: {tool: t_condition, expect: {success: true}}
+    - id: loop
+      forEach:
+        items: "{{ .input.xs }}"
+        steps:
+          - id: body
+            tool: t_body
+          - id: nested
+            forEach:
+              items: "{{ .vars.item.ys }}"
+              as: inner
+              steps:
+                - id: deep
+                  tool: t_nested
+    - id: group
+      parallel:
+        - id: p1
+          tool: t_parallel
+  onFailure:
+    - id: cleanup
+      tool: t_cleanup
+"#;
+        let wf: Workflow = serde_saphyr::from_str(yaml).expect("valid yaml");
+        let tools: Vec<String> = referenced_tools(&wf).into_iter().collect();
+        assert_eq!(
+            tools,
+            ["t_body", "t_cleanup", "t_condition", "t_nested", "t_parallel", "t_step"]
+        );
+        assert_eq!(
+            missing_tools(&wf, |t| t != "t_cleanup" && t != "t_nested"),
+            ["t_cleanup", "t_nested"]
+        );
+    }
+}

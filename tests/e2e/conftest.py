@@ -1,0 +1,61 @@
+"""Fixtures of the end-to-end suite: one gateway for the session, one SDK client per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from harness import (
+    EVERYTHING_TOOLS,
+    TIME_TOOLS,
+    Gateway,
+    GatewayStartError,
+    connect,
+    exposed,
+    start_gateway,
+)
+from mcp import Client
+
+#: The tools the gateway must list before the tests start.
+READY_TOOLS = frozenset({exposed("everything", "echo"), exposed("time", "get_current_time")})
+
+assert {"echo"} <= EVERYTHING_TOOLS and {"get_current_time"} <= TIME_TOOLS
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    # anyio's pytest plugin (anyio ships with mcp) runs the `async def` tests and fixtures.
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    workdir = tmp_path_factory.mktemp("gateway")
+    try:
+        gw = start_gateway(workdir, READY_TOOLS)
+    except GatewayStartError as e:
+        logs = ""
+        for name in ("gateway.stderr.log", "gateway.stdout.log"):
+            path = workdir / name
+            if path.exists():
+                logs += f"\n----- {name} -----\n{path.read_text(errors='replace')[-20_000:]}"
+        pytest.fail(f"the gateway did not come up: {e}{logs}", pytrace=False)
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture
+async def client(gateway: Gateway) -> AsyncIterator[Client]:
+    async with connect(gateway.url) as c:
+        yield c
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Attach the gateway's output to every failed test that used it."""
+    report = yield
+    if report.failed and call.when == "call":
+        gw = getattr(item, "funcargs", {}).get("gateway")
+        if isinstance(gw, Gateway):
+            report.sections.append(("gateway output", gw.logs()))
+    return report
