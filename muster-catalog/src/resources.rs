@@ -182,7 +182,8 @@ mod tests {
     #[test]
     fn every_resource_is_listed_with_its_server_and_a_description() {
         let c = fixture();
-        let all = list_resources(&c.view());
+        let view = c.view();
+        let all = list_resources(&view);
         assert_eq!(all.len(), 4);
         assert_eq!((all[0].server, all[0].description), ("a", "one"));
     }

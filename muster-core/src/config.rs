@@ -247,3 +247,169 @@ pub fn unknown_keys(doc: &Value) -> Vec<String> {
     unknown.sort();
     unknown
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{AggregatorConfig, MusterConfig, Transport, unknown_keys};
+
+    fn parse(doc: &str) -> MusterConfig {
+        match serde_saphyr::from_str(doc) {
+            Ok(config) => config,
+            Err(e) => panic!("config does not parse: {e}"),
+        }
+    }
+
+    #[track_caller]
+    fn assert_only(config: &MusterConfig, path: &str, message: &str) {
+        let errors = config.validate_config().expect_err("validation must fail");
+        assert_eq!(errors.to_lines(), vec![format!("{path}: {message}")]);
+    }
+
+    #[test]
+    fn empty_document_gives_the_documented_defaults() {
+        let config = parse("{}");
+        assert_eq!(config.aggregator.port, 8090);
+        assert_eq!(config.aggregator.host, "localhost");
+        assert_eq!(config.aggregator.transport, Transport::StreamableHttp);
+        assert_eq!(config.aggregator.muster_prefix, "x");
+        assert!(config.aggregator.enabled);
+        assert_eq!(config.namespace, None);
+        assert!(!config.kubernetes);
+        assert!(config.toolset_presets.is_empty());
+        assert_eq!(config, MusterConfig::default());
+        assert!(config.validate_config().is_ok());
+    }
+
+    #[test]
+    fn partial_aggregator_section_keeps_the_other_defaults() {
+        let config = parse("aggregator:\n  port: 9000\n  musterPrefix: m\n");
+        assert_eq!(
+            config.aggregator,
+            AggregatorConfig::default().with_port(9000).with_muster_prefix("m")
+        );
+    }
+
+    #[test]
+    fn every_known_key_parses_and_round_trips() {
+        let config = parse(
+            r#"
+aggregator:
+  port: 8091
+  host: 0.0.0.0
+  transport: sse
+  musterPrefix: mx
+  enabled: false
+namespace: muster-system
+kubernetes: true
+toolsetPresets:
+  readonly: {tools: ["x_kubernetes_get*"]}
+"#,
+        );
+        let expected = MusterConfig::default()
+            .with_aggregator(
+                AggregatorConfig::default()
+                    .with_port(8091)
+                    .with_host("0.0.0.0")
+                    .with_transport(Transport::Sse)
+                    .with_muster_prefix("mx")
+                    .with_enabled(false),
+            )
+            .with_namespace("muster-system")
+            .with_kubernetes(true)
+            .with_toolset_preset("readonly", json!({"tools": ["x_kubernetes_get*"]}));
+        assert_eq!(config, expected);
+        let written = serde_json::to_value(&config).expect("serializes");
+        assert_eq!(written["aggregator"]["musterPrefix"], "mx");
+        assert_eq!(written["toolsetPresets"]["readonly"]["tools"][0], "x_kubernetes_get*");
+        let back: MusterConfig = serde_json::from_value(written).expect("parses");
+        assert_eq!(back, config);
+    }
+
+    #[test]
+    fn transports_use_the_documented_spellings() {
+        for (transport, spelling) in [
+            (Transport::StreamableHttp, "streamable-http"),
+            (Transport::Sse, "sse"),
+            (Transport::Stdio, "stdio"),
+        ] {
+            assert_eq!(serde_json::to_value(transport).expect("serializes"), spelling);
+            assert_eq!(transport.to_string(), spelling);
+        }
+        let error =
+            serde_saphyr::from_str::<MusterConfig>("aggregator: {transport: http}").expect_err("unknown transport");
+        assert!(error.to_string().contains("unknown variant `http`"), "{error}");
+    }
+
+    #[test]
+    fn unknown_keys_are_accepted_and_listed() {
+        let doc = r#"
+aggregator:
+  port: 8090
+  oauth: {server: {enabled: true}}
+  admin: {enabled: true, port: 9999}
+exposure: {mode: all}
+kubernetes: false
+"#;
+        let config = parse(doc);
+        assert_eq!(config.aggregator.port, 8090);
+        let raw: serde_json::Value = serde_saphyr::from_str(doc).expect("parses");
+        assert_eq!(unknown_keys(&raw), ["aggregator.admin", "aggregator.oauth", "exposure"]);
+        assert!(unknown_keys(&json!({"aggregator": {"port": 1}, "namespace": "a"})).is_empty());
+        assert!(unknown_keys(&json!(null)).is_empty());
+    }
+
+    #[test]
+    fn empty_host_is_refused() {
+        let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_host(""));
+        assert_only(&config, "aggregator.host", "aggregator.host must not be empty");
+    }
+
+    #[test]
+    fn host_with_whitespace_is_refused() {
+        let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_host("local host"));
+        assert_only(
+            &config,
+            "aggregator.host",
+            "aggregator.host \"local host\" must not contain whitespace",
+        );
+    }
+
+    #[test]
+    fn muster_prefix_not_matching_the_pattern_is_refused() {
+        let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_muster_prefix("9x"));
+        assert_only(
+            &config,
+            "aggregator.musterPrefix",
+            "aggregator.musterPrefix \"9x\" must match ^[a-zA-Z][a-zA-Z0-9_-]*$",
+        );
+    }
+
+    #[test]
+    fn namespace_that_is_not_a_kubernetes_name_is_refused() {
+        let config = MusterConfig::default().with_namespace("Muster_System");
+        assert_only(
+            &config,
+            "namespace",
+            "namespace \"Muster_System\" must be a Kubernetes namespace name \
+             (^[a-z0-9]([-a-z0-9]*[a-z0-9])?$, at most 63 characters)",
+        );
+        let config = MusterConfig::default().with_namespace("a".repeat(64));
+        assert!(config.validate_config().is_err());
+        let config = MusterConfig::default().with_namespace("a".repeat(63));
+        assert!(config.validate_config().is_ok());
+    }
+
+    #[test]
+    fn empty_toolset_preset_name_is_refused() {
+        let config = MusterConfig::default().with_toolset_preset("", json!({}));
+        assert_only(&config, "toolsetPresets", "a toolset preset name must not be empty");
+    }
+
+    #[test]
+    fn port_zero_is_accepted_for_a_system_chosen_port() {
+        let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_port(0));
+        assert!(config.validate_config().is_ok());
+    }
+}

@@ -141,7 +141,7 @@ fn read_resource<T: DeserializeOwned>(
     kind: &str,
     validate: fn(&T) -> Result<(), ValidationErrors>,
 ) -> Result<T, Vec<LoadProblem>> {
-    let (resource, raw) = read_document::<T>(file).map_err(|p| vec![p])?;
+    let raw = read_yaml(file).map_err(|p| vec![p])?;
     let found_kind = raw.get("kind").and_then(Value::as_str).unwrap_or_default();
     if found_kind != kind {
         return Err(vec![LoadProblem {
@@ -150,6 +150,7 @@ fn read_resource<T: DeserializeOwned>(
             reason: format!("expected kind {kind}, found {found_kind:?}"),
         }]);
     }
+    let resource = typed(file, &raw).map_err(|p| vec![p])?;
     for deprecated in deprecated_spellings(&raw) {
         tracing::warn!(
             file = %file.display(),
@@ -164,28 +165,42 @@ fn read_resource<T: DeserializeOwned>(
 
 /// Parses one YAML document into `T`, keeping the raw document too.
 fn read_document<T: DeserializeOwned>(file: &Path) -> Result<(T, Value), LoadProblem> {
-    let problem = |field: Option<String>, reason: String| LoadProblem {
+    let raw = read_yaml(file)?;
+    let typed = typed(file, &raw)?;
+    Ok((typed, raw))
+}
+
+/// Reads one YAML document (a mapping), refusing files over [`MAX_FILE_BYTES`].
+fn read_yaml(file: &Path) -> Result<Value, LoadProblem> {
+    let problem = |reason: String| LoadProblem {
         file: file.to_owned(),
-        field,
+        field: None,
         reason,
     };
-    let size = std::fs::metadata(file).map_err(|e| problem(None, e.to_string()))?.len();
+    let size = std::fs::metadata(file).map_err(|e| problem(e.to_string()))?.len();
     if size > MAX_FILE_BYTES {
-        return Err(problem(
-            None,
-            format!("file is {size} bytes, more than the {MAX_FILE_BYTES} allowed"),
-        ));
+        return Err(problem(format!(
+            "file is {size} bytes, more than the {MAX_FILE_BYTES} allowed"
+        )));
     }
-    let text = std::fs::read_to_string(file).map_err(|e| problem(None, e.to_string()))?;
-    let raw: Value = serde_saphyr::from_str(&text).map_err(|e| problem(None, format!("invalid YAML: {e}")))?;
+    let text = std::fs::read_to_string(file).map_err(|e| problem(e.to_string()))?;
+    let raw: Value = serde_saphyr::from_str(&text).map_err(|e| problem(format!("invalid YAML: {e}")))?;
     if !raw.is_object() {
-        return Err(problem(None, "the document is not a mapping".into()));
+        return Err(problem("the document is not a mapping".into()));
     }
-    let typed = serde_path_to_error::deserialize(&raw).map_err(|e| {
+    Ok(raw)
+}
+
+/// Deserializes a raw document, naming the field at fault when it does not fit `T`.
+fn typed<T: DeserializeOwned>(file: &Path, raw: &Value) -> Result<T, LoadProblem> {
+    serde_path_to_error::deserialize(raw).map_err(|e| {
         let path = e.path().to_string();
-        problem((path != ".").then_some(path), e.into_inner().to_string())
-    })?;
-    Ok((typed, raw))
+        LoadProblem {
+            file: file.to_owned(),
+            field: (path != ".").then_some(path),
+            reason: e.into_inner().to_string(),
+        }
+    })
 }
 
 fn validation_problems(file: &Path, errors: &ValidationErrors) -> Vec<LoadProblem> {

@@ -71,7 +71,8 @@ fn list_tools_pages_the_whole_catalogue_with_totals() {
 #[test]
 fn list_tools_defaults_to_fifty_and_workflows_and_core_tools_carry_no_server() {
     let c = fixture();
-    let page = list_tools(&c.view(), &JsonObject::new()).expect("page");
+    let view = c.view();
+    let page = list_tools(&view, &JsonObject::new()).expect("page");
     assert_eq!(page.filters.limit, 50);
     let json = serde_json::to_value(&page).expect("json");
     assert!(json["tools"][4].get("server").is_none());
@@ -105,7 +106,8 @@ fn filter_tools_narrows_by_description_and_labels() {
 #[test]
 fn a_query_ranks_name_matches_first_and_drops_tools_that_match_nothing() {
     let c = fixture();
-    let page = filter_tools(&c.view(), &obj(json!({"query": "prometheus metrics query"}))).expect("page");
+    let view = c.view();
+    let page = filter_tools(&view, &obj(json!({"query": "prometheus metrics query"}))).expect("page");
     assert_eq!(names(&page), ["x_prom_query_range", "x_prom_metrics_overview"]);
     let scores: Vec<f64> = page.tools.iter().filter_map(|t| t.score).collect();
     assert_eq!(scores.len(), 2);
@@ -115,8 +117,9 @@ fn a_query_ranks_name_matches_first_and_drops_tools_that_match_nothing() {
 #[test]
 fn include_schema_returns_full_descriptions_and_schemas() {
     let c = fixture();
+    let view = c.view();
     let page = filter_tools(
-        &c.view(),
+        &view,
         &obj(json!({"pattern": "x_k8s_list_pods", "include_schema": true})),
     )
     .expect("page");
@@ -167,7 +170,8 @@ fn describe_tool_gives_schema_server_kind_and_the_invocation() {
 #[test]
 fn list_core_tools_lists_only_core_tools_with_schemas() {
     let c = fixture();
-    let page = list_core_tools(&c.view(), &JsonObject::new()).expect("page");
+    let view = c.view();
+    let page = list_core_tools(&view, &JsonObject::new()).expect("page");
     assert_eq!(names(&page), ["core_service_list"]);
     assert!(page.tools[0].input_schema.is_some());
     assert!(!page.truncated);

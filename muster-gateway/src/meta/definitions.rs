@@ -112,8 +112,8 @@ impl MetaTool {
             }
             Self::ListResources => "List available MCP resources, each with its server.",
             Self::FilterResources => {
-                "Filter resources by URI pattern and/or source server, paged; a URI with a scheme carries no \
-                 server prefix, so scope by server."
+                "Filter resources by URI pattern and/or source server, paged.\n\
+                 A URI with a scheme carries no server prefix, so scope by server."
             }
             Self::DescribeResource => {
                 "Get resource metadata, not its contents.\n\

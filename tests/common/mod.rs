@@ -1,0 +1,161 @@
+//! Shared harness of the integration tests: the demo downstream server binary, an in-process
+//! gateway on a loopback port, and an rmcp client that calls meta-tools.
+
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+};
+
+use muster::{
+    core::{
+        config::MusterConfig,
+        crd::{MCPServer, MCPServerSpec, ServerType},
+    },
+    gateway::Gateway,
+};
+use rmcp::{
+    RoleClient, ServiceExt,
+    model::{CallToolRequestParams, CallToolResult, JsonObject},
+    service::RunningService,
+    transport::StreamableHttpClientTransport,
+};
+use serde_json::Value;
+
+/// The reference gateway example binary, which also serves the demo server (`demo-server`).
+pub fn gateway_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test> -> target/<profile>/examples/gateway
+    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("target profile dir");
+    let bin = profile_dir.join("examples").join("gateway");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the examples first (cargo build --examples)",
+        bin.display()
+    );
+    bin
+}
+
+/// A demo MCPServer over stdio, named `name`.
+pub fn demo_stdio(name: &str) -> MCPServer {
+    let mut spec = MCPServerSpec::default();
+    spec.server_type = Some(ServerType::Stdio);
+    spec.auto_start = true;
+    spec.command = Some(gateway_binary().display().to_string());
+    spec.args = vec!["demo-server".into()];
+    spec.timeout = 20;
+    MCPServer::new(name, spec)
+}
+
+/// A remote MCPServer over streamable HTTP at `url`.
+pub fn remote(name: &str, url: &str) -> MCPServer {
+    let mut spec = MCPServerSpec::default();
+    spec.server_type = Some(ServerType::StreamableHttp);
+    spec.url = Some(url.to_owned());
+    spec.timeout = 5;
+    MCPServer::new(name, spec)
+}
+
+/// A demo server over streamable HTTP in a child process; killed on drop.
+pub struct DemoHttp {
+    child: Child,
+    pub url: String,
+}
+
+impl DemoHttp {
+    pub fn start() -> Self {
+        let mut child = Command::new(gateway_binary())
+            .args(["demo-server", "--http", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the demo server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .expect("listening line")
+            .to_owned();
+        Self { child, url }
+    }
+}
+
+impl Drop for DemoHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A gateway serving on a loopback port, with an MCP client connected to it.
+pub struct Harness {
+    pub gateway: Gateway,
+    pub url: String,
+    pub client: RunningService<RoleClient, ()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Harness {
+    pub async fn start(servers: Vec<MCPServer>) -> Self {
+        let gateway = Gateway::new(MusterConfig::default(), servers, Vec::new());
+        gateway.start().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let app = gateway.router();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let url = format!("http://{addr}/mcp");
+        let client = ().serve(StreamableHttpClientTransport::from_uri(url.clone())).await.expect("client connects");
+        Self {
+            gateway,
+            url,
+            client,
+            server,
+        }
+    }
+
+    /// Calls meta-tool `name` with `args`.
+    pub async fn meta(&self, name: &str, args: Value) -> CallToolResult {
+        let args: JsonObject = args.as_object().cloned().unwrap_or_default();
+        self.client
+            .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(args))
+            .await
+            .unwrap_or_else(|e| panic!("meta-tool {name} failed at the protocol level: {e}"))
+    }
+
+    /// Calls meta-tool `name` and parses its one text item as JSON; panics on an error result.
+    pub async fn meta_json(&self, name: &str, args: Value) -> Value {
+        let result = self.meta(name, args).await;
+        assert_ne!(
+            result.is_error,
+            Some(true),
+            "{name} answered an error: {}",
+            text(&result)
+        );
+        serde_json::from_str(&text(&result))
+            .unwrap_or_else(|e| panic!("{name} did not answer JSON ({e}): {}", text(&result)))
+    }
+
+    pub async fn stop(self) {
+        let _ = self.client.cancel().await;
+        self.gateway.shutdown().await;
+        self.server.abort();
+    }
+}
+
+/// The text of a result's first item.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}

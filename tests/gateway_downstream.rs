@@ -1,0 +1,280 @@
+//! The gateway in front of real downstream MCP servers (the demo server of this repository over
+//! stdio and over streamable HTTP), driven by a real MCP client over loopback HTTP.
+
+mod common;
+
+use common::{DemoHttp, Harness, demo_stdio, remote, text};
+use rmcp::model::{CallToolRequestParams, ErrorCode};
+use serde_json::{Value, json};
+
+fn tool_names(page: &Value) -> Vec<String> {
+    page["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn native_tools_list_is_exactly_the_thirteen_meta_tools() {
+    let h = Harness::start(vec![demo_stdio("demo")]).await;
+    let tools = h.client.list_all_tools().await.expect("tools/list");
+    let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "call_tool",
+            "describe_prompt",
+            "describe_resource",
+            "describe_tool",
+            "filter_prompts",
+            "filter_resources",
+            "filter_tools",
+            "get_prompt",
+            "get_resource",
+            "list_core_tools",
+            "list_prompts",
+            "list_resources",
+            "list_tools"
+        ]
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_stdio_downstreams_tools_are_listed_described_and_called() {
+    let h = Harness::start(vec![demo_stdio("demo")]).await;
+
+    let page = h.meta_json("list_tools", json!({})).await;
+    let names = tool_names(&page);
+    for expected in ["x_demo_echo", "x_demo_add", "x_demo_fail", "core_service_list"] {
+        assert!(
+            names.contains(&expected.to_owned()),
+            "{expected} missing from {names:?}"
+        );
+    }
+    let echo = page["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["name"] == "x_demo_echo")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(echo["server"], "demo");
+    assert_eq!(echo["kind"], "tool");
+    assert_eq!(echo["summary"], "Echo a message back.");
+    assert_eq!(echo["annotations"]["readOnlyHint"], true);
+
+    let described = h.meta_json("describe_tool", json!({"name": "x_demo_add"})).await;
+    assert_eq!(described["title"], "Add numbers");
+    assert_eq!(described["inputSchema"]["properties"]["a"]["type"], "number");
+    assert!(
+        described["outputSchema"]["properties"]["sum"].is_object(),
+        "{described}"
+    );
+
+    let result = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_demo_echo", "arguments": {"message": "hello gateway"}}),
+        )
+        .await;
+    assert_eq!(result.is_error, Some(false));
+    let envelope: Value = serde_json::from_str(&text(&result)).expect("envelope");
+    assert_eq!(envelope["isError"], false);
+    assert_eq!(envelope["content"][0]["text"], "hello gateway");
+    assert_eq!(
+        envelope["tool"],
+        json!({"name": "x_demo_echo", "server": "demo", "serverTool": "echo"})
+    );
+    let meta = result.meta.as_ref().expect("_meta");
+    assert_eq!(meta.0["muster.giantswarm.io/tool"], envelope["tool"]);
+
+    let sum = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_demo_add", "arguments": {"a": 2, "b": 40.5}}),
+        )
+        .await;
+    assert_eq!(sum.structured_content, Some(json!({"sum": 42.5})));
+
+    let failed = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_demo_fail", "arguments": {"reason": "nope"}}),
+        )
+        .await;
+    assert_eq!(failed.is_error, Some(true));
+    let envelope: Value = serde_json::from_str(&text(&failed)).expect("envelope");
+    assert_eq!(envelope["isError"], true);
+    assert_eq!(envelope["content"][0]["text"], "nope");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn resources_and_prompts_are_reached_through_the_meta_tools() {
+    let h = Harness::start(vec![demo_stdio("demo")]).await;
+    let resources = h.meta_json("list_resources", json!({})).await;
+    assert_eq!(resources[0]["uri"], "demo://greeting");
+    assert_eq!(resources[0]["server"], "demo");
+    let read = h.meta("get_resource", json!({"uri": "demo://greeting"})).await;
+    assert_eq!(text(&read), "Hello from the muster demo server.");
+
+    let prompts = h.meta_json("list_prompts", json!({})).await;
+    assert_eq!(prompts[0]["name"], "x_demo_greet");
+    let described = h.meta_json("describe_prompt", json!({"name": "x_demo_greet"})).await;
+    assert_eq!(described["arguments"][0]["name"], "name");
+    let messages = h
+        .meta_json(
+            "get_prompt",
+            json!({"name": "x_demo_greet", "arguments": {"name": "Ada"}}),
+        )
+        .await;
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[0]["content"]["text"], "Please greet Ada warmly.");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_streamable_http_downstream_is_aggregated_beside_a_stdio_one() {
+    let demo = DemoHttp::start();
+    let h = Harness::start(vec![demo_stdio("local"), remote("remote", &demo.url)]).await;
+    let page = h
+        .meta_json("filter_tools", json!({"pattern": "x_remote_*", "limit": 10}))
+        .await;
+    assert_eq!(tool_names(&page), ["x_remote_add", "x_remote_echo", "x_remote_fail"]);
+    let result = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_remote_echo", "arguments": {"message": "over http"}}),
+        )
+        .await;
+    let envelope: Value = serde_json::from_str(&text(&result)).expect("envelope");
+    assert_eq!(envelope["content"][0]["text"], "over http");
+    assert_eq!(envelope["tool"]["server"], "remote");
+    // Both servers expose demo://greeting: a read must say which.
+    let ambiguous = h.meta("get_resource", json!({"uri": "demo://greeting"})).await;
+    assert_eq!(ambiguous.is_error, Some(true));
+    assert_eq!(
+        text(&ambiguous),
+        "Resource demo://greeting is exposed by servers local, remote; the \"server\" argument is required"
+    );
+    let read = h
+        .meta("get_resource", json!({"uri": "demo://greeting", "server": "remote"}))
+        .await;
+    assert_eq!(text(&read), "Hello from the muster demo server.");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_downstream_that_cannot_start_is_failed_and_the_others_still_serve() {
+    let mut missing = demo_stdio("broken");
+    missing.spec.command = Some("/nonexistent/muster-test-server".into());
+    let refused = remote("refused", "http://127.0.0.1:9/mcp");
+    let h = Harness::start(vec![demo_stdio("demo"), missing, refused]).await;
+
+    let status = h
+        .meta(
+            "call_tool",
+            json!({"name": "core_service_status", "arguments": {"name": "broken"}}),
+        )
+        .await;
+    let envelope: Value = serde_json::from_str(&text(&status)).expect("envelope");
+    let service: Value =
+        serde_json::from_str(envelope["content"][0]["text"].as_str().unwrap_or_default()).expect("status");
+    assert_eq!(service["state"], "failed");
+    assert!(
+        service["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("/nonexistent/muster-test-server"),
+        "{service}"
+    );
+
+    let list = h.meta("call_tool", json!({"name": "core_service_list"})).await;
+    let services = list.structured_content.clone().expect("structured");
+    let refused_state = services["services"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == "refused")
+        .cloned();
+    assert_eq!(refused_state.map(|s| s["state"].clone()), Some(json!("failed")));
+
+    let page = h
+        .meta_json("filter_tools", json!({"pattern": "x_*", "limit": 50}))
+        .await;
+    assert_eq!(tool_names(&page), ["x_demo_add", "x_demo_echo", "x_demo_fail"]);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn bad_calls_get_the_documented_errors() {
+    let h = Harness::start(vec![demo_stdio("demo")]).await;
+    let no_name = h.meta("call_tool", json!({"arguments": {}})).await;
+    assert_eq!(
+        (no_name.is_error, text(&no_name).as_str()),
+        (Some(true), "name argument is required")
+    );
+    let not_object = h
+        .meta("call_tool", json!({"name": "x_demo_echo", "arguments": [1, 2]}))
+        .await;
+    assert_eq!(
+        (not_object.is_error, text(&not_object).as_str()),
+        (Some(true), "arguments must be a JSON object")
+    );
+    let unknown = h.meta("call_tool", json!({"name": "x_demo_nope"})).await;
+    assert_eq!(unknown.is_error, Some(true));
+    assert_eq!(text(&unknown), "Tool execution failed: tool not found: x_demo_nope");
+    let bad_limit = h.meta("list_tools", json!({"limit": 0})).await;
+    assert_eq!(
+        (bad_limit.is_error, text(&bad_limit).as_str()),
+        (Some(true), "limit must be at least 1")
+    );
+
+    // Aggregated tools are not callable natively: only the meta-tools are.
+    let err = h
+        .client
+        .call_tool(CallToolRequestParams::new("x_demo_echo"))
+        .await
+        .expect_err("a native call of an aggregated tool is refused");
+    match err {
+        rmcp::service::ServiceError::McpError(data) => {
+            assert_eq!(data.code, ErrorCode::INVALID_PARAMS);
+            assert!(data.message.contains("call_tool"), "{}", data.message);
+        }
+        other => panic!("unexpected error {other}"),
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn list_tools_pages_to_the_end_without_gaps() {
+    let h = Harness::start(vec![demo_stdio("a"), demo_stdio("b")]).await;
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = h.meta_json("list_tools", json!({"limit": 4, "offset": offset})).await;
+        let names = tool_names(&page);
+        assert!(names.len() <= 4);
+        seen.extend(names);
+        assert_eq!(page["total"], page["total_tools"]);
+        if page["truncated"] == false {
+            assert_eq!(seen.len() as u64, page["total"].as_u64().unwrap_or_default());
+            break;
+        }
+        offset += 4;
+    }
+    let mut unique = seen.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "pages overlap: {seen:?}");
+    // Server tools come first, by server name, each in its server's order; core tools follow.
+    assert_eq!(
+        &seen[..6],
+        ["x_a_add", "x_a_echo", "x_a_fail", "x_b_add", "x_b_echo", "x_b_fail"]
+    );
+    assert!(seen[6..].iter().all(|n| n.starts_with("core_")), "{seen:?}");
+    h.stop().await;
+}
