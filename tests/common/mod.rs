@@ -40,21 +40,25 @@ pub fn gateway_binary() -> PathBuf {
 
 /// A demo MCPServer over stdio, named `name`.
 pub fn demo_stdio(name: &str) -> MCPServer {
-    let mut spec = MCPServerSpec::default();
-    spec.server_type = Some(ServerType::Stdio);
-    spec.auto_start = true;
-    spec.command = Some(gateway_binary().display().to_string());
-    spec.args = vec!["demo-server".into()];
-    spec.timeout = 20;
+    let spec = MCPServerSpec {
+        server_type: Some(ServerType::Stdio),
+        auto_start: true,
+        command: Some(gateway_binary().display().to_string()),
+        args: vec!["demo-server".into()],
+        timeout: 20,
+        ..MCPServerSpec::default()
+    };
     MCPServer::new(name, spec)
 }
 
 /// A remote MCPServer over streamable HTTP at `url`.
 pub fn remote(name: &str, url: &str) -> MCPServer {
-    let mut spec = MCPServerSpec::default();
-    spec.server_type = Some(ServerType::StreamableHttp);
-    spec.url = Some(url.to_owned());
-    spec.timeout = 5;
+    let spec = MCPServerSpec {
+        server_type: Some(ServerType::StreamableHttp),
+        url: Some(url.to_owned()),
+        timeout: 5,
+        ..MCPServerSpec::default()
+    };
     MCPServer::new(name, spec)
 }
 

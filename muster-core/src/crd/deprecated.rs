@@ -37,7 +37,7 @@ const CONDITION_SPELLINGS: [(&str, &str); 2] = [("from_step", "fromStep"), ("exp
 /// Deprecated spellings of an expectation and their replacements.
 const EXPECTATION_SPELLINGS: [(&str, &str); 1] = [("json_path", "jsonPath")];
 
-/// Every deprecated spelling a Workflow document uses, in document order.
+/// Every deprecated spelling a Workflow document uses, step by step in document order.
 ///
 /// `doc` is a whole Workflow document (the spec is read from its `spec` key) or, when it
 /// has no `spec` key, a bare spec (`steps`, `onFailure` at the top, as the structured
