@@ -16,7 +16,7 @@
 //! use muster::gateway::{Gateway, config_dir};
 //!
 //! let loaded = config_dir::load(std::path::Path::new("examples/config"))?;
-//! let gateway = Gateway::new(loaded.config, loaded.servers, loaded.workflows);
+//! let gateway = Gateway::new(loaded.config, loaded.servers, loaded.workflows)?;
 //! gateway.start().await;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
 //! axum::serve(listener, gateway.router()).await?;

@@ -117,7 +117,12 @@ async fn serve(
         .await
         .map_err(|e| format!("cannot bind {bind_host}:{port}: {e}"))?;
     let addr = listener.local_addr()?;
-    let gateway = Gateway::new(loaded.config, loaded.servers, loaded.workflows);
+    let gateway = Gateway::new(loaded.config, loaded.servers, loaded.workflows).map_err(|e| {
+        format!(
+            "invalid configuration in {}: {e}",
+            config_path.join("config.yaml").display()
+        )
+    })?;
     // Serve right away; downstream servers connect in the background and join the catalogue.
     let starter = gateway.clone();
     tokio::spawn(async move { starter.start().await });

@@ -38,6 +38,33 @@ pub enum CatalogError {
         /// The servers that expose it.
         servers: Vec<String>,
     },
+    /// The toolset of the request (or of the `toolset` argument) is refused.
+    #[error(transparent)]
+    Toolset(#[from] crate::toolset::ToolsetError),
+    /// The request's toolset leaves the tool out.
+    #[error("tool \"{name}\" is outside the toolset [{}]", selectors.join(", "))]
+    ToolOutsideToolset {
+        /// The tool asked for.
+        name: String,
+        /// The request's selectors.
+        selectors: Vec<String>,
+    },
+    /// The request's toolset leaves the resource out (it follows its server).
+    #[error("resource \"{uri}\" is outside the toolset [{}]", selectors.join(", "))]
+    ResourceOutsideToolset {
+        /// The URI asked for.
+        uri: String,
+        /// The request's selectors.
+        selectors: Vec<String>,
+    },
+    /// The request's toolset leaves the prompt out (it follows its server).
+    #[error("prompt \"{name}\" is outside the toolset [{}]", selectors.join(", "))]
+    PromptOutsideToolset {
+        /// The prompt asked for.
+        name: String,
+        /// The request's selectors.
+        selectors: Vec<String>,
+    },
     /// No prompt of that name is in the caller's catalogue.
     #[error("Prompt not found: {name}")]
     PromptNotFound {

@@ -32,9 +32,11 @@ pub mod args;
 mod error;
 pub mod pattern;
 pub mod prompts;
+pub mod rank;
 pub mod resources;
 mod snapshot;
 pub mod tools;
+pub mod toolset;
 
 pub use error::CatalogError;
-pub use snapshot::{Catalog, CatalogBuilder, View};
+pub use snapshot::{Catalog, CatalogBuilder, CatalogSource, View};

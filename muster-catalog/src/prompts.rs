@@ -7,7 +7,7 @@ use muster_core::{JsonObject, PromptEntry};
 use rmcp::model::PromptArgument;
 use serde::Serialize;
 
-use crate::{CatalogError, View, args::required_string, resources::ServerFilters};
+use crate::{CatalogError, View, args::required_string, resources::ServerFilters, tools::Scope};
 
 /// One prompt in a listing.
 #[derive(Debug, Clone, Serialize)]
@@ -90,15 +90,28 @@ pub fn filter_prompts<'a>(view: &'a View, args: &JsonObject) -> Result<PromptPag
 }
 
 /// The entry `describe_prompt` and `get_prompt` mean by `{name}`.
-pub fn find_prompt<'a>(view: &'a View, args: &JsonObject) -> Result<&'a Arc<PromptEntry>, CatalogError> {
+pub fn find_prompt<'a>(
+    view: &'a View,
+    args: &JsonObject,
+    scope: Scope<'_>,
+) -> Result<&'a Arc<PromptEntry>, CatalogError> {
     let name = required_string(args, "name")?;
-    view.prompt(name)
-        .ok_or_else(|| CatalogError::PromptNotFound { name: name.to_owned() })
+    view.prompt(name).ok_or_else(|| match scope.declared {
+        Some(toolset) if view.catalog().prompt(name).is_some() => CatalogError::PromptOutsideToolset {
+            name: name.to_owned(),
+            selectors: toolset.declared().to_vec(),
+        },
+        _ => CatalogError::PromptNotFound { name: name.to_owned() },
+    })
 }
 
 /// `describe_prompt {name}`.
-pub fn describe_prompt<'a>(view: &'a View, args: &JsonObject) -> Result<PromptDescription<'a>, CatalogError> {
-    let e = find_prompt(view, args)?;
+pub fn describe_prompt<'a>(
+    view: &'a View,
+    args: &JsonObject,
+    scope: Scope<'_>,
+) -> Result<PromptDescription<'a>, CatalogError> {
+    let e = find_prompt(view, args, scope)?;
     Ok(PromptDescription {
         name: e.name(),
         title: e.prompt.title.as_deref(),
@@ -148,11 +161,13 @@ mod tests {
     fn describe_prompt_names_its_arguments_and_refuses_unknown_prompts() {
         let c = fixture();
         let view = c.view();
-        let d = describe_prompt(&view, &obj(json!({"name": "x_b_greet"}))).expect("found");
+        let presets = crate::toolset::Presets::default();
+        let scope = Scope::unscoped(&presets);
+        let d = describe_prompt(&view, &obj(json!({"name": "x_b_greet"})), scope).expect("found");
         let json = serde_json::to_value(&d).expect("json");
         assert_eq!(json["arguments"][0], json!({"name": "who", "required": true}));
         assert_eq!(json["server"], "b");
-        let err = describe_prompt(&view, &obj(json!({"name": "x_c_greet"}))).expect_err("missing");
+        let err = describe_prompt(&view, &obj(json!({"name": "x_c_greet"})), scope).expect_err("missing");
         assert_eq!(err.to_string(), "Prompt not found: x_c_greet");
     }
 }

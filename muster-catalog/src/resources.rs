@@ -13,6 +13,7 @@ use crate::{
     CatalogError, View,
     args::{FILTER_DEFAULT_LIMIT, Paging, opt_bool, opt_string, required_string},
     pattern::NamePattern,
+    tools::Scope,
 };
 
 /// One resource in a listing.
@@ -132,7 +133,11 @@ pub fn filter_resources<'a>(view: &'a View, args: &JsonObject) -> Result<Resourc
 }
 
 /// The entry `describe_resource` and `get_resource` mean by `{uri, server?}`.
-pub fn find_resource<'a>(view: &'a View, args: &JsonObject) -> Result<&'a Arc<ResourceEntry>, CatalogError> {
+pub fn find_resource<'a>(
+    view: &'a View,
+    args: &JsonObject,
+    scope: Scope<'_>,
+) -> Result<&'a Arc<ResourceEntry>, CatalogError> {
     let uri = required_string(args, "uri")?;
     let server = opt_string(args, "server")?.filter(|s| !s.is_empty());
     let candidates: Vec<&Arc<ResourceEntry>> = view
@@ -140,7 +145,13 @@ pub fn find_resource<'a>(view: &'a View, args: &JsonObject) -> Result<&'a Arc<Re
         .filter(|e| e.uri() == uri && server.is_none_or(|s| e.server == s))
         .collect();
     match candidates.as_slice() {
-        [] => Err(CatalogError::ResourceNotFound { uri: uri.to_owned() }),
+        [] => Err(match scope.declared {
+            Some(toolset) if view.hides_resource(uri) => CatalogError::ResourceOutsideToolset {
+                uri: uri.to_owned(),
+                selectors: toolset.declared().to_vec(),
+            },
+            _ => CatalogError::ResourceNotFound { uri: uri.to_owned() },
+        }),
         [one] => Ok(one),
         several => Err(CatalogError::AmbiguousResource {
             uri: uri.to_owned(),
@@ -150,8 +161,12 @@ pub fn find_resource<'a>(view: &'a View, args: &JsonObject) -> Result<&'a Arc<Re
 }
 
 /// `describe_resource {uri, server?}`: the resource's metadata, not its contents.
-pub fn describe_resource<'a>(view: &'a View, args: &JsonObject) -> Result<ResourceListing<'a>, CatalogError> {
-    find_resource(view, args).map(|e| ResourceListing::of(e))
+pub fn describe_resource<'a>(
+    view: &'a View,
+    args: &JsonObject,
+    scope: Scope<'_>,
+) -> Result<ResourceListing<'a>, CatalogError> {
+    find_resource(view, args, scope).map(|e| ResourceListing::of(e))
 }
 
 #[cfg(test)]
@@ -204,14 +219,16 @@ mod tests {
     fn a_uri_of_several_servers_needs_the_server_argument() {
         let c = fixture();
         let view = c.view();
-        let err = describe_resource(&view, &obj(json!({"uri": "board://one"}))).expect_err("ambiguous");
+        let presets = crate::toolset::Presets::default();
+        let scope = Scope::unscoped(&presets);
+        let err = describe_resource(&view, &obj(json!({"uri": "board://one"})), scope).expect_err("ambiguous");
         assert_eq!(
             err.to_string(),
             "Resource board://one is exposed by servers a, b; the \"server\" argument is required"
         );
-        let d = describe_resource(&view, &obj(json!({"uri": "board://one", "server": "b"}))).expect("found");
+        let d = describe_resource(&view, &obj(json!({"uri": "board://one", "server": "b"})), scope).expect("found");
         assert_eq!(d.server, "b");
-        let err = describe_resource(&view, &obj(json!({"uri": "board://none"}))).expect_err("missing");
+        let err = describe_resource(&view, &obj(json!({"uri": "board://none"})), scope).expect_err("missing");
         assert_eq!(err.to_string(), "Resource not found: board://none");
     }
 }

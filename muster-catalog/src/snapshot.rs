@@ -1,8 +1,13 @@
 //! The immutable catalogue snapshot and the views requests read it through.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+};
 
 use muster_core::{PromptEntry, ResourceEntry, ToolEntry};
+
+use crate::toolset::Selection;
 
 /// Every tool, resource and prompt the gateway exposes at one moment. Built once per change,
 /// shared behind an `Arc`, never mutated.
@@ -13,6 +18,7 @@ pub struct Catalog {
     resources: Vec<Arc<ResourceEntry>>,
     prompts: Vec<Arc<PromptEntry>>,
     prompt_index: HashMap<Arc<str>, usize>,
+    server_labels: HashMap<String, BTreeMap<String, String>>,
 }
 
 impl Catalog {
@@ -51,11 +57,37 @@ impl Catalog {
         self.prompt_index.get(name).map(|&i| &self.prompts[i])
     }
 
+    /// The index of the tool exposed as `name`, in catalogue order.
+    pub fn tool_index(&self, name: &str) -> Option<usize> {
+        self.tool_index.get(name).copied()
+    }
+
+    /// The `metadata.labels` of MCPServer `server` (toolset `label` rules read them).
+    pub fn server_labels(&self, server: &str) -> Option<&BTreeMap<String, String>> {
+        self.server_labels.get(server)
+    }
+
     /// A view of the whole catalogue.
     pub fn view(self: &Arc<Self>) -> View {
         View {
             catalog: Arc::clone(self),
+            selection: None,
         }
+    }
+}
+
+/// Where the current catalogue snapshot comes from (the gateway's registry, a test's fixture).
+pub trait CatalogSource: Send + Sync + 'static {
+    /// The current snapshot.
+    fn catalog(&self) -> Arc<Catalog>;
+}
+
+impl<F> CatalogSource for F
+where
+    F: Fn() -> Arc<Catalog> + Send + Sync + 'static,
+{
+    fn catalog(&self) -> Arc<Catalog> {
+        self()
     }
 }
 
@@ -97,16 +129,30 @@ impl CatalogBuilder {
         true
     }
 
+    /// Records the labels of MCPServer `server`.
+    pub fn set_server_labels(&mut self, server: impl Into<String>, labels: BTreeMap<String, String>) {
+        self.catalog.server_labels.insert(server.into(), labels);
+    }
+
     /// The finished snapshot.
     pub fn build(self) -> Catalog {
         self.catalog
     }
 }
 
-/// What one request sees of a catalogue: a selection over the snapshot, never a copy.
+/// What one request sees of a catalogue: a selection over the snapshot (the session's
+/// visibility, its toolset), never a copy.
 #[derive(Debug, Clone)]
 pub struct View {
     catalog: Arc<Catalog>,
+    selection: Option<Arc<ViewSelection>>,
+}
+
+#[derive(Debug)]
+struct ViewSelection {
+    tools: Selection,
+    /// Servers with a selected tool: their resources and prompts are in view.
+    servers: HashSet<String>,
 }
 
 impl View {
@@ -115,34 +161,81 @@ impl View {
         &self.catalog
     }
 
+    /// This view narrowed to `selection` (tools by catalogue index); never wider than before.
+    pub fn restricted(&self, selection: &Selection) -> View {
+        let mut tools = selection.clone();
+        if let Some(current) = &self.selection {
+            tools.intersect_with(&current.tools);
+        }
+        let servers = tools
+            .iter()
+            .filter_map(|i| self.catalog.tools.get(i).and_then(|e| e.server.clone()))
+            .collect();
+        View {
+            catalog: Arc::clone(&self.catalog),
+            selection: Some(Arc::new(ViewSelection { tools, servers })),
+        }
+    }
+
+    /// Whether the view is narrower than the whole catalogue.
+    pub fn is_restricted(&self) -> bool {
+        self.selection.is_some()
+    }
+
+    fn selects(&self, index: usize) -> bool {
+        self.selection.as_ref().is_none_or(|s| s.tools.contains(index))
+    }
+
+    fn selects_server(&self, server: &str) -> bool {
+        self.selection.as_ref().is_none_or(|s| s.servers.contains(server))
+    }
+
+    /// The tools in view with their catalogue indices, in catalogue order.
+    pub fn indexed_tools(&self) -> impl Iterator<Item = (usize, &Arc<ToolEntry>)> + '_ {
+        self.catalog.tools.iter().enumerate().filter(|(i, _)| self.selects(*i))
+    }
+
     /// The tools in view, in catalogue order.
     pub fn tools(&self) -> impl Iterator<Item = &Arc<ToolEntry>> + '_ {
-        self.catalog.tools.iter()
+        self.indexed_tools().map(|(_, e)| e)
     }
 
     /// How many tools are in view.
     pub fn tool_count(&self) -> usize {
-        self.catalog.tools.len()
+        self.selection
+            .as_ref()
+            .map_or(self.catalog.tools.len(), |s| s.tools.count())
     }
 
     /// The tool exposed as `name`, when it is in view.
     pub fn tool(&self, name: &str) -> Option<&Arc<ToolEntry>> {
-        self.catalog.tool(name)
+        let index = self.catalog.tool_index(name)?;
+        self.selects(index).then(|| &self.catalog.tools[index])
     }
 
-    /// The resources in view, in catalogue order.
+    /// Whether the catalogue has a tool `name` that this view leaves out.
+    pub fn hides_tool(&self, name: &str) -> bool {
+        self.catalog.tool_index(name).is_some_and(|i| !self.selects(i))
+    }
+
+    /// The resources in view (those of servers in view), in catalogue order.
     pub fn resources(&self) -> impl Iterator<Item = &Arc<ResourceEntry>> + '_ {
-        self.catalog.resources.iter()
+        self.catalog.resources.iter().filter(|r| self.selects_server(&r.server))
     }
 
-    /// The prompts in view, in catalogue order.
+    /// Whether the catalogue has a resource `uri` that this view leaves out.
+    pub fn hides_resource(&self, uri: &str) -> bool {
+        self.catalog.resources.iter().any(|r| r.uri() == uri) && !self.resources().any(|r| r.uri() == uri)
+    }
+
+    /// The prompts in view (those of servers in view), in catalogue order.
     pub fn prompts(&self) -> impl Iterator<Item = &Arc<PromptEntry>> + '_ {
-        self.catalog.prompts.iter()
+        self.catalog.prompts.iter().filter(|p| self.selects_server(&p.server))
     }
 
     /// The prompt exposed as `name`, when it is in view.
     pub fn prompt(&self, name: &str) -> Option<&Arc<PromptEntry>> {
-        self.catalog.prompt(name)
+        self.catalog.prompt(name).filter(|p| self.selects_server(&p.server))
     }
 }
 
@@ -161,5 +254,30 @@ mod tests {
         assert_eq!(c.tools().len(), 1);
         assert_eq!(c.tool("x_a_echo").map(|e| e.description()), Some("first"));
         assert_eq!(c.view().tool_count(), 1);
+    }
+
+    #[test]
+    fn a_restricted_view_never_widens_and_keeps_resources_of_selected_servers() {
+        let mut b = Catalog::builder();
+        for (server, tool) in [("a", "one"), ("a", "two"), ("b", "three")] {
+            let t = Tool::new(tool, "d", Arc::new(Default::default()));
+            b.push_tool(ToolEntry::downstream(format!("x_{server}_{tool}"), server, t));
+        }
+        for server in ["a", "b"] {
+            let r = rmcp::model::Resource::new("r://x", "x");
+            b.push_resource(ResourceEntry::downstream("r://x", server, r));
+        }
+        let c = Arc::new(b.build());
+        let mut only_b = Selection::none(3);
+        only_b.insert(2);
+        let view = c.view().restricted(&only_b);
+        assert_eq!(view.tools().map(|e| e.name()).collect::<Vec<_>>(), ["x_b_three"]);
+        assert!(view.tool("x_a_one").is_none() && view.hides_tool("x_a_one"));
+        assert!(!view.hides_tool("x_nope"));
+        assert_eq!(view.resources().map(|r| r.server.as_str()).collect::<Vec<_>>(), ["b"]);
+        let mut a_and_b = Selection::all(3);
+        a_and_b.insert(0);
+        let narrower = view.restricted(&a_and_b);
+        assert_eq!(narrower.tool_count(), 1, "restricting again never widens");
     }
 }

@@ -22,7 +22,31 @@ use crate::{
         FILTER_DEFAULT_LIMIT, LIST_TOOLS_DEFAULT_LIMIT, Paging, opt_bool, opt_string, opt_string_map, required_string,
     },
     pattern::NamePattern,
+    toolset::{InlineToolset, PresetSummary, Presets, resolve},
 };
+
+/// What bounds a discovery request besides its view: the toolset the request declared (already
+/// applied to the view) and the presets selectors resolve against.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    /// The known presets.
+    pub presets: &'a Presets,
+    /// The request's declared toolset (`X-muster-Toolset`), when it declared one.
+    pub declared: Option<&'a InlineToolset>,
+    /// The declared selectors that selected nothing.
+    pub declared_unmatched: &'a [String],
+}
+
+impl<'a> Scope<'a> {
+    /// A request that declared no toolset.
+    pub fn unscoped(presets: &'a Presets) -> Self {
+        Self {
+            presets,
+            declared: None,
+            declared_unmatched: &[],
+        }
+    }
+}
 
 /// A server whose tools a sign-in would unlock (`servers_requiring_auth`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -66,55 +90,74 @@ pub struct ToolFilters {
     pub offset: usize,
 }
 
-/// One tool in a page.
-#[derive(Debug, Clone, Serialize)]
-pub struct ToolListing<'a> {
-    /// The exposed name.
-    pub name: &'a str,
-    /// The full description (with `include_schema`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<&'a str>,
-    /// The one-line summary (without `include_schema`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub summary: Option<&'a str>,
+/// One tool in a page: the entry, and how it is shown.
+#[derive(Debug, Clone)]
+pub struct ToolListing {
+    /// The catalogue entry.
+    pub entry: Arc<ToolEntry>,
+    /// Whether the full description and the input schema are shown (else the summary).
+    pub include_schema: bool,
     /// The relevance score, when the page was ranked by a query.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
-    /// The tool's labels, when it has any.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: &'a BTreeMap<String, String>,
-    /// The MCPServer that provides it (omitted for workflows and core tools).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub server: Option<&'a str>,
-    /// tool, workflow or core.
-    pub kind: ToolKind,
-    /// The MCP annotations, as the tool declared them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<&'a ToolAnnotations>,
-    /// The input schema (with `include_schema`).
-    #[serde(rename = "inputSchema", skip_serializing_if = "Option::is_none")]
-    pub input_schema: Option<&'a JsonObject>,
 }
 
-impl<'a> ToolListing<'a> {
-    fn of(entry: &'a ToolEntry, include_schema: bool, score: Option<f64>) -> Self {
+impl ToolListing {
+    fn of(entry: &Arc<ToolEntry>, include_schema: bool, score: Option<f64>) -> Self {
         Self {
-            name: entry.name(),
-            description: include_schema.then(|| entry.description()),
-            summary: (!include_schema).then_some(entry.summary.as_str()),
+            entry: Arc::clone(entry),
+            include_schema,
             score,
-            labels: &entry.labels,
-            server: entry.server.as_deref(),
-            kind: entry.kind,
-            annotations: entry.tool.annotations.as_ref(),
-            input_schema: include_schema.then(|| entry.tool.input_schema.as_ref()),
         }
+    }
+
+    /// The exposed name.
+    pub fn name(&self) -> &str {
+        self.entry.name()
+    }
+}
+
+/// The wire shape of a [`ToolListing`].
+#[derive(Serialize)]
+struct ListingRepr<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score: Option<f64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    labels: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<&'a str>,
+    kind: ToolKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<&'a ToolAnnotations>,
+    #[serde(rename = "inputSchema", skip_serializing_if = "Option::is_none")]
+    input_schema: Option<&'a JsonObject>,
+}
+
+impl Serialize for ToolListing {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let e = &self.entry;
+        ListingRepr {
+            name: e.name(),
+            description: self.include_schema.then(|| e.description()),
+            summary: (!self.include_schema).then_some(e.summary.as_str()),
+            score: self.score,
+            labels: &e.labels,
+            server: e.server.as_deref(),
+            kind: e.kind,
+            annotations: e.tool.annotations.as_ref(),
+            input_schema: self.include_schema.then(|| e.tool.input_schema.as_ref()),
+        }
+        .serialize(serializer)
     }
 }
 
 /// A page of tools: the answer of `list_tools`, `filter_tools` and `list_core_tools`.
 #[derive(Debug, Clone, Serialize)]
-pub struct ToolPage<'a> {
+pub struct ToolPage {
     /// The filters applied.
     pub filters: ToolFilters,
     /// Tools in the caller's catalogue.
@@ -126,24 +169,72 @@ pub struct ToolPage<'a> {
     /// Whether more matches follow this page.
     pub truncated: bool,
     /// This page.
-    pub tools: Vec<ToolListing<'a>>,
+    pub tools: Vec<ToolListing>,
     /// The toolset selectors that bound the request, when it declared one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub toolset: Option<Vec<String>>,
+    /// The selectors of `toolset` that selected nothing for the caller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toolset_unmatched: Option<Vec<String>>,
+    /// Servers a sign-in would unlock whose tools the toolset selects.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub toolset_requiring_auth: Vec<ServerAuthHint>,
+    /// The known presets (with a `toolset` argument or `include_presets`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presets: Option<Vec<PresetSummary>>,
     /// Servers a sign-in would unlock (neither paged nor narrowed by a toolset).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub servers_requiring_auth: Vec<ServerAuthHint>,
 }
 
 /// `list_tools {limit, offset}`: one bounded page of the caller's catalogue (50 by default).
-pub fn list_tools<'a>(view: &'a View, args: &JsonObject) -> Result<ToolPage<'a>, CatalogError> {
+pub fn list_tools(view: &View, args: &JsonObject, scope: Scope<'_>) -> Result<ToolPage, CatalogError> {
     let paging = Paging::from_args(args, LIST_TOOLS_DEFAULT_LIMIT)?;
     let all: Vec<&Arc<ToolEntry>> = view.tools().collect();
-    Ok(page_of(view, &all, None, paging, ToolFilters::default(), false))
+    let mut page = page_of(view, &all, None, paging, ToolFilters::default(), false);
+    page.toolset = scope.declared.map(|t| t.declared().to_vec());
+    Ok(page)
 }
 
-/// `filter_tools`: the discovery tier (pattern, description filter, query, labels, paging).
-pub fn filter_tools<'a>(view: &'a View, args: &JsonObject) -> Result<ToolPage<'a>, CatalogError> {
+/// `filter_tools`: the discovery tier (pattern, description filter, query, labels, paging, an
+/// inline `toolset` resolved within the request's view, `include_presets`).
+pub fn filter_tools(view: &View, args: &JsonObject, scope: Scope<'_>) -> Result<ToolPage, CatalogError> {
+    let inline = match args.get("toolset") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::Array(items)) => {
+            let declared = items
+                .iter()
+                .map(|v| v.as_str().map(|s| s.trim().to_owned()))
+                .collect::<Option<Vec<String>>>()
+                .ok_or_else(|| CatalogError::invalid("toolset must be an array of strings"))?;
+            Some(InlineToolset::parse(declared).map_err(CatalogError::from)?)
+        }
+        Some(_) => return Err(CatalogError::invalid("toolset must be an array of strings")),
+    };
+    let include_presets = opt_bool(args, "include_presets", false)?;
+    let (scoped, echo, unmatched) = match &inline {
+        Some(toolset) => {
+            let resolved = resolve(view.catalog(), scope.presets, toolset)?;
+            (
+                view.restricted(&resolved.selection),
+                Some(toolset.declared().to_vec()),
+                Some(resolved.unmatched),
+            )
+        }
+        None => (
+            view.clone(),
+            scope.declared.map(|t| t.declared().to_vec()),
+            scope.declared.map(|_| scope.declared_unmatched.to_vec()),
+        ),
+    };
+    let mut page = filter_in(&scoped, args)?;
+    page.toolset = echo;
+    page.toolset_unmatched = unmatched;
+    page.presets = (inline.is_some() || include_presets).then(|| scope.presets.summaries());
+    Ok(page)
+}
+
+fn filter_in(view: &View, args: &JsonObject) -> Result<ToolPage, CatalogError> {
     let paging = Paging::from_args(args, FILTER_DEFAULT_LIMIT)?;
     let pattern = opt_string(args, "pattern")?.filter(|p| !p.is_empty());
     let description_filter = opt_string(args, "description_filter")?.filter(|d| !d.is_empty());
@@ -192,7 +283,7 @@ pub fn filter_tools<'a>(view: &'a View, args: &JsonObject) -> Result<ToolPage<'a
 }
 
 /// `list_core_tools {include_schema = true}`: every core tool, uncapped.
-pub fn list_core_tools<'a>(view: &'a View, args: &JsonObject) -> Result<ToolPage<'a>, CatalogError> {
+pub fn list_core_tools(view: &View, args: &JsonObject) -> Result<ToolPage, CatalogError> {
     let include_schema = opt_bool(args, "include_schema", true)?;
     let core: Vec<&Arc<ToolEntry>> = view.tools().filter(|e| e.kind == ToolKind::Core).collect();
     let paging = Paging {
@@ -208,19 +299,19 @@ pub fn list_core_tools<'a>(view: &'a View, args: &JsonObject) -> Result<ToolPage
     Ok(page_of(view, &core, None, paging, filters, include_schema))
 }
 
-fn page_of<'a>(
-    view: &'a View,
-    matches: &[&'a Arc<ToolEntry>],
+fn page_of(
+    view: &View,
+    matches: &[&Arc<ToolEntry>],
     scores: Option<&[f64]>,
     paging: Paging,
     mut filters: ToolFilters,
     include_schema: bool,
-) -> ToolPage<'a> {
+) -> ToolPage {
     filters.limit = paging.limit;
     filters.offset = paging.offset;
     let (page, truncated) = paging.page(matches);
     let start = paging.offset.min(matches.len());
-    let tools: Vec<ToolListing<'a>> = page
+    let tools: Vec<ToolListing> = page
         .iter()
         .enumerate()
         .map(|(i, e)| ToolListing::of(e, include_schema, scores.map(|s| s[start + i])))
@@ -233,6 +324,9 @@ fn page_of<'a>(
         truncated,
         tools,
         toolset: None,
+        toolset_unmatched: None,
+        toolset_requiring_auth: Vec::new(),
+        presets: None,
         servers_requiring_auth: Vec::new(),
     }
 }
@@ -308,11 +402,19 @@ pub struct ToolDescription<'a> {
 }
 
 /// `describe_tool {name}`.
-pub fn describe_tool<'a>(view: &'a View, args: &JsonObject) -> Result<ToolDescription<'a>, CatalogError> {
+pub fn describe_tool<'a>(
+    view: &'a View,
+    args: &JsonObject,
+    scope: Scope<'_>,
+) -> Result<ToolDescription<'a>, CatalogError> {
     let name = required_string(args, "name")?;
-    let entry = view
-        .tool(name)
-        .ok_or_else(|| CatalogError::ToolNotFound { name: name.to_owned() })?;
+    let entry = view.tool(name).ok_or_else(|| match scope.declared {
+        Some(toolset) if view.hides_tool(name) => CatalogError::ToolOutsideToolset {
+            name: name.to_owned(),
+            selectors: toolset.declared().to_vec(),
+        },
+        _ => CatalogError::ToolNotFound { name: name.to_owned() },
+    })?;
     Ok(ToolDescription {
         name: entry.name(),
         title: entry.title(),

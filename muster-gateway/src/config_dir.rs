@@ -141,7 +141,12 @@ fn read_resource<T: DeserializeOwned>(
     kind: &str,
     validate: fn(&T) -> Result<(), ValidationErrors>,
 ) -> Result<T, Vec<LoadProblem>> {
-    let raw = read_yaml(file).map_err(|p| vec![p])?;
+    let mut raw = read_yaml(file).map_err(|p| vec![p])?;
+    // `status` is observed state that muster writes, not a definition: a stale or foreign one
+    // (Go muster wrote lowercase service states there) must not keep the definition out.
+    if let Some(object) = raw.as_object_mut() {
+        object.remove("status");
+    }
     let found_kind = raw.get("kind").and_then(Value::as_str).unwrap_or_default();
     if found_kind != kind {
         return Err(vec![LoadProblem {

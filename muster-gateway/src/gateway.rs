@@ -5,7 +5,7 @@
 //! use muster_gateway::{Gateway, config_dir};
 //!
 //! let loaded = config_dir::load(std::path::Path::new("examples/config"))?;
-//! let gateway = Gateway::new(loaded.config, loaded.servers, loaded.workflows);
+//! let gateway = Gateway::new(loaded.config, loaded.servers, loaded.workflows)?;
 //! gateway.start().await;            // connect the downstream servers
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
 //! axum::serve(listener, gateway.router()).await?;
@@ -15,6 +15,10 @@
 use std::sync::Arc;
 
 use axum::Router;
+use muster_catalog::{
+    CatalogSource,
+    toolset::{ToolsetError, ToolsetLayer},
+};
 use muster_core::{
     BoxToolService,
     config::MusterConfig,
@@ -33,15 +37,23 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway over `servers` and `workflows` with `config`; call [`Gateway::start`] to connect.
-    pub fn new(config: MusterConfig, servers: Vec<MCPServer>, workflows: Vec<Workflow>) -> Self {
-        let registry = Registry::new(config, servers, workflows);
-        let tools = BoxToolService::new(Dispatcher::new(Arc::clone(&registry)));
-        Self {
+    /// A gateway over `servers` and `workflows` with `config`; call [`Gateway::start`] to
+    /// connect. Refused (naming the preset) when a configured toolset preset is invalid.
+    ///
+    /// Every call goes through this stack: toolset enforcement, then the dispatcher.
+    pub fn new(config: MusterConfig, servers: Vec<MCPServer>, workflows: Vec<Workflow>) -> Result<Self, ToolsetError> {
+        let registry = Registry::new(config, servers, workflows)?;
+        let catalog: Arc<dyn CatalogSource> = Arc::clone(&registry) as Arc<dyn CatalogSource>;
+        let tools = BoxToolService::new(
+            tower::ServiceBuilder::new()
+                .layer(ToolsetLayer::new(catalog, Arc::clone(registry.presets())))
+                .service(Dispatcher::new(Arc::clone(&registry))),
+        );
+        Ok(Self {
             registry,
             tools,
             shutdown: CancellationToken::new(),
-        }
+        })
     }
 
     /// Connects every downstream server that starts automatically; returns when each has

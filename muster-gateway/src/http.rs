@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use axum::{Json, Router, routing::get};
+use muster_catalog::toolset::ToolsetHeaderLayer;
 use muster_core::BoxToolService;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService, streamable_http_server::session::local::LocalSessionManager,
@@ -36,7 +37,10 @@ pub fn router(registry: Arc<Registry>, tools: BoxToolService, shutdown: Cancella
         config,
     );
     Router::new()
-        .nest_service(MCP_PATH, mcp)
+        .nest_service(
+            MCP_PATH,
+            tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp),
+        )
         .route(HEALTH_PATH, get(move || health(Arc::clone(&registry))))
 }
 

@@ -15,7 +15,7 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let loaded = muster_gateway::config_dir::load(std::path::Path::new("examples/config"))?;
-//! let gateway = muster_gateway::Gateway::new(loaded.config, loaded.servers, loaded.workflows);
+//! let gateway = muster_gateway::Gateway::new(loaded.config, loaded.servers, loaded.workflows)?;
 //! gateway.start().await;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
 //! axum::serve(listener, gateway.router()).await?;

@@ -12,7 +12,10 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use muster_catalog::Catalog;
+use muster_catalog::{
+    Catalog, CatalogSource,
+    toolset::{Presets, ToolsetError},
+};
 use muster_core::{
     NameRules, PromptEntry, ResourceEntry, ToolCall, ToolEntry, ToolError, ToolKind,
     config::MusterConfig,
@@ -90,14 +93,21 @@ pub struct ServerView {
 pub struct Registry {
     config: MusterConfig,
     names: NameRules,
+    presets: Arc<Presets>,
     servers: RwLock<BTreeMap<String, ServerSlot>>,
     workflows: RwLock<BTreeMap<String, Workflow>>,
     catalog: RwLock<Arc<Catalog>>,
 }
 
 impl Registry {
-    /// A registry of `servers` and `workflows` under `config`; nothing is connected yet.
-    pub fn new(config: MusterConfig, servers: Vec<MCPServer>, workflows: Vec<Workflow>) -> Arc<Self> {
+    /// A registry of `servers` and `workflows` under `config`; nothing is connected yet. Refused
+    /// when a configured toolset preset is invalid.
+    pub fn new(
+        config: MusterConfig,
+        servers: Vec<MCPServer>,
+        workflows: Vec<Workflow>,
+    ) -> Result<Arc<Self>, ToolsetError> {
+        let presets = Arc::new(Presets::from_config(&config.toolset_presets)?);
         let names = NameRules::new(config.aggregator.muster_prefix.clone());
         let servers = servers
             .into_iter()
@@ -114,12 +124,18 @@ impl Registry {
         let registry = Arc::new(Self {
             config,
             names,
+            presets,
             servers: RwLock::new(servers),
             workflows: RwLock::new(workflows),
             catalog: RwLock::new(Arc::new(Catalog::empty())),
         });
         registry.rebuild_catalog();
-        registry
+        Ok(registry)
+    }
+
+    /// The toolset presets (built-in and configured).
+    pub fn presets(&self) -> &Arc<Presets> {
+        &self.presets
     }
 
     /// The configuration in force.
@@ -283,6 +299,7 @@ impl Registry {
             for slot in servers.values() {
                 let Some(conn) = &slot.connection else { continue };
                 let name = &slot.definition.metadata.name;
+                builder.set_server_labels(name.clone(), slot.definition.metadata.labels.clone());
                 let prefix = slot.definition.spec.tool_prefix.as_deref().unwrap_or(name);
                 for tool in conn.tools() {
                     let exposed = self.names.server_tool(prefix, &tool.name);
@@ -320,5 +337,11 @@ async fn close_when_unused(conn: SharedConnection) {
         // In-flight calls still hold it; the last one to finish drops it, which ends the
         // transport (and a stdio child process) as well.
         Err(shared) => drop(shared),
+    }
+}
+
+impl CatalogSource for Registry {
+    fn catalog(&self) -> Arc<Catalog> {
+        Registry::catalog(self)
     }
 }

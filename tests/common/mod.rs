@@ -20,7 +20,7 @@ use rmcp::{
     RoleClient, ServiceExt,
     model::{CallToolRequestParams, CallToolResult, JsonObject},
     service::RunningService,
-    transport::StreamableHttpClientTransport,
+    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
 };
 use serde_json::Value;
 
@@ -107,7 +107,11 @@ pub struct Harness {
 
 impl Harness {
     pub async fn start(servers: Vec<MCPServer>) -> Self {
-        let gateway = Gateway::new(MusterConfig::default(), servers, Vec::new());
+        Self::start_with(MusterConfig::default(), servers).await
+    }
+
+    pub async fn start_with(config: MusterConfig, servers: Vec<MCPServer>) -> Self {
+        let gateway = Gateway::new(config, servers, Vec::new()).expect("valid configuration");
         gateway.start().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
@@ -127,11 +131,24 @@ impl Harness {
 
     /// Calls meta-tool `name` with `args`.
     pub async fn meta(&self, name: &str, args: Value) -> CallToolResult {
-        let args: JsonObject = args.as_object().cloned().unwrap_or_default();
-        self.client
-            .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(args))
+        call_meta(&self.client, name, args).await
+    }
+
+    /// Another client of the same gateway, sending `headers` on every request.
+    pub async fn client_with_headers(&self, headers: &[(&'static str, &str)]) -> RunningService<RoleClient, ()> {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    http::HeaderName::from_static(k),
+                    http::HeaderValue::from_str(v).expect("header value"),
+                )
+            })
+            .collect();
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone()).custom_headers(headers);
+        ().serve(StreamableHttpClientTransport::from_config(config))
             .await
-            .unwrap_or_else(|e| panic!("meta-tool {name} failed at the protocol level: {e}"))
+            .expect("client connects")
     }
 
     /// Calls meta-tool `name` and parses its one text item as JSON; panics on an error result.
@@ -152,6 +169,15 @@ impl Harness {
         self.gateway.shutdown().await;
         self.server.abort();
     }
+}
+
+/// Calls meta-tool `name` with `args` on `client`.
+pub async fn call_meta(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> CallToolResult {
+    let args: JsonObject = args.as_object().cloned().unwrap_or_default();
+    client
+        .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("meta-tool {name} failed at the protocol level: {e}"))
 }
 
 /// The text of a result's first item.

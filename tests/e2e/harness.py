@@ -208,6 +208,7 @@ def start_gateway(workdir: Path, expected_tools: frozenset[str]) -> Gateway:
     stderr_path = workdir / "gateway.stderr.log"
     env = dict(os.environ)
     env.setdefault("RUST_LOG", "info")
+    env.setdefault("NO_COLOR", "1")
     env.setdefault("RUST_BACKTRACE", "1")
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(

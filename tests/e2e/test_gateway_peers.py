@@ -30,7 +30,7 @@ from harness import (
     text_of,
 )
 from mcp import Client, MCPError
-from mcp.types import ImageContent, TextContent
+from mcp.types import ImageContent
 
 pytestmark = pytest.mark.anyio
 
@@ -228,6 +228,21 @@ async def test_filter_tools_query_ranks_echo_first(client: Client) -> None:
     assert body["tools"][0]["score"] > 0
 
 
+async def test_list_core_tools_lists_core_tools_with_schemas(client: Client) -> None:
+    body = await meta(client, "list_core_tools")
+    names = [t["name"] for t in body["tools"]]
+    assert names, "no core tools"
+    assert "core_mcpserver_list" in names
+    assert body["total"] == body["filtered_count"] == len(names)
+    assert body["truncated"] is False
+    for t in body["tools"]:
+        assert t["name"].startswith("core_"), t
+        assert t["kind"] == "core", t
+        assert "server" not in t, t
+        assert t["inputSchema"]["type"] == "object", t
+        assert t["description"], t
+
+
 # --- 4. call_tool --------------------------------------------------------------------------------
 
 
@@ -312,6 +327,18 @@ async def test_calls_run_concurrently_on_one_session(client: Client) -> None:
         for i in range(8):
             tg.start_soon(one, i)
     assert results == {i: f"Echo: m{i}" for i in range(8)}
+
+
+async def test_call_tool_core_tool_names_only_the_tool(client: Client) -> None:
+    result = await client.call_tool("call_tool", {"name": "core_mcpserver_list", "arguments": {}})
+    assert result.is_error is False
+    env = envelope(result)
+    assert env["isError"] is False
+    assert env["tool"] == {"name": "core_mcpserver_list"}
+    assert result.meta is not None and result.meta[TOOL_META_KEY] == {"name": "core_mcpserver_list"}
+    listing = json.loads(env["content"][0]["text"])
+    assert sorted(s["name"] for s in listing["mcpServers"]) == ["everything", "time"]
+    assert listing["total"] == 2
 
 
 # --- 5. resources and prompts through the meta-tools ---------------------------------------------

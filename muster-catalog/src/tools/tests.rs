@@ -40,20 +40,25 @@ fn fixture() -> Arc<Catalog> {
     Arc::new(b.build())
 }
 
-fn names(page: &ToolPage<'_>) -> Vec<String> {
-    page.tools.iter().map(|t| t.name.to_owned()).collect()
+fn names(page: &ToolPage) -> Vec<String> {
+    page.tools.iter().map(|t| t.name().to_owned()).collect()
+}
+
+fn unscoped() -> Scope<'static> {
+    static PRESETS: std::sync::OnceLock<crate::toolset::Presets> = std::sync::OnceLock::new();
+    Scope::unscoped(PRESETS.get_or_init(crate::toolset::Presets::default))
 }
 
 #[test]
 fn list_tools_pages_the_whole_catalogue_with_totals() {
     let c = fixture();
     let view = c.view();
-    let first = list_tools(&view, &obj(json!({"limit": 4}))).expect("page");
+    let first = list_tools(&view, &obj(json!({"limit": 4})), unscoped()).expect("page");
     assert_eq!(
         (first.total, first.total_tools, first.filtered_count, first.truncated),
         (6, 6, 4, true)
     );
-    let second = list_tools(&view, &obj(json!({"limit": 4, "offset": 4}))).expect("page");
+    let second = list_tools(&view, &obj(json!({"limit": 4, "offset": 4})), unscoped()).expect("page");
     assert_eq!(names(&second), ["workflow_deploy", "core_service_list"]);
     assert!(!second.truncated);
     let json = serde_json::to_value(&first).expect("json");
@@ -72,7 +77,7 @@ fn list_tools_pages_the_whole_catalogue_with_totals() {
 fn list_tools_defaults_to_fifty_and_workflows_and_core_tools_carry_no_server() {
     let c = fixture();
     let view = c.view();
-    let page = list_tools(&view, &JsonObject::new()).expect("page");
+    let page = list_tools(&view, &JsonObject::new(), unscoped()).expect("page");
     assert_eq!(page.filters.limit, 50);
     let json = serde_json::to_value(&page).expect("json");
     assert!(json["tools"][4].get("server").is_none());
@@ -84,10 +89,15 @@ fn list_tools_defaults_to_fifty_and_workflows_and_core_tools_carry_no_server() {
 fn filter_tools_matches_the_pattern_case_insensitively_and_pages_by_five() {
     let c = fixture();
     let view = c.view();
-    let page = filter_tools(&view, &obj(json!({"pattern": "X_K8S_*"}))).expect("page");
+    let page = filter_tools(&view, &obj(json!({"pattern": "X_K8S_*"})), unscoped()).expect("page");
     assert_eq!(names(&page), ["x_k8s_list_pods", "x_k8s_delete_pod"]);
     assert_eq!(page.filters.limit, 5);
-    let sensitive = filter_tools(&view, &obj(json!({"pattern": "X_K8S_*", "case_sensitive": true}))).expect("page");
+    let sensitive = filter_tools(
+        &view,
+        &obj(json!({"pattern": "X_K8S_*", "case_sensitive": true})),
+        unscoped(),
+    )
+    .expect("page");
     assert_eq!(sensitive.total, 0);
 }
 
@@ -95,9 +105,9 @@ fn filter_tools_matches_the_pattern_case_insensitively_and_pages_by_five() {
 fn filter_tools_narrows_by_description_and_labels() {
     let c = fixture();
     let view = c.view();
-    let by_desc = filter_tools(&view, &obj(json!({"description_filter": "METRICS"}))).expect("page");
+    let by_desc = filter_tools(&view, &obj(json!({"description_filter": "METRICS"})), unscoped()).expect("page");
     assert_eq!(names(&by_desc), ["x_prom_query_range", "x_prom_metrics_overview"]);
-    let by_label = filter_tools(&view, &obj(json!({"labels": {"category": "delivery"}}))).expect("page");
+    let by_label = filter_tools(&view, &obj(json!({"labels": {"category": "delivery"}})), unscoped()).expect("page");
     assert_eq!(names(&by_label), ["workflow_deploy"]);
     let json = serde_json::to_value(&by_label).expect("json");
     assert_eq!(json["tools"][0]["labels"]["category"], "delivery");
@@ -107,7 +117,7 @@ fn filter_tools_narrows_by_description_and_labels() {
 fn a_query_ranks_name_matches_first_and_drops_tools_that_match_nothing() {
     let c = fixture();
     let view = c.view();
-    let page = filter_tools(&view, &obj(json!({"query": "prometheus metrics query"}))).expect("page");
+    let page = filter_tools(&view, &obj(json!({"query": "prometheus metrics query"})), unscoped()).expect("page");
     assert_eq!(names(&page), ["x_prom_query_range", "x_prom_metrics_overview"]);
     let scores: Vec<f64> = page.tools.iter().filter_map(|t| t.score).collect();
     assert_eq!(scores.len(), 2);
@@ -121,6 +131,7 @@ fn include_schema_returns_full_descriptions_and_schemas() {
     let page = filter_tools(
         &view,
         &obj(json!({"pattern": "x_k8s_list_pods", "include_schema": true})),
+        unscoped(),
     )
     .expect("page");
     let json = serde_json::to_value(&page).expect("json");
@@ -139,11 +150,11 @@ fn include_schema_returns_full_descriptions_and_schemas() {
 fn bad_arguments_get_the_documented_errors() {
     let c = fixture();
     let view = c.view();
-    let err = filter_tools(&view, &obj(json!({"pattern": "x_["}))).expect_err("bad glob");
+    let err = filter_tools(&view, &obj(json!({"pattern": "x_["})), unscoped()).expect_err("bad glob");
     assert!(err.to_string().starts_with("Invalid pattern \"x_[\""), "{err}");
-    let err = filter_tools(&view, &obj(json!({"limit": 0}))).expect_err("bad limit");
+    let err = filter_tools(&view, &obj(json!({"limit": 0})), unscoped()).expect_err("bad limit");
     assert_eq!(err.to_string(), "limit must be at least 1");
-    let err = list_tools(&view, &obj(json!({"offset": "x"}))).expect_err("bad offset");
+    let err = list_tools(&view, &obj(json!({"offset": "x"})), unscoped()).expect_err("bad offset");
     assert_eq!(err.to_string(), "offset must be a number");
 }
 
@@ -151,7 +162,7 @@ fn bad_arguments_get_the_documented_errors() {
 fn describe_tool_gives_schema_server_kind_and_the_invocation() {
     let c = fixture();
     let view = c.view();
-    let d = describe_tool(&view, &obj(json!({"name": "x_k8s_list_pods"}))).expect("found");
+    let d = describe_tool(&view, &obj(json!({"name": "x_k8s_list_pods"})), unscoped()).expect("found");
     let json = serde_json::to_value(&d).expect("json");
     assert_eq!(json["server"], "k8s");
     assert_eq!(json["kind"], "tool");
@@ -161,9 +172,9 @@ fn describe_tool_gives_schema_server_kind_and_the_invocation() {
     assert!(json.get("title").is_none());
     let inv = json["invocation"].as_str().expect("string");
     assert!(inv.contains("call_tool with {\"name\": \"x_k8s_list_pods\""), "{inv}");
-    let err = describe_tool(&view, &obj(json!({"name": "x_nope"}))).expect_err("missing");
+    let err = describe_tool(&view, &obj(json!({"name": "x_nope"})), unscoped()).expect_err("missing");
     assert_eq!(err.to_string(), "Tool not found: x_nope");
-    let err = describe_tool(&view, &JsonObject::new()).expect_err("no name");
+    let err = describe_tool(&view, &JsonObject::new(), unscoped()).expect_err("no name");
     assert_eq!(err.to_string(), "name argument is required");
 }
 
@@ -173,6 +184,58 @@ fn list_core_tools_lists_only_core_tools_with_schemas() {
     let view = c.view();
     let page = list_core_tools(&view, &JsonObject::new()).expect("page");
     assert_eq!(names(&page), ["core_service_list"]);
-    assert!(page.tools[0].input_schema.is_some());
+    assert!(page.tools[0].include_schema);
     assert!(!page.truncated);
+}
+
+#[test]
+fn an_inline_toolset_narrows_filter_tools_echoes_itself_and_lists_presets() {
+    let c = fixture();
+    let view = c.view();
+    let page = filter_tools(
+        &view,
+        &obj(json!({"toolset": ["server:prom", "tool:x_nope"], "limit": 10})),
+        unscoped(),
+    )
+    .expect("page");
+    assert_eq!(names(&page), ["x_prom_query_range", "x_prom_metrics_overview"]);
+    let json = serde_json::to_value(&page).expect("json");
+    assert_eq!(json["toolset"], json!(["server:prom", "tool:x_nope"]));
+    assert_eq!(json["toolset_unmatched"], json!(["tool:x_nope"]));
+    assert_eq!(
+        json["presets"][0],
+        json!({"name": "read-only", "description": "Every tool annotated read-only (readOnlyHint: true)", "built_in": true})
+    );
+    let plain = serde_json::to_value(filter_tools(&view, &JsonObject::new(), unscoped()).expect("page")).expect("json");
+    assert!(plain.get("presets").is_none() && plain.get("toolset").is_none());
+    let with_presets = filter_tools(&view, &obj(json!({"include_presets": true})), unscoped()).expect("page");
+    assert_eq!(with_presets.presets.map(|p| p.len()), Some(3));
+    let err = filter_tools(&view, &obj(json!({"toolset": ["label:a=b"]})), unscoped()).expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        "toolset [label:a=b]: selector \"label:a=b\" is allowed inside presets only"
+    );
+}
+
+#[test]
+fn an_inline_toolset_never_widens_the_request_view() {
+    let c = fixture();
+    let presets = crate::toolset::Presets::default();
+    let header = crate::toolset::InlineToolset::from_header_value("server:k8s").expect("valid");
+    let resolved = crate::toolset::resolve(&c, &presets, &header).expect("resolves");
+    let view = c.view().restricted(&resolved.selection);
+    let scope = Scope {
+        presets: &presets,
+        declared: Some(&header),
+        declared_unmatched: &resolved.unmatched,
+    };
+    let page = filter_tools(&view, &obj(json!({"toolset": ["preset:full"], "limit": 10})), scope).expect("page");
+    assert_eq!(names(&page), ["x_k8s_list_pods", "x_k8s_delete_pod"]);
+    let listed = list_tools(&view, &JsonObject::new(), scope).expect("page");
+    assert_eq!(listed.toolset, Some(vec!["server:k8s".to_owned()]));
+    let err = describe_tool(&view, &obj(json!({"name": "x_prom_query_range"})), scope).expect_err("hidden");
+    assert_eq!(
+        err.to_string(),
+        "tool \"x_prom_query_range\" is outside the toolset [server:k8s]"
+    );
 }

@@ -18,6 +18,8 @@ spec:
   type: stdio
   autoStart: true
   command: echo
+status:
+  state: running
 ";
 
 #[test]

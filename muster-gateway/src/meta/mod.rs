@@ -11,7 +11,11 @@ mod envelope;
 
 use std::sync::Arc;
 
-use muster_catalog::{CatalogError, View, prompts, resources, tools};
+use muster_catalog::{
+    CatalogError, View, prompts, resources,
+    tools::{self, Scope},
+    toolset::{DeclaredToolset, resolve},
+};
 use muster_core::{BoxToolService, CallContext, JsonObject, SessionId, ToolCall, ToolError};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -29,9 +33,6 @@ pub use definitions::{MetaTool, definitions};
 pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
 
 use crate::registry::Registry;
-
-/// The header that scopes a request to a toolset.
-pub const TOOLSET_HEADER: &str = "x-muster-toolset";
 
 const INSTRUCTIONS: &str = "muster aggregates many MCP servers. Only the meta-tools are callable directly: \
 find tools with filter_tools or list_tools, read one with describe_tool, run it with call_tool.";
@@ -56,29 +57,49 @@ impl MetaTools {
     }
 
     /// Runs meta-tool `name` with `args` in `ctx`. `None` when `name` is not a meta-tool.
+    ///
+    /// A [`DeclaredToolset`] in `ctx.extensions` scopes the call: discovery reads the catalogue
+    /// intersected with it, and an invalid one is the answer of every meta-tool.
     pub async fn call(&self, name: &str, args: JsonObject, ctx: CallContext) -> Option<CallToolResult> {
         let tool = MetaTool::from_name(name)?;
         let catalog = self.registry.catalog();
-        let view = catalog.view();
+        let presets = self.registry.presets();
+        let (view, declared, unmatched) = match ctx.extensions.get::<DeclaredToolset>() {
+            None => (catalog.view(), None, Vec::new()),
+            Some(DeclaredToolset(Err(e))) => return Some(error_result(e.to_string())),
+            Some(DeclaredToolset(Ok(toolset))) => match resolve(&catalog, presets, toolset) {
+                Ok(resolved) => (
+                    catalog.view().restricted(&resolved.selection),
+                    Some(toolset.clone()),
+                    resolved.unmatched,
+                ),
+                Err(e) => return Some(error_result(e.to_string())),
+            },
+        };
+        let scope = Scope {
+            presets,
+            declared: declared.as_ref(),
+            declared_unmatched: &unmatched,
+        };
         let result = match tool {
-            MetaTool::ListTools => json_or_error(tools::list_tools(&view, &args)),
-            MetaTool::FilterTools => json_or_error(tools::filter_tools(&view, &args)),
-            MetaTool::DescribeTool => json_or_error(tools::describe_tool(&view, &args)),
+            MetaTool::ListTools => json_or_error(tools::list_tools(&view, &args, scope)),
+            MetaTool::FilterTools => json_or_error(tools::filter_tools(&view, &args, scope)),
+            MetaTool::DescribeTool => json_or_error(tools::describe_tool(&view, &args, scope)),
             MetaTool::ListCoreTools => json_or_error(tools::list_core_tools(&view, &args)),
             MetaTool::ListResources => json_result(&resources::list_resources(&view)),
             MetaTool::FilterResources => json_or_error(resources::filter_resources(&view, &args)),
-            MetaTool::DescribeResource => json_or_error(resources::describe_resource(&view, &args)),
+            MetaTool::DescribeResource => json_or_error(resources::describe_resource(&view, &args, scope)),
             MetaTool::ListPrompts => json_result(&prompts::list_prompts(&view)),
             MetaTool::FilterPrompts => json_or_error(prompts::filter_prompts(&view, &args)),
-            MetaTool::DescribePrompt => json_or_error(prompts::describe_prompt(&view, &args)),
-            MetaTool::GetResource => self.get_resource(&view, &args, &ctx).await,
-            MetaTool::GetPrompt => self.get_prompt(&view, &args, &ctx).await,
-            MetaTool::CallTool => self.call_tool(&view, args, ctx).await,
+            MetaTool::DescribePrompt => json_or_error(prompts::describe_prompt(&view, &args, scope)),
+            MetaTool::GetResource => self.get_resource(&view, &args, scope, &ctx).await,
+            MetaTool::GetPrompt => self.get_prompt(&view, &args, scope, &ctx).await,
+            MetaTool::CallTool => self.call_tool(&view, args, scope, ctx).await,
         };
         Some(result)
     }
 
-    async fn call_tool(&self, view: &View, mut args: JsonObject, ctx: CallContext) -> CallToolResult {
+    async fn call_tool(&self, view: &View, mut args: JsonObject, scope: Scope<'_>, ctx: CallContext) -> CallToolResult {
         let name = match args.get("name") {
             Some(Value::String(n)) if !n.is_empty() => n.clone(),
             _ => return error_result("name argument is required"),
@@ -89,17 +110,33 @@ impl MetaTools {
             Some(_) => return error_result("arguments must be a JSON object"),
         };
         let Some(entry) = view.tool(&name) else {
-            return error_result(format!("Tool execution failed: {}", ToolError::not_found(&name)));
+            return match scope.declared {
+                Some(toolset) if view.hides_tool(&name) => error_result(
+                    ToolError::OutsideToolset {
+                        name,
+                        selectors: toolset.declared().to_vec(),
+                    }
+                    .to_string(),
+                ),
+                _ => error_result(format!("Tool execution failed: {}", ToolError::not_found(&name))),
+            };
         };
         let dispatched = DispatchedTool::of(entry);
         match self.tools.clone().oneshot(ToolCall::new(name, arguments, ctx)).await {
             Ok(result) => envelope(result, &dispatched),
+            Err(e @ ToolError::OutsideToolset { .. }) => error_result(e.to_string()),
             Err(e) => error_result(format!("Tool execution failed: {e}")),
         }
     }
 
-    async fn get_resource(&self, view: &View, args: &JsonObject, ctx: &CallContext) -> CallToolResult {
-        let entry = match resources::find_resource(view, args) {
+    async fn get_resource(
+        &self,
+        view: &View,
+        args: &JsonObject,
+        scope: Scope<'_>,
+        ctx: &CallContext,
+    ) -> CallToolResult {
+        let entry = match resources::find_resource(view, args, scope) {
             Ok(e) => Arc::clone(e),
             Err(e) => return error_result(e.to_string()),
         };
@@ -125,8 +162,8 @@ impl MetaTools {
         }
     }
 
-    async fn get_prompt(&self, view: &View, args: &JsonObject, ctx: &CallContext) -> CallToolResult {
-        let entry = match prompts::find_prompt(view, args) {
+    async fn get_prompt(&self, view: &View, args: &JsonObject, scope: Scope<'_>, ctx: &CallContext) -> CallToolResult {
+        let entry = match prompts::find_prompt(view, args, scope) {
             Ok(e) => Arc::clone(e),
             Err(e) => return error_result(e.to_string()),
         };
@@ -167,21 +204,27 @@ fn base64_decoded_len(blob: &str) -> usize {
     trimmed.len() * 3 / 4
 }
 
-/// The context of a meta-tool call: the session, the toolset header, the protocol version and
-/// the cancellation of the request.
+/// The context of a meta-tool call: the session, the declared toolset (from the request's
+/// extensions, else its header), the protocol version and the cancellation of the request.
 pub fn call_context(ctx: &RequestContext<RoleServer>) -> CallContext {
     let parts = ctx.extensions.get::<http::request::Parts>();
-    let header = |name: &str| {
-        parts
-            .and_then(|p| p.headers.get(name))
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let session = header("mcp-session-id").map(SessionId::new).unwrap_or_default();
+    let session = parts
+        .and_then(|p| p.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(SessionId::new)
+        .unwrap_or_default();
     let mut call_ctx = CallContext::for_session(session).with_cancellation(ctx.ct.clone());
-    if let Some(toolset) = header(TOOLSET_HEADER) {
-        let selectors: Vec<String> = toolset.split(',').map(|s| s.trim().to_owned()).collect();
-        call_ctx = call_ctx.with_toolset(selectors);
+    let declared = parts.and_then(|p| {
+        p.extensions
+            .get::<DeclaredToolset>()
+            .cloned()
+            .or_else(|| DeclaredToolset::from_headers(&p.headers))
+    });
+    if let Some(declared) = declared {
+        if let Ok(toolset) = &declared.0 {
+            call_ctx = call_ctx.with_toolset(toolset.declared_shared());
+        }
+        call_ctx.extensions.insert(declared);
     }
     if let Some(info) = ctx.peer.peer_info() {
         call_ctx = call_ctx.with_protocol_version(info.protocol_version.clone());

@@ -1,0 +1,497 @@
+//! The search index of one catalogue snapshot and the ranking of candidate sets against it.
+
+use std::{
+    collections::HashMap,
+    hash::{BuildHasherDefault, Hasher},
+    sync::Arc,
+};
+
+use muster_core::ToolEntry;
+
+use super::{
+    DocId, Field, TermId,
+    analyzer::{Analyzer, TermClass},
+    bm25f::{Bm25fParams, CorpusStatistics, TermWeight, length_norm, weighted_field_tf},
+    explain::{Explanation, FieldExplanation, TermExplanation},
+};
+
+/// What the `x_<server>_` prefix of a downstream tool's exposed name is to its name field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PrefixTokens {
+    /// The prefix's terms match (a query naming the server finds its tools) but do not lengthen
+    /// the name: every tool of a server carries them, so they say nothing about what the tool
+    /// does, and a long server name must not make its tools' names read as long.
+    #[default]
+    MatchOnly,
+    /// The prefix is part of the name like any other word, as Go muster indexes it.
+    Counted,
+    /// The prefix is not indexed at all.
+    Ignored,
+}
+
+/// Everything that decides how a snapshot is indexed and ranked.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RankingConfig {
+    /// How text becomes terms.
+    pub analyzer: Analyzer,
+    /// The BM25F parameters.
+    pub params: Bm25fParams,
+    /// How the server prefix of exposed names is indexed.
+    pub prefix: PrefixTokens,
+}
+
+impl RankingConfig {
+    /// Go muster's ranking, as far as an index built once can reproduce it: its tokeniser, its
+    /// parameters, the prefix counted in the name, only the description's first line indexed.
+    /// With the whole catalogue as the candidate set (so that Go's per-query statistics are the
+    /// snapshot's), it ranks as Go muster does.
+    pub fn muster_compatible() -> Self {
+        Self {
+            analyzer: Analyzer::muster_compatible(),
+            params: Bm25fParams::muster_compatible(),
+            prefix: PrefixTokens::Counted,
+        }
+    }
+
+    /// With other BM25F parameters.
+    pub fn with_params(mut self, params: Bm25fParams) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// With another analyzer.
+    pub fn with_analyzer(mut self, analyzer: Analyzer) -> Self {
+        self.analyzer = analyzer;
+        self
+    }
+
+    /// With another prefix policy.
+    pub fn with_prefix(mut self, prefix: PrefixTokens) -> Self {
+        self.prefix = prefix;
+        self
+    }
+}
+
+/// One query term after analysis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryTerm {
+    /// The term (lowercased, folded).
+    pub text: String,
+    /// Its id in the index, when any document has it.
+    pub term: Option<TermId>,
+    /// What kind of word it is.
+    pub class: TermClass,
+    /// `q(t)`: 1, or the ubiquitous-verb factor.
+    pub weight: f64,
+}
+
+/// An analysed query: its distinct terms, in the order they first occur.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    terms: Vec<QueryTerm>,
+}
+
+impl Query {
+    /// The terms ranked on (function words already dropped, unless the query had nothing else).
+    pub fn terms(&self) -> &[QueryTerm] {
+        &self.terms
+    }
+
+    /// Whether no term of the query occurs anywhere in the index (nothing can match).
+    pub fn matches_nothing(&self) -> bool {
+        self.terms.iter().all(|t| t.term.is_none())
+    }
+}
+
+/// One ranked candidate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    /// Its position in the candidate slice.
+    pub position: usize,
+    /// Its document.
+    pub doc: DocId,
+    /// Its BM25F score (unrounded; see [`super::display_score`]).
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: DocId,
+    tf: [u16; Field::COUNT],
+}
+
+#[derive(Debug, Clone, Copy)]
+struct DocFields {
+    length: [u32; Field::COUNT],
+    /// `length_norm` of each field against the snapshot's average length.
+    norm: [f64; Field::COUNT],
+}
+
+/// The corpus statistics of a whole snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotStatistics {
+    document_count: u64,
+    document_frequency: Vec<u32>,
+    average_length: [f64; Field::COUNT],
+}
+
+impl CorpusStatistics for SnapshotStatistics {
+    fn document_count(&self) -> u64 {
+        self.document_count
+    }
+
+    fn document_frequency(&self, term: TermId) -> u64 {
+        self.document_frequency.get(term.index()).map_or(0, |&df| u64::from(df))
+    }
+
+    fn average_field_length(&self, field: Field) -> f64 {
+        self.average_length[field.index()]
+    }
+}
+
+/// The BM25F index of one catalogue snapshot: per document and field the term frequencies and
+/// lengths, per field the average length, per term the document frequency. Built once (by
+/// [`crate::CatalogBuilder::build`]), read by every query; a query ranks a candidate set against
+/// these statistics and never re-reads the tools' text.
+#[derive(Debug, Default)]
+pub struct SearchIndex {
+    config: RankingConfig,
+    terms: HashMap<Box<str>, TermId>,
+    term_text: Vec<Box<str>>,
+    postings: Vec<Vec<Posting>>,
+    docs: Vec<DocFields>,
+    names: Vec<Box<str>>,
+    by_name: HashMap<Box<str>, DocId>,
+    by_address: HashMap<usize, DocId, BuildHasherDefault<AddressHasher>>,
+    stats: SnapshotStatistics,
+}
+
+impl SearchIndex {
+    /// Indexes `entries` (document ids follow their order) with the default configuration.
+    pub fn build<'a>(entries: impl IntoIterator<Item = &'a Arc<ToolEntry>>) -> Self {
+        Self::build_with(entries, RankingConfig::default())
+    }
+
+    /// Indexes `entries` with `config`.
+    pub fn build_with<'a>(entries: impl IntoIterator<Item = &'a Arc<ToolEntry>>, config: RankingConfig) -> Self {
+        let mut index = Self {
+            config,
+            ..Self::default()
+        };
+        let mut occurrences: Vec<(TermId, Field)> = Vec::new();
+        let mut length_sum = [0u64; Field::COUNT];
+        for entry in entries {
+            let doc = DocId(u32::try_from(index.docs.len()).expect("a catalogue holds fewer than 2^32 tools"));
+            occurrences.clear();
+            let length = index.analyze(entry, &mut occurrences);
+            occurrences.sort_unstable_by_key(|&(t, f)| (t, f.index()));
+            let mut i = 0;
+            while i < occurrences.len() {
+                let term = occurrences[i].0;
+                let mut tf = [0u16; Field::COUNT];
+                while i < occurrences.len() && occurrences[i].0 == term {
+                    let slot = &mut tf[occurrences[i].1.index()];
+                    *slot = slot.saturating_add(1);
+                    i += 1;
+                }
+                index.postings[term.index()].push(Posting { doc, tf });
+            }
+            for (sum, len) in length_sum.iter_mut().zip(length) {
+                *sum += u64::from(len);
+            }
+            index.docs.push(DocFields {
+                length,
+                norm: [1.0; Field::COUNT],
+            });
+            index.names.push(entry.name().into());
+            index.by_name.entry(entry.name().into()).or_insert(doc);
+            index.by_address.insert(address(entry), doc);
+        }
+        let n = index.docs.len();
+        index.stats = SnapshotStatistics {
+            document_count: n as u64,
+            document_frequency: index.postings.iter().map(|p| p.len() as u32).collect(),
+            average_length: length_sum.map(|s| if n == 0 { 0.0 } else { s as f64 / n as f64 }),
+        };
+        for doc in &mut index.docs {
+            for field in Field::ALL {
+                let i = field.index();
+                let avg = index.stats.average_length[i];
+                doc.norm[i] = length_norm(doc.length[i], avg, index.config.params.fields[i].b);
+            }
+        }
+        index
+    }
+
+    /// Analyses one entry into (term, field) occurrences; returns the field lengths.
+    fn analyze(&mut self, entry: &ToolEntry, out: &mut Vec<(TermId, Field)>) -> [u32; Field::COUNT] {
+        let mut length = [0u32; Field::COUNT];
+        let params = self.config.params;
+        let (prefix, own_name) = split_prefix(entry);
+        let (first_line, rest) = split_description(entry.description());
+        let mut texts: Vec<(Field, &str, bool)> = Vec::with_capacity(4);
+        match self.config.prefix {
+            PrefixTokens::MatchOnly => texts.push((Field::Name, prefix, false)),
+            PrefixTokens::Counted => texts.push((Field::Name, prefix, true)),
+            PrefixTokens::Ignored => {}
+        }
+        texts.push((Field::Name, own_name, true));
+        texts.push((Field::FirstLine, first_line, true));
+        texts.push((Field::Rest, rest, true));
+        for (field, text, counted) in texts {
+            if params.field(field).weight <= 0.0 || text.is_empty() {
+                continue;
+            }
+            let analyzer = &self.config.analyzer;
+            let terms = &mut self.terms;
+            let term_text = &mut self.term_text;
+            let postings = &mut self.postings;
+            analyzer.for_each_term(text, |t| {
+                let id = match terms.get(t) {
+                    Some(&id) => id,
+                    None => {
+                        let id = TermId(u32::try_from(term_text.len()).expect("fewer than 2^32 distinct terms"));
+                        terms.insert(t.into(), id);
+                        term_text.push(t.into());
+                        postings.push(Vec::new());
+                        id
+                    }
+                };
+                out.push((id, field));
+                if counted {
+                    length[field.index()] += 1;
+                }
+            });
+        }
+        length
+    }
+
+    /// The configuration the index was built with.
+    pub fn config(&self) -> &RankingConfig {
+        &self.config
+    }
+
+    /// The snapshot's corpus statistics.
+    pub fn statistics(&self) -> &SnapshotStatistics {
+        &self.stats
+    }
+
+    /// How many documents (tools) the index holds.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether the index holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// How many distinct terms the index holds.
+    pub fn term_count(&self) -> usize {
+        self.term_text.len()
+    }
+
+    /// The id of `term` (an analysed term), when a document has it.
+    pub fn term_id(&self, term: &str) -> Option<TermId> {
+        self.terms.get(term).copied()
+    }
+
+    /// The text of a term id.
+    pub fn term_text(&self, term: TermId) -> &str {
+        &self.term_text[term.index()]
+    }
+
+    /// The document of `entry`: the entry this index was built from (found by identity, then
+    /// confirmed by name), else the document of the same name.
+    pub fn doc_id(&self, entry: &ToolEntry) -> Option<DocId> {
+        let by_identity = self
+            .by_address
+            .get(&address(entry))
+            .copied()
+            .filter(|d| *self.names[d.index()] == *entry.name());
+        by_identity.or_else(|| self.by_name.get(entry.name()).copied())
+    }
+
+    /// Analyses `text` into a query: its distinct terms in order; function words dropped unless
+    /// the query has no other word; ubiquitous verbs down-weighted.
+    pub fn query(&self, text: &str) -> Query {
+        let analyzed = self.config.analyzer.query_terms(text);
+        let only_function_words = analyzed.iter().all(|(_, c)| *c == TermClass::FunctionWord);
+        let mut terms: Vec<QueryTerm> = Vec::with_capacity(analyzed.len());
+        for (term, class) in analyzed {
+            if class == TermClass::FunctionWord && !only_function_words {
+                continue;
+            }
+            if terms.iter().any(|t| t.text == term) {
+                continue;
+            }
+            let weight = match class {
+                TermClass::UbiquitousVerb => self.config.params.ubiquitous_verb_weight,
+                TermClass::Content | TermClass::FunctionWord => 1.0,
+            };
+            terms.push(QueryTerm {
+                term: self.term_id(&term),
+                text: term,
+                class,
+                weight,
+            });
+        }
+        Query { terms }
+    }
+
+    /// Ranks `candidates` (tools of this snapshot) for `query`: best first, ties in candidate
+    /// order, candidates scoring zero dropped. A candidate this index does not hold scores zero.
+    pub fn rank<C: AsRef<ToolEntry>>(&self, query: &Query, candidates: &[C]) -> Vec<Hit> {
+        let docs: Vec<Option<DocId>> = candidates.iter().map(|c| self.doc_id(c.as_ref())).collect();
+        self.rank_docs(query, &docs)
+    }
+
+    /// Ranks candidates given as documents (`None` for one the index does not hold); a hit's
+    /// `position` indexes `candidates`.
+    pub fn rank_docs(&self, query: &Query, candidates: &[Option<DocId>]) -> Vec<Hit> {
+        if query.matches_nothing() || candidates.is_empty() {
+            return Vec::new();
+        }
+        const ABSENT: u32 = u32::MAX;
+        let mut slot = vec![ABSENT; self.docs.len()];
+        for (position, doc) in candidates.iter().enumerate() {
+            if let Some(doc) = doc {
+                slot[doc.index()] = position as u32;
+            }
+        }
+        let mut scores = vec![0.0f64; candidates.len()];
+        for qt in &query.terms {
+            let Some(term) = qt.term else { continue };
+            let weight = TermWeight::new(&self.stats, term, qt.weight, &self.config.params);
+            for posting in &self.postings[term.index()] {
+                let position = slot[posting.doc.index()];
+                if position != ABSENT {
+                    scores[position as usize] += weight.score(self.weighted_tf(posting));
+                }
+            }
+        }
+        let mut hits: Vec<Hit> = scores
+            .iter()
+            .enumerate()
+            .filter(|&(_, &s)| s > 0.0)
+            .filter_map(|(position, &score)| candidates[position].map(|doc| Hit { position, doc, score }))
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.position.cmp(&b.position)));
+        hits
+    }
+
+    /// `wtf`: the weighted, length-normalised term frequency over the fields.
+    fn weighted_tf(&self, posting: &Posting) -> f64 {
+        let doc = &self.docs[posting.doc.index()];
+        let mut wtf = 0.0;
+        for (i, field) in self.config.params.fields.iter().enumerate() {
+            if posting.tf[i] > 0 {
+                wtf += weighted_field_tf(field.weight, u32::from(posting.tf[i]), doc.norm[i]);
+            }
+        }
+        wtf
+    }
+
+    /// Why `doc` scores what it does for `query`: per query term, the fields it matched with
+    /// their tf, length, weight and normalised tf, and the term's idf and contribution.
+    pub fn explain(&self, query: &Query, doc: DocId) -> Explanation {
+        let mut terms = Vec::new();
+        let mut score = 0.0;
+        let fields = self.docs.get(doc.index());
+        for qt in &query.terms {
+            let Some(term) = qt.term else { continue };
+            let Some(fields) = fields else { continue };
+            let postings = &self.postings[term.index()];
+            let Ok(found) = postings.binary_search_by_key(&doc, |p| p.doc) else {
+                continue;
+            };
+            let posting = &postings[found];
+            let weight = TermWeight::new(&self.stats, term, qt.weight, &self.config.params);
+            let wtf = self.weighted_tf(posting);
+            let contribution = weight.score(wtf);
+            score += contribution;
+            terms.push(TermExplanation {
+                term: qt.text.clone(),
+                class: qt.class,
+                query_weight: qt.weight,
+                document_frequency: self.stats.document_frequency(term),
+                idf: weight.idf,
+                fields: Field::ALL
+                    .into_iter()
+                    .filter(|f| posting.tf[f.index()] > 0)
+                    .map(|f| {
+                        let i = f.index();
+                        let params = self.config.params.field(f);
+                        FieldExplanation {
+                            field: f,
+                            tf: u32::from(posting.tf[i]),
+                            length: fields.length[i],
+                            average_length: self.stats.average_length[i],
+                            weight: params.weight,
+                            b: params.b,
+                            weighted_tf: weighted_field_tf(params.weight, u32::from(posting.tf[i]), fields.norm[i]),
+                        }
+                    })
+                    .collect(),
+                weighted_tf: wtf,
+                contribution,
+            });
+        }
+        Explanation {
+            doc,
+            name: self.names.get(doc.index()).map(|n| n.to_string()).unwrap_or_default(),
+            score,
+            terms,
+        }
+    }
+}
+
+/// The exposed name split into the server prefix (`x_<server>_`) and the tool's own name; a core
+/// or workflow tool, or a name not ending in the server's own name for it, is all own name.
+fn split_prefix(entry: &ToolEntry) -> (&str, &str) {
+    let name = entry.name();
+    match entry.server_tool.as_deref() {
+        Some(own) if name.len() > own.len() && name.ends_with(own) => name.split_at(name.len() - own.len()),
+        _ => ("", name),
+    }
+}
+
+/// The description split into its first non-empty line (trimmed) and the rest.
+pub(crate) fn split_description(description: &str) -> (&str, &str) {
+    let text = description.trim_start();
+    match text.split_once('\n') {
+        Some((first, rest)) => (first.trim(), rest),
+        None => (text.trim(), ""),
+    }
+}
+
+fn address(entry: &ToolEntry) -> usize {
+    std::ptr::from_ref(entry).addr()
+}
+
+/// Hashes the addresses of entries (one `usize`): a multiply-xorshift, enough for pointers.
+#[derive(Debug, Default, Clone, Copy)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        let h = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 29);
+    }
+}
