@@ -4,6 +4,7 @@
 mod common;
 
 use common::{DemoHttp, Harness, demo_stdio, remote, text};
+use muster::core::crd::MCPServerState;
 use rmcp::model::{CallToolRequestParams, ErrorCode};
 use serde_json::{Value, json};
 
@@ -193,6 +194,20 @@ async fn a_downstream_that_cannot_start_is_failed_and_the_others_still_serve() {
         "{service}"
     );
 
+    // A remote server that refuses is retried, and Failed from its third consecutive failure.
+    let registry = std::sync::Arc::clone(h.gateway.registry());
+    let refused = move || {
+        registry
+            .server("refused")
+            .map(|s| (s.runtime.state, s.runtime.consecutive_failures, s.runtime.last_error))
+    };
+    assert!(refused().is_some_and(|s| s.2.is_some()), "the refusal is recorded: {:?}", refused());
+    let failed = common::eventually(10, || {
+        let now = refused();
+        async move { now.is_some_and(|s| s.0 == MCPServerState::Failed && s.1 >= 3) }
+    })
+    .await;
+    assert!(failed, "not Failed after three attempts: {:?}", refused());
     let list = h.meta("call_tool", json!({"name": "core_service_list"})).await;
     let services = list.structured_content.clone().expect("structured");
     let refused_state = services["services"]

@@ -8,7 +8,7 @@ use std::{
     sync::Arc,
 };
 
-use muster::core::ToolEntry;
+use muster_core::ToolEntry;
 use rmcp::model::Tool;
 use serde::Deserialize;
 

@@ -26,7 +26,7 @@ use muster_core::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{dispatch::Dispatcher, http, meta::MetaTools, registry::Registry};
+use crate::{dispatch::Dispatcher, http, meta::MetaTools, registry::Registry, supervisor::SupervisorConfig};
 
 /// A muster gateway: its registry and the tool service stack calls go through.
 #[derive(Debug, Clone)]
@@ -42,7 +42,17 @@ impl Gateway {
     ///
     /// Every call goes through this stack: toolset enforcement, then the dispatcher.
     pub fn new(config: MusterConfig, servers: Vec<MCPServer>, workflows: Vec<Workflow>) -> Result<Self, ToolsetError> {
-        let registry = Registry::new(config, servers, workflows)?;
+        Self::with_supervision(config, servers, workflows, SupervisorConfig::from_env())
+    }
+
+    /// [`Gateway::new`] with explicit reconnect backoff and health-check settings.
+    pub fn with_supervision(
+        config: MusterConfig,
+        servers: Vec<MCPServer>,
+        workflows: Vec<Workflow>,
+        supervision: SupervisorConfig,
+    ) -> Result<Self, ToolsetError> {
+        let registry = Registry::new(config, servers, workflows, supervision)?;
         let catalog: Arc<dyn CatalogSource> = Arc::clone(&registry) as Arc<dyn CatalogSource>;
         let tools = BoxToolService::new(
             tower::ServiceBuilder::new()
@@ -56,8 +66,9 @@ impl Gateway {
         })
     }
 
-    /// Connects every downstream server that starts automatically; returns when each has
-    /// connected or failed (a failed server is reported in its status, never fatal).
+    /// Starts supervising every downstream server; those that start automatically connect.
+    /// Returns when each has made its first attempt (a failed server is reported in its status
+    /// and retried on its backoff, never fatal).
     pub async fn start(&self) {
         self.registry.start().await;
     }

@@ -29,6 +29,7 @@ mod gateway;
 pub mod http;
 pub mod meta;
 pub mod registry;
+pub mod supervisor;
 pub mod upstream;
 
 pub use gateway::Gateway;

@@ -19,13 +19,16 @@ use muster_catalog::{
 use muster_core::{
     NameRules, PromptEntry, ResourceEntry, ToolCall, ToolEntry, ToolError, ToolKind,
     config::MusterConfig,
-    crd::{MCPServer, MCPServerState, ServerType, Workflow},
+    crd::{MCPServer, MCPServerHealth, MCPServerState, ServerType, Workflow},
 };
+use rmcp::{Peer, RoleServer};
+use tokio::sync::{mpsc, oneshot};
 use rmcp::model::CallToolResult;
 
 use crate::{
     core_tools,
-    upstream::{SharedConnection, UpstreamConnection},
+    supervisor::{self, Command, SupervisorConfig},
+    upstream::SharedConnection,
 };
 
 /// The runtime state of one MCPServer.
@@ -34,12 +37,20 @@ use crate::{
 pub struct ServerRuntime {
     /// Its state.
     pub state: MCPServerState,
+    /// Its health (the last MCP ping).
+    pub health: MCPServerHealth,
     /// The error of its most recent operation.
     pub last_error: Option<String>,
     /// When it last connected.
     pub last_connected: Option<DateTime<Utc>>,
     /// When the last connection attempt was made.
     pub last_attempt: Option<DateTime<Utc>>,
+    /// Connection attempts that failed in a row.
+    pub consecutive_failures: u32,
+    /// When the next attempt is due, while one is scheduled.
+    pub next_retry_after: Option<DateTime<Utc>>,
+    /// How many times it was (re)connected after its first connection.
+    pub restart_count: u32,
     /// How many tools it offers.
     pub tool_count: usize,
 }
@@ -53,9 +64,13 @@ impl ServerRuntime {
         };
         Self {
             state,
+            health: MCPServerHealth::Unknown,
             last_error: None,
             last_connected: None,
             last_attempt: None,
+            consecutive_failures: 0,
+            next_retry_after: None,
+            restart_count: 0,
             tool_count: 0,
         }
     }
@@ -76,6 +91,7 @@ struct ServerSlot {
     definition: MCPServer,
     runtime: ServerRuntime,
     connection: Option<SharedConnection>,
+    control: Option<mpsc::UnboundedSender<Command>>,
 }
 
 /// One MCPServer as the registry sees it now.
@@ -97,6 +113,8 @@ pub struct Registry {
     servers: RwLock<BTreeMap<String, ServerSlot>>,
     workflows: RwLock<BTreeMap<String, Workflow>>,
     catalog: RwLock<Arc<Catalog>>,
+    sessions: std::sync::Mutex<Vec<Peer<RoleServer>>>,
+    supervision: SupervisorConfig,
 }
 
 impl Registry {
@@ -106,6 +124,7 @@ impl Registry {
         config: MusterConfig,
         servers: Vec<MCPServer>,
         workflows: Vec<Workflow>,
+        supervision: SupervisorConfig,
     ) -> Result<Arc<Self>, ToolsetError> {
         let presets = Arc::new(Presets::from_config(&config.toolset_presets)?);
         let names = NameRules::new(config.aggregator.muster_prefix.clone());
@@ -116,6 +135,7 @@ impl Registry {
                     runtime: ServerRuntime::initial(&s),
                     definition: s,
                     connection: None,
+                    control: None,
                 };
                 (slot.definition.metadata.name.clone(), slot)
             })
@@ -128,6 +148,8 @@ impl Registry {
             servers: RwLock::new(servers),
             workflows: RwLock::new(workflows),
             catalog: RwLock::new(Arc::new(Catalog::empty())),
+            sessions: std::sync::Mutex::new(Vec::new()),
+            supervision,
         });
         registry.rebuild_catalog();
         Ok(registry)
@@ -153,76 +175,158 @@ impl Registry {
         Arc::clone(&self.catalog.read().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Connects every server that starts automatically, concurrently; returns when each has
-    /// connected or failed.
+    /// Starts a supervisor for every server: those that start automatically connect, the others
+    /// wait for `core_service_start`. Returns once each has made its first attempt.
     pub async fn start(self: &Arc<Self>) {
-        let names: Vec<String> = self
-            .read_servers()
-            .values()
-            .filter(|s| starts_automatically(&s.definition))
-            .map(|s| s.definition.metadata.name.clone())
-            .collect();
-        futures::future::join_all(names.iter().map(|n| self.connect(n))).await;
-    }
-
-    /// Connects server `name` (replacing a previous connection) and rebuilds the catalogue.
-    /// Returns its state afterwards, or `None` when no such server is defined.
-    pub async fn connect(&self, name: &str) -> Option<MCPServerState> {
-        let definition = {
+        let mut first_attempts = Vec::new();
+        {
             let mut servers = self.write_servers();
-            let slot = servers.get_mut(name)?;
-            slot.runtime.state = match slot.definition.spec.server_type {
-                Some(ServerType::Stdio) | None => MCPServerState::Starting,
-                Some(_) => MCPServerState::Connecting,
-            };
-            slot.runtime.last_attempt = Some(Utc::now());
-            slot.definition.clone()
-        };
-        let outcome = UpstreamConnection::connect(&definition).await;
-        let (state, old) = {
-            let mut servers = self.write_servers();
-            let slot = servers.get_mut(name)?;
-            let old = match outcome {
-                Ok(conn) => {
-                    tracing::info!(server = %name, tools = conn.tools().len(), "connected");
-                    slot.runtime.state = match definition.spec.server_type {
-                        Some(ServerType::Stdio) | None => MCPServerState::Running,
-                        Some(_) => MCPServerState::Connected,
-                    };
-                    slot.runtime.last_error = None;
-                    slot.runtime.last_connected = Some(Utc::now());
-                    slot.runtime.tool_count = conn.tools().len();
-                    slot.connection.replace(Arc::new(conn))
+            for (name, slot) in servers.iter_mut() {
+                if slot.control.is_some() {
+                    continue;
                 }
-                Err(e) => {
-                    tracing::warn!(server = %name, error = %e, "connection failed");
-                    slot.runtime.state = MCPServerState::Failed;
-                    slot.runtime.last_error = Some(e.to_string());
-                    slot.runtime.tool_count = 0;
-                    slot.connection.take()
-                }
-            };
-            (slot.runtime.state, old)
-        };
-        if let Some(old) = old {
-            close_when_unused(old).await;
+                let (tx, rx) = mpsc::unbounded_channel();
+                let (done_tx, done_rx) = oneshot::channel();
+                slot.control = Some(tx);
+                let autostart = starts_automatically(&slot.definition);
+                tokio::spawn(supervisor::supervise(
+                    Arc::downgrade(self),
+                    name.clone(),
+                    rx,
+                    autostart,
+                    self.supervision,
+                    done_tx,
+                ));
+                first_attempts.push(done_rx);
+            }
         }
-        self.rebuild_catalog();
-        Some(state)
+        futures::future::join_all(first_attempts).await;
     }
 
-    /// Closes every connection (stdio servers are stopped).
+    /// Asks the supervisor of `name` to start, stop or restart it. `false` when no such server
+    /// is supervised.
+    pub(crate) fn command(&self, name: &str, command: Command) -> bool {
+        self.read_servers()
+            .get(name)
+            .and_then(|s| s.control.as_ref())
+            .is_some_and(|c| c.send(command).is_ok())
+    }
+
+    /// Stops every supervisor and closes every connection (stdio servers are stopped).
     pub async fn shutdown(&self) {
         let connections: Vec<SharedConnection> = self
             .write_servers()
             .values_mut()
             .filter_map(|s| {
+                s.control = None;
                 s.runtime.state = MCPServerState::Stopped;
                 s.connection.take()
             })
             .collect();
-        futures::future::join_all(connections.into_iter().map(close_when_unused)).await;
+        for conn in &connections {
+            conn.close();
+        }
+        // Give the transports a moment to end their processes.
+        for conn in connections {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn.closed()).await;
+        }
         self.rebuild_catalog();
+    }
+
+    /// Registers an MCP client session to notify when the catalogue changes.
+    pub fn add_session(&self, peer: Peer<RoleServer>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|p| !p.is_transport_closed());
+        sessions.push(peer);
+    }
+
+    /// Tells every connected client session that the tools, resources and prompts changed.
+    fn notify_sessions(&self) {
+        let sessions: Vec<Peer<RoleServer>> = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            sessions.retain(|p| !p.is_transport_closed());
+            sessions.clone()
+        };
+        if sessions.is_empty() {
+            return;
+        }
+        tokio::spawn(async move {
+            for peer in sessions {
+                let _ = peer.notify_tool_list_changed().await;
+                let _ = peer.notify_resource_list_changed().await;
+                let _ = peer.notify_prompt_list_changed().await;
+            }
+        });
+    }
+
+    /// The definition of server `name`.
+    pub(crate) fn definition(&self, name: &str) -> Option<MCPServer> {
+        self.read_servers().get(name).map(|s| s.definition.clone())
+    }
+
+    /// Updates the runtime state of server `name`.
+    pub(crate) fn mark(&self, name: &str, f: impl FnOnce(&mut ServerRuntime)) {
+        if let Some(slot) = self.write_servers().get_mut(name) {
+            f(&mut slot.runtime);
+        }
+    }
+
+    /// Makes `conn` the connection of server `name`; `false` when the server is gone.
+    pub(crate) fn install(&self, name: &str, conn: SharedConnection, reconnect: bool) -> bool {
+        {
+            let mut servers = self.write_servers();
+            let Some(slot) = servers.get_mut(name) else { return false };
+            let stdio = matches!(slot.definition.spec.server_type, Some(ServerType::Stdio) | None);
+            slot.runtime.state = if stdio { MCPServerState::Running } else { MCPServerState::Connected };
+            slot.runtime.health = MCPServerHealth::Healthy;
+            slot.runtime.last_error = None;
+            slot.runtime.consecutive_failures = 0;
+            slot.runtime.next_retry_after = None;
+            slot.runtime.last_connected = Some(Utc::now());
+            slot.runtime.tool_count = conn.tools().len();
+            if reconnect {
+                slot.runtime.restart_count += 1;
+            }
+            tracing::info!(server = %name, tools = conn.tools().len(), "connected");
+            slot.connection = Some(conn);
+        }
+        self.changed();
+        true
+    }
+
+    /// Replaces the connection of `name` with one carrying refreshed lists.
+    pub(crate) fn replace_lists(&self, name: &str, conn: SharedConnection) -> bool {
+        {
+            let mut servers = self.write_servers();
+            let Some(slot) = servers.get_mut(name) else { return false };
+            slot.runtime.tool_count = conn.tools().len();
+            slot.connection = Some(conn);
+        }
+        self.changed();
+        true
+    }
+
+    /// Drops the connection of `name`, recording why.
+    pub(crate) fn uninstall(&self, name: &str, error: Option<String>, state: MCPServerState) {
+        {
+            let mut servers = self.write_servers();
+            let Some(slot) = servers.get_mut(name) else { return };
+            slot.connection = None;
+            slot.runtime.state = state;
+            slot.runtime.tool_count = 0;
+            if error.is_some() {
+                slot.runtime.health = MCPServerHealth::Unhealthy;
+                slot.runtime.last_error = error;
+            } else {
+                slot.runtime.health = MCPServerHealth::Unknown;
+            }
+        }
+        self.changed();
+    }
+
+    fn changed(&self) {
+        self.rebuild_catalog();
+        self.notify_sessions();
     }
 
     /// Every MCPServer with its runtime state, by name.
@@ -327,16 +431,6 @@ impl Registry {
 
     fn write_servers(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, ServerSlot>> {
         self.servers.write().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Closes a connection once no in-flight call holds it any more (or right away when unshared).
-async fn close_when_unused(conn: SharedConnection) {
-    match Arc::try_unwrap(conn) {
-        Ok(conn) => conn.close().await,
-        // In-flight calls still hold it; the last one to finish drops it, which ends the
-        // transport (and a stdio child process) as well.
-        Err(shared) => drop(shared),
     }
 }
 

@@ -14,7 +14,7 @@ use muster::{
         config::MusterConfig,
         crd::{MCPServer, MCPServerSpec, ServerType},
     },
-    gateway::Gateway,
+    gateway::{Gateway, supervisor::SupervisorConfig},
 };
 use rmcp::{
     RoleClient, ServiceExt,
@@ -111,7 +111,7 @@ impl Harness {
     }
 
     pub async fn start_with(config: MusterConfig, servers: Vec<MCPServer>) -> Self {
-        let gateway = Gateway::new(config, servers, Vec::new()).expect("valid configuration");
+        let gateway = Gateway::with_supervision(config, servers, Vec::new(), fast_supervision()).expect("valid configuration");
         gateway.start().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
@@ -178,6 +178,30 @@ pub async fn call_meta(client: &RunningService<RoleClient, ()>, name: &str, args
         .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(args))
         .await
         .unwrap_or_else(|e| panic!("meta-tool {name} failed at the protocol level: {e}"))
+}
+
+/// Reconnect quickly, so tests see recovery in well under a second.
+pub fn fast_supervision() -> SupervisorConfig {
+    SupervisorConfig::default()
+        .with_initial_backoff(std::time::Duration::from_millis(100))
+        .with_max_backoff(std::time::Duration::from_millis(400))
+        .with_health_interval(std::time::Duration::from_secs(2))
+}
+
+/// Polls `check` every 50 ms until it holds or `secs` pass; returns whether it held.
+pub async fn eventually<F, Fut>(secs: u64, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
 }
 
 /// The text of a result's first item.

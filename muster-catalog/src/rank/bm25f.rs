@@ -45,7 +45,7 @@ impl Default for Bm25fParams {
             k1: 1.2,
             fields: [
                 FieldParams { weight: 3.0, b: 0.5 },
-                FieldParams { weight: 1.0, b: 0.75 },
+                FieldParams { weight: 1.0, b: 0.5 },
                 FieldParams { weight: 0.5, b: 0.75 },
             ],
             ubiquitous_verb_weight: 0.25,

@@ -2,11 +2,14 @@
 //!
 //! Each core tool declares the MCP annotations the reference documents (readOnly, destructive,
 //! idempotent, openWorld) so discovery reports them like a downstream server's. This version
-//! provides the reading tools: services (`core_service_list`, `core_service_status`), MCP servers
+//! provides the services (`core_service_list`, `core_service_status`, `core_service_start`,
+//! `core_service_stop`, `core_service_restart`), and the reading tools of MCP servers
 //! (`core_mcpserver_list`, `core_mcpserver_get`), configuration (`core_config_get`,
 //! `core_config_get_aggregator`) and workflows (`core_workflow_list`, `core_workflow_get`).
 
 mod services;
+
+use services::Control;
 
 use std::sync::{Arc, OnceLock};
 
@@ -33,6 +36,9 @@ pub struct NoArgs {}
 enum CoreTool {
     ServiceList,
     ServiceStatus,
+    ServiceStart,
+    ServiceStop,
+    ServiceRestart,
     McpServerList,
     McpServerGet,
     ConfigGet,
@@ -42,11 +48,14 @@ enum CoreTool {
 }
 
 impl CoreTool {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 11] = [
         Self::WorkflowList,
         Self::WorkflowGet,
         Self::ServiceList,
         Self::ServiceStatus,
+        Self::ServiceStart,
+        Self::ServiceStop,
+        Self::ServiceRestart,
         Self::ConfigGet,
         Self::ConfigGetAggregator,
         Self::McpServerList,
@@ -57,6 +66,9 @@ impl CoreTool {
         match self {
             Self::ServiceList => "core_service_list",
             Self::ServiceStatus => "core_service_status",
+            Self::ServiceStart => "core_service_start",
+            Self::ServiceStop => "core_service_stop",
+            Self::ServiceRestart => "core_service_restart",
             Self::McpServerList => "core_mcpserver_list",
             Self::McpServerGet => "core_mcpserver_get",
             Self::ConfigGet => "core_config_get",
@@ -74,6 +86,9 @@ impl CoreTool {
         match self {
             Self::ServiceList => "List all services (the aggregator and every MCP server) with their state and health.",
             Self::ServiceStatus => "Get the current state, health and last error of one service.",
+            Self::ServiceStart => "Start a stopped or failed service (an MCP server) and wait for its first connection attempt.",
+            Self::ServiceStop => "Stop a service (an MCP server) and keep it stopped until started again.",
+            Self::ServiceRestart => "Restart a service (an MCP server): stop it, then start it again.",
             Self::McpServerList => "List all configured MCP server definitions.",
             Self::McpServerGet => "Get one MCP server definition.",
             Self::ConfigGet => "Get the complete muster configuration.",
@@ -85,17 +100,28 @@ impl CoreTool {
 
     fn definition(self) -> Tool {
         let tool = match self {
-            Self::ServiceStatus | Self::McpServerGet | Self::WorkflowGet => {
+            Self::ServiceStatus
+            | Self::ServiceStart
+            | Self::ServiceStop
+            | Self::ServiceRestart
+            | Self::McpServerGet
+            | Self::WorkflowGet => {
                 Tool::new(self.name(), self.description(), Arc::new(Default::default())).with_input_schema::<NameArg>()
             }
             _ => Tool::new(self.name(), self.description(), Arc::new(Default::default())).with_input_schema::<NoArgs>(),
         };
-        // Every tool of this version reads; nothing changes (reference: core tool annotations).
+        // (readOnly, destructive, idempotent, openWorld), as the reference's annotation table says.
+        let (read_only, destructive, idempotent) = match self {
+            Self::ServiceStart => (false, false, true),
+            Self::ServiceStop => (false, true, true),
+            Self::ServiceRestart => (false, true, false),
+            _ => (true, false, true),
+        };
         tool.with_annotations(
             ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
+                .read_only(read_only)
+                .destructive(destructive)
+                .idempotent(idempotent)
                 .open_world(false),
         )
     }
@@ -119,6 +145,9 @@ pub(crate) async fn call(registry: &Registry, call: &ToolCall) -> Result<CallToo
     let value = match tool {
         CoreTool::ServiceList => services::service_list(registry),
         CoreTool::ServiceStatus => services::service_status(registry, required_name(args)?)?,
+        CoreTool::ServiceStart => services::service_control(registry, required_name(args)?, Control::Start).await?,
+        CoreTool::ServiceStop => services::service_control(registry, required_name(args)?, Control::Stop).await?,
+        CoreTool::ServiceRestart => services::service_control(registry, required_name(args)?, Control::Restart).await?,
         CoreTool::McpServerList => services::mcpserver_list(registry),
         CoreTool::McpServerGet => services::mcpserver_get(registry, required_name(args)?)?,
         CoreTool::ConfigGet => serde_json::to_value(registry.config()).map_err(ToolError::internal)?,

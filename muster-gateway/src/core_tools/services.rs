@@ -6,7 +6,18 @@ use muster_core::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::registry::{Registry, ServerView};
+use crate::{
+    registry::{Registry, ServerView},
+    supervisor::Command,
+};
+
+/// What `core_service_start/stop/restart` ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Control {
+    Start,
+    Stop,
+    Restart,
+}
 
 /// The name of the aggregator's own service.
 pub(crate) const AGGREGATOR_SERVICE: &str = "mcp-aggregator";
@@ -62,6 +73,14 @@ fn server_service(s: &ServerView) -> Value {
     if let Some(t) = s.runtime.last_connected {
         service["last_connected"] = json!(t);
     }
+    if let Some(t) = s.runtime.last_attempt {
+        service["last_attempt"] = json!(t);
+    }
+    if let Some(t) = s.runtime.next_retry_after {
+        service["next_retry_after"] = json!(t);
+    }
+    service["restart_count"] = json!(s.runtime.restart_count);
+    service["consecutive_failures"] = json!(s.runtime.consecutive_failures);
     service
 }
 
@@ -158,4 +177,52 @@ pub(super) fn workflow_get(registry: &Registry, name: &str) -> Result<Value, Too
         }
     }
     Ok(value)
+}
+
+pub(super) async fn service_control(registry: &Registry, name: &str, control: Control) -> Result<Value, ToolError> {
+    let verb = match control {
+        Control::Start => "started",
+        Control::Stop => "stopped",
+        Control::Restart => "restarted",
+    };
+    if name == AGGREGATOR_SERVICE {
+        return Err(ToolError::invalid_arguments(format!("the static service {name} cannot be {verb}")));
+    }
+    let before = registry
+        .server(name)
+        .ok_or_else(|| ToolError::invalid_arguments(format!("service {name} not found")))?;
+    if control == Control::Start && matches!(before.runtime.state, MCPServerState::Running | MCPServerState::Connected) {
+        let mut status = server_service(&before);
+        status["message"] = json!(format!("service {name} is already running"));
+        return Ok(status);
+    }
+    let command = match control {
+        Control::Start => Command::Start,
+        Control::Stop => Command::Stop,
+        Control::Restart => Command::Restart,
+    };
+    if !registry.command(name, command) {
+        return Err(ToolError::invalid_arguments(format!("service {name} is not supervised")));
+    }
+    // Wait (bounded by the server's timeout) for the supervisor to act: stopped, or connected,
+    // or failed on this attempt.
+    let budget = std::time::Duration::from_secs(u64::from(before.definition.spec.timeout.max(1)) + 2);
+    let deadline = tokio::time::Instant::now() + budget;
+    let attempt_before = before.runtime.last_attempt;
+    loop {
+        let now = registry.server(name).ok_or_else(|| ToolError::invalid_arguments(format!("service {name} not found")))?;
+        let settled = match control {
+            Control::Stop => matches!(now.runtime.state, MCPServerState::Stopped),
+            Control::Start | Control::Restart => {
+                now.runtime.last_attempt != attempt_before
+                    && !matches!(now.runtime.state, MCPServerState::Starting | MCPServerState::Connecting)
+            }
+        };
+        if settled || tokio::time::Instant::now() >= deadline {
+            let mut status = server_service(&now);
+            status["message"] = json!(format!("service {name} {verb}"));
+            return Ok(status);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

@@ -16,14 +16,16 @@ use muster_catalog::{
     tools::{self, Scope},
     toolset::{DeclaredToolset, resolve},
 };
-use muster_core::{BoxToolService, CallContext, JsonObject, SessionId, ToolCall, ToolError};
+use muster_core::{
+    BoxToolService, CallContext, JsonObject, ProgressSink, SessionId, ToolCall, ToolError, call::ProgressUpdate,
+};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-        PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig,
+        PaginatedRequestParams, ProgressNotificationParam, ResourceContents, ServerCapabilities, ServerConfig,
     },
-    service::RequestContext,
+    service::{NotificationContext, RequestContext},
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -32,7 +34,7 @@ use tower::ServiceExt;
 pub use definitions::{MetaTool, definitions};
 pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
 
-use crate::registry::Registry;
+use crate::{registry::Registry, upstream::ClientPeer};
 
 const INSTRUCTIONS: &str = "muster aggregates many MCP servers. Only the meta-tools are callable directly: \
 find tools with filter_tools or list_tools, read one with describe_tool, run it with call_tool.";
@@ -229,6 +231,23 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> CallContext {
     if let Some(info) = ctx.peer.peer_info() {
         call_ctx = call_ctx.with_protocol_version(info.protocol_version.clone());
     }
+    if let Some(token) = ctx.meta.get_progress_token() {
+        let peer = ctx.peer.clone();
+        call_ctx = call_ctx.with_progress(ProgressSink::new(move |update: ProgressUpdate| {
+            let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
+            if let Some(total) = update.total {
+                params = params.with_total(total);
+            }
+            if let Some(message) = update.message {
+                params = params.with_message(message);
+            }
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                let _ = peer.notify_progress(params).await;
+            });
+        }));
+    }
+    call_ctx.extensions.insert(ClientPeer(ctx.peer.clone()));
     call_ctx
 }
 
@@ -252,9 +271,13 @@ fn error_result(message: impl Into<String>) -> CallToolResult {
 
 impl ServerHandler for MetaTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
             .with_server_info(Implementation::new("muster", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        self.registry.add_session(ctx.peer);
     }
 
     async fn list_tools(

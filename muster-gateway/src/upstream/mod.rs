@@ -3,18 +3,23 @@
 //! [`UpstreamConnection::connect`] starts a stdio server as a child process (`command`, `args`,
 //! `env`) or reaches a remote one over streamable HTTP (`url`, `headers`), performs the MCP
 //! handshake and reads the server's tools, resources and prompts, following pagination cursors.
-//! Every operation is bounded by the server's `spec.timeout`. A connection then runs calls for the
-//! dispatcher; a call the caller cancels is cancelled downstream.
+//! Every operation is bounded by the server's `spec.timeout`; a tool call that reports progress
+//! may run up to `spec.progress.maxDuration`, each progress notification restarting `timeout`.
+//! During a call the downstream's progress, logging, sampling and elicitation reach the calling
+//! client ([`relay`]); a call the caller cancels is cancelled downstream. A streamable-HTTP
+//! server that forgets the session is re-initialized by the transport.
 //!
 //! ```no_run
 //! # async fn demo(server: &muster_core::crd::MCPServer) -> Result<(), Box<dyn std::error::Error>> {
 //! use muster_gateway::upstream::UpstreamConnection;
 //!
-//! let conn = UpstreamConnection::connect(server).await?;
+//! let conn = UpstreamConnection::connect(server, None).await?;
 //! println!("{} tools", conn.tools().len());
 //! # Ok(()) }
 //! ```
 
+pub mod relay;
+pub mod sse;
 mod transport;
 
 use std::{sync::Arc, time::Duration};
@@ -24,19 +29,21 @@ use muster_core::{
     crd::{MCPServer, ServerType},
 };
 use rmcp::{
-    ClientHandler, RoleClient, ServiceExt,
+    Peer, RoleClient, ServiceExt,
     model::{
-        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, GetPromptRequestParams,
-        GetPromptResult, Implementation, JsonObject, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
-        Tool,
+        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest,
+        GetPromptRequestParams, GetPromptResult, Implementation, JsonObject, Prompt, ReadResourceRequestParams,
+        ReadResourceResult, Resource, ServerResult, Tool,
     },
-    service::{RunningService, ServiceError},
+    service::{PeerRequestOptions, ServiceError},
 };
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
+pub use relay::{ClientPeer, ListChanged, UpstreamClient};
 pub use transport::TransportError;
 
-/// The client identity the gateway presents to downstream servers.
-pub const CLIENT_NAME: &str = "muster";
+use relay::CallRelay;
 
 /// Why a connection to a downstream server could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -67,118 +74,150 @@ pub enum UpstreamError {
     },
 }
 
-/// The gateway's MCP client handler towards one downstream server.
-#[derive(Debug, Clone, Default)]
-pub struct UpstreamClient;
-
-impl ClientHandler for UpstreamClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
-        )
-    }
-}
-
-/// A live MCP connection to one downstream server, with what it offered when it connected.
+/// A live MCP connection to one downstream server, with what it offered.
 #[derive(Debug)]
 pub struct UpstreamConnection {
     server: String,
     timeout: Duration,
-    service: RunningService<RoleClient, UpstreamClient>,
+    max_duration: Duration,
+    peer: Peer<RoleClient>,
+    cancel: CancellationToken,
+    closed: watch::Receiver<Option<String>>,
+    relay: CallRelay,
     tools: Vec<Tool>,
     resources: Vec<Resource>,
     prompts: Vec<Prompt>,
 }
 
 impl UpstreamConnection {
-    /// Connects to `server` and reads what it offers.
-    pub async fn connect(server: &MCPServer) -> Result<Self, UpstreamError> {
+    /// Connects to `server` and reads what it offers. Its `list_changed` notifications are sent
+    /// to `changes`, when given.
+    pub async fn connect(
+        server: &MCPServer,
+        changes: Option<mpsc::UnboundedSender<ListChanged>>,
+    ) -> Result<Self, UpstreamError> {
         let name = server.metadata.name.clone();
         let timeout = Duration::from_secs(u64::from(server.spec.timeout.max(1)));
+        let max_duration = server
+            .spec
+            .progress
+            .as_ref()
+            .map_or(Duration::from_secs(3600), |p| Duration::from_secs(u64::from(p.max_duration)))
+            .max(timeout);
+        let relay = CallRelay::default();
+        let client = UpstreamClient::new(relay.clone(), changes);
         let handshake = async {
+            let init = |e: rmcp::service::ClientInitializeError| UpstreamError::Initialize(e.to_string());
             match server.spec.server_type {
-                Some(ServerType::Stdio) | None => {
-                    let t = transport::stdio(&name, &server.spec)?;
-                    UpstreamClient
-                        .serve(t)
-                        .await
-                        .map_err(|e| UpstreamError::Initialize(e.to_string()))
-                }
+                Some(ServerType::Stdio) | None => client.serve(transport::stdio(&name, &server.spec)?).await.map_err(init),
                 Some(ServerType::StreamableHttp) => {
-                    let t = transport::streamable_http(&server.spec)?;
-                    UpstreamClient
-                        .serve(t)
-                        .await
-                        .map_err(|e| UpstreamError::Initialize(e.to_string()))
+                    client.serve(transport::streamable_http(&server.spec)?).await.map_err(init)
                 }
-                Some(ServerType::Sse) => Err(TransportError::LegacySseUnsupported.into()),
+                Some(ServerType::Sse) => client.serve(transport::sse(&server.spec)?).await.map_err(init),
                 Some(_) => Err(TransportError::LegacySseUnsupported.into()),
             }
         };
         let service = tokio::time::timeout(timeout, handshake)
             .await
-            .map_err(|_| UpstreamError::Timeout {
-                what: "MCP initialize",
-                after: timeout,
-            })??;
+            .map_err(|_| UpstreamError::Timeout { what: "MCP initialize", after: timeout })??;
+        let peer = service.peer().clone();
+        let cancel = CancellationToken::new();
+        let (closed_tx, closed) = watch::channel(None);
+        let service_cancel = service.cancellation_token();
+        let close_requested = cancel.clone();
+        let server_name = name.clone();
+        tokio::spawn(async move {
+            let waiting = service.waiting();
+            tokio::pin!(waiting);
+            let reason = tokio::select! {
+                quit = &mut waiting => match quit {
+                    Ok(reason) => format!("connection closed ({reason:?})"),
+                    Err(e) => format!("connection task failed: {e}"),
+                },
+                () = close_requested.cancelled() => {
+                    service_cancel.cancel();
+                    let _ = waiting.await;
+                    "closed by the gateway".to_owned()
+                }
+            };
+            tracing::debug!(server = %server_name, %reason, "upstream connection ended");
+            let _ = closed_tx.send(Some(reason));
+        });
         let mut conn = Self {
             server: name,
             timeout,
-            service,
+            max_duration,
+            peer,
+            cancel,
+            closed,
+            relay,
             tools: Vec::new(),
             resources: Vec::new(),
             prompts: Vec::new(),
         };
-        conn.refresh().await?;
+        if let Err(e) = conn.refresh().await {
+            conn.cancel.cancel();
+            return Err(e);
+        }
         Ok(conn)
     }
 
     /// Reads the server's tools, resources and prompts again (all pages).
     pub async fn refresh(&mut self) -> Result<(), UpstreamError> {
-        let caps = self
-            .service
-            .peer_info()
-            .map(|i| i.capabilities.clone())
-            .unwrap_or_default();
-        let peer = self.service.peer().clone();
-        self.tools = if caps.tools.is_some() {
-            self.bounded("tools/list", peer.list_all_tools())
+        let (tools, resources, prompts) = self.fetch_lists().await?;
+        self.tools = tools;
+        self.resources = resources;
+        self.prompts = prompts;
+        Ok(())
+    }
+
+    /// A copy of this connection's lists refreshed from the server, sharing the connection.
+    pub async fn refreshed(&self) -> Result<Self, UpstreamError> {
+        let (tools, resources, prompts) = self.fetch_lists().await?;
+        Ok(Self {
+            server: self.server.clone(),
+            timeout: self.timeout,
+            max_duration: self.max_duration,
+            peer: self.peer.clone(),
+            cancel: self.cancel.clone(),
+            closed: self.closed.clone(),
+            relay: self.relay.clone(),
+            tools,
+            resources,
+            prompts,
+        })
+    }
+
+    async fn fetch_lists(&self) -> Result<(Vec<Tool>, Vec<Resource>, Vec<Prompt>), UpstreamError> {
+        let caps = self.peer.peer_info().map(|i| i.capabilities.clone()).unwrap_or_default();
+        let tools = if caps.tools.is_some() {
+            self.bounded("tools/list", self.peer.list_all_tools())
                 .await?
                 .map_err(|source| UpstreamError::List { what: "tools", source })?
         } else {
             Vec::new()
         };
-        self.resources = if caps.resources.is_some() {
-            self.bounded("resources/list", peer.list_all_resources())
+        let resources = if caps.resources.is_some() {
+            self.bounded("resources/list", self.peer.list_all_resources())
                 .await?
-                .map_err(|source| UpstreamError::List {
-                    what: "resources",
-                    source,
-                })?
+                .map_err(|source| UpstreamError::List { what: "resources", source })?
         } else {
             Vec::new()
         };
-        self.prompts = if caps.prompts.is_some() {
-            self.bounded("prompts/list", peer.list_all_prompts())
+        let prompts = if caps.prompts.is_some() {
+            self.bounded("prompts/list", self.peer.list_all_prompts())
                 .await?
-                .map_err(|source| UpstreamError::List {
-                    what: "prompts",
-                    source,
-                })?
+                .map_err(|source| UpstreamError::List { what: "prompts", source })?
         } else {
             Vec::new()
         };
-        Ok(())
+        Ok((tools, resources, prompts))
     }
 
     async fn bounded<T>(&self, what: &'static str, fut: impl Future<Output = T>) -> Result<T, UpstreamError> {
         tokio::time::timeout(self.timeout, fut)
             .await
-            .map_err(|_| UpstreamError::Timeout {
-                what,
-                after: self.timeout,
-            })
+            .map_err(|_| UpstreamError::Timeout { what, after: self.timeout })
     }
 
     /// The MCPServer's name.
@@ -203,16 +242,42 @@ impl UpstreamConnection {
 
     /// The server's self-description from the handshake (name, version), when it gave one.
     pub fn server_info(&self) -> Option<Implementation> {
-        self.service.peer_info().and_then(|i| i.server_info.clone())
+        self.peer.peer_info().and_then(|i| i.server_info.clone())
     }
 
     /// Whether the connection is closed (the process exited, the transport failed).
     pub fn is_closed(&self) -> bool {
-        self.service.is_transport_closed()
+        self.closed.borrow().is_some()
     }
 
-    /// Calls the server's tool `tool` (its own name) with `arguments`, within the server's
-    /// timeout and the caller's cancellation.
+    /// Resolves when the connection closes, with why.
+    pub async fn closed(&self) -> String {
+        let mut closed = self.closed.clone();
+        loop {
+            if let Some(reason) = closed.borrow_and_update().clone() {
+                return reason;
+            }
+            if closed.changed().await.is_err() {
+                return "connection closed".to_owned();
+            }
+        }
+    }
+
+    /// An MCP ping, within the server's timeout.
+    pub async fn ping(&self) -> Result<(), String> {
+        match tokio::time::timeout(self.timeout, self.peer.send_request(ClientRequest::PingRequest(Default::default())))
+            .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("ping failed: {e}")),
+            Err(_) => Err(format!("ping timed out after {}s", self.timeout.as_secs())),
+        }
+    }
+
+    /// Calls the server's tool `tool` (its own name) with `arguments`. The call is bounded by
+    /// `timeout`, restarted by each progress notification up to `progress.maxDuration`, and by
+    /// the caller's deadline and cancellation; its progress, logging, sampling and elicitation
+    /// reach the caller.
     pub async fn call_tool(
         &self,
         tool: &str,
@@ -220,14 +285,44 @@ impl UpstreamConnection {
         ctx: &CallContext,
     ) -> Result<CallToolResult, ToolError> {
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let result = self.run(ctx, self.service.peer().call_tool(params)).await?;
-        result.map_err(|e| self.service_error(e))
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let remaining = ctx.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let options = PeerRequestOptions::with_timeout(self.timeout)
+            .reset_timeout_on_progress()
+            .with_max_total_timeout(remaining.map_or(self.max_duration, |r| r.min(self.max_duration)));
+        let handle = self
+            .peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.service_error(e))?;
+        let _in_flight =
+            self.relay
+                .register(handle.progress_token.clone(), ctx.progress.clone(), ctx.extensions.get::<ClientPeer>().cloned());
+        let (id, peer) = (handle.id.clone(), handle.peer.clone());
+        let response = tokio::select! {
+            response = handle.await_response() => response,
+            () = ctx.cancellation.cancelled() => {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(Some(id), Some("cancelled by the client".to_owned())))
+                    .await;
+                return Err(ToolError::Cancelled);
+            }
+        };
+        match response {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(other) => Err(ToolError::Transport {
+                server: self.server.clone(),
+                source: format!("unexpected answer to tools/call: {other:?}").into(),
+            }),
+            Err(ServiceError::Timeout { timeout }) => Err(ToolError::Timeout { after: timeout }),
+            Err(e) => Err(self.service_error(e)),
+        }
     }
 
     /// Reads the server's resource `uri` (its own URI).
     pub async fn read_resource(&self, uri: &str, ctx: &CallContext) -> Result<ReadResourceResult, ToolError> {
         let params = ReadResourceRequestParams::new(uri);
-        let result = self.run(ctx, self.service.peer().read_resource(params)).await?;
+        let result = self.run(ctx, self.peer.read_resource(params)).await?;
         result.map_err(|e| self.service_error(e))
     }
 
@@ -242,15 +337,13 @@ impl UpstreamConnection {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let result = self.run(ctx, self.service.peer().get_prompt(params)).await?;
+        let result = self.run(ctx, self.peer.get_prompt(params)).await?;
         result.map_err(|e| self.service_error(e))
     }
 
     async fn run<T>(&self, ctx: &CallContext, fut: impl Future<Output = T>) -> Result<T, ToolError> {
         let budget = match ctx.deadline {
-            Some(deadline) => self
-                .timeout
-                .min(deadline.saturating_duration_since(std::time::Instant::now())),
+            Some(deadline) => self.timeout.min(deadline.saturating_duration_since(std::time::Instant::now())),
             None => self.timeout,
         };
         tokio::select! {
@@ -266,6 +359,7 @@ impl UpstreamConnection {
                 server: self.server.clone(),
                 error,
             },
+            ServiceError::Timeout { timeout } => ToolError::Timeout { after: timeout },
             other => ToolError::Transport {
                 server: self.server.clone(),
                 source: Box::new(other),
@@ -274,11 +368,8 @@ impl UpstreamConnection {
     }
 
     /// Closes the connection (a stdio server's process is stopped).
-    pub async fn close(self) {
-        let mut service = self.service;
-        if let Err(e) = service.close().await {
-            tracing::debug!(server = %self.server, error = %e, "closing the upstream connection");
-        }
+    pub fn close(&self) {
+        self.cancel.cancel();
     }
 }
 

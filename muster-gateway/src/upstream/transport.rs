@@ -1,6 +1,7 @@
-//! Transports to downstream servers: a child process over stdio, or streamable HTTP.
+//! Transports to downstream servers: a child process over stdio, streamable HTTP, or the legacy
+//! HTTP+SSE transport.
 
-use std::{collections::HashMap, process::Stdio};
+use std::{collections::HashMap, process::Stdio, time::Duration};
 
 use muster_core::crd::MCPServerSpec;
 use rmcp::transport::{
@@ -8,6 +9,8 @@ use rmcp::transport::{
     streamable_http_client::StreamableHttpClientTransportConfig,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::sse::{SseClientConfig, SseClientTransport, SseTransportError};
 
 /// Why a transport could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +40,9 @@ pub enum TransportError {
     /// The legacy HTTP+SSE transport is not available in this build.
     #[error("the legacy sse transport is not supported; use type: streamable-http")]
     LegacySseUnsupported,
+    /// The legacy HTTP+SSE transport could not be set up (an invalid url, ...).
+    #[error(transparent)]
+    Sse(#[from] SseTransportError),
 }
 
 /// A child process speaking MCP on stdin/stdout; its stderr goes to the log.
@@ -86,4 +92,27 @@ pub(super) fn streamable_http(
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
     Ok(StreamableHttpClientTransport::from_config(config))
+}
+
+/// A legacy HTTP+SSE client with the server's headers. The wait for the stream's `endpoint` event
+/// gets four fifths of the server's timeout, so that its error, clearer, wins over the handshake's.
+pub(super) fn sse(spec: &MCPServerSpec) -> Result<SseClientTransport, TransportError> {
+    let url = spec
+        .url
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .ok_or(TransportError::MissingUrl)?;
+    let mut headers = http::HeaderMap::with_capacity(spec.headers.len());
+    for (name, value) in &spec.headers {
+        let invalid = || TransportError::InvalidHeader { name: name.clone() };
+        let header_name = http::HeaderName::try_from(name.as_str()).map_err(|_| invalid())?;
+        let header_value = http::HeaderValue::try_from(value.as_str()).map_err(|_| invalid())?;
+        headers.insert(header_name, header_value);
+    }
+    let timeout = Duration::from_secs(u64::from(spec.timeout.max(1)));
+    let config = SseClientConfig::new(url)?
+        .with_headers(headers)
+        .with_connect_timeout(timeout.mul_f64(0.8))
+        .with_request_timeout(timeout);
+    Ok(SseClientTransport::new(config)?)
 }

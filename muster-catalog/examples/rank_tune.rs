@@ -1,15 +1,15 @@
 //! TEMPORARY tuning harness (not committed).
 #![allow(clippy::print_stdout, missing_docs, unreachable_pub, dead_code)]
 
-#[path = "../benches/support/rankbench.rs"]
+#[path = "../../benches/support/rankbench.rs"]
 mod rankbench;
 
 use std::sync::Arc;
 
-use muster::catalog::rank::{self, *};
+use muster_catalog::rank::{self, *};
 use rankbench::{DATA_SETS, Metrics};
 
-fn eval(ds: &rankbench::DataSet, tools: &[Arc<muster::core::ToolEntry>], config: &RankingConfig, step: usize) -> Metrics {
+fn eval(ds: &rankbench::DataSet, tools: &[Arc<muster_core::ToolEntry>], config: &RankingConfig, step: usize) -> Metrics {
     let index = SearchIndex::build_with(tools, config.clone());
     let mut m = Metrics::default();
     for case in ds.cases.iter().step_by(step) {
@@ -26,8 +26,9 @@ fn main() {
     let mode = args.get(1).map(String::as_str).unwrap_or("variants");
     let step: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
     let sets: Vec<_> = DATA_SETS.iter().map(|n| rankbench::load(n).expect("load")).collect();
-    let arcs: Vec<Vec<Arc<muster::core::ToolEntry>>> =
+    let arcs: Vec<Vec<Arc<muster_core::ToolEntry>>> =
         sets.iter().map(|d| d.tools.iter().cloned().map(Arc::new).collect()).collect();
+    if mode == "noresult" { noresult(&sets, &arcs); return; }
     if mode == "go" {
         for (ds, tools) in sets.iter().zip(&arcs) {
             let mut go = Metrics::default();
@@ -73,6 +74,8 @@ fn variants(mode: &str) -> Vec<(String, RankingConfig)> {
             v.push(("prefix ignored".into(), base.clone().with_prefix(PrefixTokens::Ignored)));
             v.push(("go params".into(), base.clone().with_params(Bm25fParams::muster_compatible())));
         }
+        "stem" => {
+        }
         "k1" => {
             for k1 in [0.6, 0.9, 1.2, 1.5, 2.0, 3.0] {
                 v.push((format!("k1 {k1}"), base.clone().with_params(base.params.with_k1(k1))));
@@ -101,4 +104,18 @@ fn variants(mode: &str) -> Vec<(String, RankingConfig)> {
         _ => {}
     }
     v
+}
+
+pub fn noresult(sets: &[rankbench::DataSet], arcs: &[Vec<Arc<muster_core::ToolEntry>>]) {
+    for (ds, tools) in sets.iter().zip(arcs) {
+        let index = SearchIndex::build_with(tools, RankingConfig::default());
+        let mut k = 0;
+        for case in &ds.cases {
+            let q = index.query(&case.query);
+            if index.rank(&q, tools).is_empty() {
+                k += 1;
+                if k <= 12 { println!("{}: {:?} -> {:?}", ds.name, case.query.chars().take(100).collect::<String>(), q.terms().iter().map(|t| (&t.text, t.term.is_some())).collect::<Vec<_>>()); }
+            }
+        }
+    }
 }

@@ -1,0 +1,204 @@
+//! What a downstream server sends while a call runs, relayed to the client that made the call.
+//!
+//! The gateway stamps a progress token on every downstream call and registers the call here
+//! under it. The downstream's progress notifications are mapped back to the calling client's own
+//! token ([`ProgressSink`]); its logging notifications go to every client with a call in flight
+//! on that connection; its sampling and elicitation requests go to the client of the most recent
+//! call in flight, and the answer goes back down. A downstream `list_changed` is reported to the
+//! registry, which refreshes the catalogue.
+//!
+//! Logging and sampling are deprecated by the newest MCP revision (SEP-2577) but downstream
+//! servers of older revisions still use them, so the gateway keeps relaying them.
+
+#![allow(deprecated)]
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use muster_core::{ProgressSink, call::ProgressUpdate};
+use rmcp::{
+    ClientHandler, ErrorData as McpError, Peer, RoleClient, RoleServer,
+    model::{
+        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+        ElicitResult, ElicitationAction, Implementation, LoggingMessageNotificationParam, ProgressNotificationParam,
+        ProgressToken,
+    },
+    service::{NotificationContext, RequestContext},
+};
+use tokio::sync::mpsc;
+
+/// The client identity the gateway presents to downstream servers.
+pub const CLIENT_NAME: &str = "muster";
+
+/// The MCP client of a request, as the meta-tools server put it in the call's extensions: where
+/// relayed logging, sampling and elicitation go.
+#[derive(Debug, Clone)]
+pub struct ClientPeer(pub Peer<RoleServer>);
+
+/// What a downstream announced changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListChanged {
+    /// Its tools.
+    Tools,
+    /// Its resources.
+    Resources,
+    /// Its prompts.
+    Prompts,
+}
+
+#[derive(Debug, Clone)]
+struct InFlight {
+    progress: Option<ProgressSink>,
+    client: Option<ClientPeer>,
+    order: u64,
+}
+
+#[derive(Debug, Default)]
+struct Calls {
+    by_token: HashMap<ProgressToken, InFlight>,
+    next: u64,
+}
+
+/// The calls in flight on one connection.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallRelay {
+    calls: Arc<Mutex<Calls>>,
+}
+
+/// Unregisters a call when dropped.
+#[derive(Debug)]
+pub(crate) struct InFlightGuard {
+    relay: CallRelay,
+    token: ProgressToken,
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.relay.lock().by_token.remove(&self.token);
+    }
+}
+
+impl CallRelay {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a call under the progress token the gateway sent downstream.
+    pub(crate) fn register(
+        &self,
+        token: ProgressToken,
+        progress: Option<ProgressSink>,
+        client: Option<ClientPeer>,
+    ) -> InFlightGuard {
+        let mut calls = self.lock();
+        calls.next += 1;
+        let order = calls.next;
+        calls.by_token.insert(token.clone(), InFlight { progress, client, order });
+        InFlightGuard {
+            relay: self.clone(),
+            token,
+        }
+    }
+
+    fn progress(&self, token: &ProgressToken) -> Option<ProgressSink> {
+        self.lock().by_token.get(token).and_then(|c| c.progress.clone())
+    }
+
+    fn clients(&self) -> Vec<ClientPeer> {
+        self.lock().by_token.values().filter_map(|c| c.client.clone()).collect()
+    }
+
+    fn latest_client(&self) -> Option<ClientPeer> {
+        self.lock()
+            .by_token
+            .values()
+            .filter(|c| c.client.is_some())
+            .max_by_key(|c| c.order)
+            .and_then(|c| c.client.clone())
+    }
+}
+
+/// The gateway's MCP client handler towards one downstream server.
+#[derive(Debug, Clone)]
+pub struct UpstreamClient {
+    relay: CallRelay,
+    changes: Option<mpsc::UnboundedSender<ListChanged>>,
+}
+
+impl UpstreamClient {
+    pub(crate) fn new(relay: CallRelay, changes: Option<mpsc::UnboundedSender<ListChanged>>) -> Self {
+        Self { relay, changes }
+    }
+
+    fn changed(&self, what: ListChanged) {
+        if let Some(tx) = &self.changes {
+            let _ = tx.send(what);
+        }
+    }
+}
+
+impl ClientHandler for UpstreamClient {
+    fn get_info(&self) -> ClientConfig {
+        // Sampling and elicitation are declared so downstream servers may ask; each request is
+        // forwarded to the client of the call in flight, and refused when there is none.
+        let capabilities = ClientCapabilities::builder().enable_sampling().enable_elicitation().build();
+        ClientConfig::new(capabilities, Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        if let Some(sink) = self.relay.progress(&params.progress_token) {
+            let mut update = ProgressUpdate::new(params.progress, params.total);
+            if let Some(message) = params.message {
+                update = update.with_message(message);
+            }
+            sink.report(update);
+        }
+    }
+
+    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        for ClientPeer(peer) in self.relay.clients() {
+            let _ = peer.notify_logging_message(params.clone()).await;
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.changed(ListChanged::Tools);
+    }
+
+    async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.changed(ListChanged::Resources);
+    }
+
+    async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.changed(ListChanged::Prompts);
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _ctx: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        let ClientPeer(peer) = self
+            .relay
+            .latest_client()
+            .ok_or_else(|| McpError::invalid_request("no client call is in flight to answer a sampling request", None))?;
+        peer.create_message(params)
+            .await
+            .map_err(|e| McpError::internal_error(format!("the client did not answer the sampling request: {e}"), None))
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        _ctx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let Some(ClientPeer(peer)) = self.relay.latest_client() else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        peer.create_elicitation(params)
+            .await
+            .map_err(|e| McpError::internal_error(format!("the client did not answer the elicitation: {e}"), None))
+    }
+}
