@@ -145,7 +145,7 @@ async fn a_streamable_http_downstream_is_aggregated_beside_a_stdio_one() {
     let page = h
         .meta_json("filter_tools", json!({"pattern": "x_remote_*", "limit": 10}))
         .await;
-    assert_eq!(tool_names(&page), ["x_remote_add", "x_remote_echo", "x_remote_fail"]);
+    assert_eq!(tool_names(&page), ["x_remote_add", "x_remote_echo", "x_remote_fail", "x_remote_pid", "x_remote_sleep"]);
     let result = h
         .meta(
             "call_tool",
@@ -221,7 +221,7 @@ async fn a_downstream_that_cannot_start_is_failed_and_the_others_still_serve() {
     let page = h
         .meta_json("filter_tools", json!({"pattern": "x_*", "limit": 50}))
         .await;
-    assert_eq!(tool_names(&page), ["x_demo_add", "x_demo_echo", "x_demo_fail"]);
+    assert_eq!(tool_names(&page), ["x_demo_add", "x_demo_echo", "x_demo_fail", "x_demo_pid", "x_demo_sleep"]);
     h.stop().await;
 }
 
@@ -287,9 +287,12 @@ async fn list_tools_pages_to_the_end_without_gaps() {
     assert_eq!(unique.len(), seen.len(), "pages overlap: {seen:?}");
     // Server tools come first, by server name, each in its server's order; core tools follow.
     assert_eq!(
-        &seen[..6],
-        ["x_a_add", "x_a_echo", "x_a_fail", "x_b_add", "x_b_echo", "x_b_fail"]
+        &seen[..10],
+        [
+            "x_a_add", "x_a_echo", "x_a_fail", "x_a_pid", "x_a_sleep", "x_b_add", "x_b_echo", "x_b_fail", "x_b_pid",
+            "x_b_sleep"
+        ]
     );
-    assert!(seen[6..].iter().all(|n| n.starts_with("core_")), "{seen:?}");
+    assert!(seen[10..].iter().all(|n| n.starts_with("core_")), "{seen:?}");
     h.stop().await;
 }

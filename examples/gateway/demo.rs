@@ -7,7 +7,8 @@ use rmcp::{
     handler::server::wrapper::{Json, Parameters},
     model::{
         CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-        ListPromptsResult, ListResourcesResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
+        ListPromptsResult, ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptArgument,
+        PromptMessage,
         ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role,
         ServerCapabilities, ServerConfig,
     },
@@ -44,6 +45,12 @@ struct Sum {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+struct SleepArgs {
+    /// How long to sleep, in seconds.
+    seconds: f64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 struct FailArgs {
     /// The error message to report.
     reason: Option<String>,
@@ -69,6 +76,26 @@ impl Demo {
     )]
     fn add(&self, Parameters(args): Parameters<AddArgs>) -> Json<Sum> {
         Json(Sum { sum: args.a + args.b })
+    }
+
+    #[tool(description = "Sleep for the given number of seconds, reporting progress every 100 ms.", annotations(read_only_hint = true))]
+    async fn sleep(&self, Parameters(args): Parameters<SleepArgs>, ctx: RequestContext<RoleServer>) -> String {
+        let total = args.seconds.max(0.0);
+        let token = ctx.meta.get_progress_token();
+        let started = std::time::Instant::now();
+        while started.elapsed().as_secs_f64() < total {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            if let Some(token) = &token {
+                let done = started.elapsed().as_secs_f64().min(total);
+                let _ = ctx.peer.notify_progress(ProgressNotificationParam::new(token.clone(), done).with_total(total)).await;
+            }
+        }
+        format!("slept {total}s")
+    }
+
+    #[tool(description = "The process id of this demo server.", annotations(read_only_hint = true))]
+    fn pid(&self) -> String {
+        std::process::id().to_string()
     }
 
     #[tool(description = "Always fail, reporting the given reason as a tool error.")]

@@ -7,7 +7,7 @@ use std::{
 
 use muster_core::{PromptEntry, ResourceEntry, ToolEntry};
 
-use crate::toolset::Selection;
+use crate::{rank::SearchIndex, toolset::Selection};
 
 /// Every tool, resource and prompt the gateway exposes at one moment. Built once per change,
 /// shared behind an `Arc`, never mutated.
@@ -19,6 +19,7 @@ pub struct Catalog {
     prompts: Vec<Arc<PromptEntry>>,
     prompt_index: HashMap<Arc<str>, usize>,
     server_labels: HashMap<String, BTreeMap<String, String>>,
+    search_index: SearchIndex,
 }
 
 impl Catalog {
@@ -65,6 +66,12 @@ impl Catalog {
     /// The `metadata.labels` of MCPServer `server` (toolset `label` rules read them).
     pub fn server_labels(&self, server: &str) -> Option<&BTreeMap<String, String>> {
         self.server_labels.get(server)
+    }
+
+    /// The BM25F index of the tools, built with the snapshot (`filter_tools {query}` ranks
+    /// against it; document ids are catalogue indices).
+    pub fn search_index(&self) -> &SearchIndex {
+        &self.search_index
     }
 
     /// A view of the whole catalogue.
@@ -134,8 +141,9 @@ impl CatalogBuilder {
         self.catalog.server_labels.insert(server.into(), labels);
     }
 
-    /// The finished snapshot.
-    pub fn build(self) -> Catalog {
+    /// The finished snapshot, with its search index.
+    pub fn build(mut self) -> Catalog {
+        self.catalog.search_index = SearchIndex::build(&self.catalog.tools);
         self.catalog
     }
 }

@@ -5,10 +5,13 @@
 //! summary, server, kind, annotations) unless `include_schema` asks for the full description and
 //! the input schema; `describe_tool` is the authoritative detail.
 //!
-//! `query` ranks lexically: a tool matches when a query word occurs in its name or description,
-//! and scores by how many of the query's words it carries, a match in the name weighing three
-//! times one in the description. (Field-weighted BM25F ranking replaces this scorer in the
-//! ranking work; the response shape stays.)
+//! `query` ranks by field-weighted BM25F (see [`crate::rank`]) over the tool's name, the first
+//! non-empty line of its description and the rest of it, in falling weight, against statistics
+//! the catalogue computed once when it was built. The query's function words (the, how, of, ...)
+//! are dropped unless it has no other word, ubiquitous verbs (list, get, ...) count a quarter,
+//! and plurals and other inflections fold onto their base word (`policies` finds `policy`).
+//! Ranked tools come best first with a score (rounded to 4 decimals, at least 0.0001), ties in
+//! catalogue order; tools matching no query term are dropped.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -257,7 +260,7 @@ fn filter_in(view: &View, args: &JsonObject) -> Result<ToolPage, CatalogError> {
         .collect();
 
     let scores = query.map(|q| {
-        let ranked = rank(&matches, q);
+        let ranked = rank(view, &matches, q);
         matches = ranked.iter().map(|&(i, _)| matches[i]).collect();
         ranked.into_iter().map(|(_, s)| s).collect::<Vec<_>>()
     });
@@ -331,43 +334,16 @@ fn page_of(
     }
 }
 
-/// Lexical ranking of `candidates` for `query`: (index into candidates, score), best first, ties
-/// in catalogue order; candidates matching no query word are dropped.
-fn rank(candidates: &[&Arc<ToolEntry>], query: &str) -> Vec<(usize, f64)> {
-    let words: Vec<String> = tokens(query);
-    if words.is_empty() {
-        return Vec::new();
-    }
-    let mut ranked: Vec<(usize, f64)> = candidates
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| {
-            let name = tokens(e.name());
-            let description = tokens(e.description());
-            let score: f64 = words
-                .iter()
-                .map(|w| {
-                    let in_name = if name.contains(w) { 3.0 } else { 0.0 };
-                    let in_description = if description.contains(w) { 1.0 } else { 0.0 };
-                    in_name + in_description
-                })
-                .sum();
-            (score > 0.0).then(|| (i, round_score(score / words.len() as f64)))
-        })
-        .collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    ranked
-}
-
-fn tokens(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
-        .map(str::to_lowercase)
+/// BM25F ranking of `candidates` against the snapshot's search index (built once with the
+/// catalogue): (index into candidates, shown score), best first, ties in candidate order;
+/// candidates matching no query term are dropped.
+fn rank(view: &View, candidates: &[&Arc<ToolEntry>], query: &str) -> Vec<(usize, f64)> {
+    let index = view.catalog().search_index();
+    index
+        .rank(&index.query(query), candidates)
+        .into_iter()
+        .map(|hit| (hit.position, crate::rank::display_score(hit.score)))
         .collect()
-}
-
-fn round_score(score: f64) -> f64 {
-    ((score * 10_000.0).round() / 10_000.0).max(0.0001)
 }
 
 /// The answer of `describe_tool`: the authoritative detail and how to call the tool.

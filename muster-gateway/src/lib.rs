@@ -25,10 +25,12 @@
 pub mod config_dir;
 pub mod core_tools;
 pub mod dispatch;
+pub mod events;
 mod gateway;
 pub mod http;
 pub mod meta;
 pub mod registry;
+pub mod store;
 pub mod supervisor;
 pub mod upstream;
 

@@ -459,18 +459,37 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = ConfigStore::new(dir.path().join("config"));
         for name in [
-            "", ".", "..", "../evil", "a/b", "/etc/passwd", "a\\b", "a\0b", "line\nbreak", ".hidden", "C:evil",
+            "",
+            ".",
+            "..",
+            "../evil",
+            "a/b",
+            "/etc/passwd",
+            "a\\b",
+            "a\0b",
+            "line\nbreak",
+            ".hidden",
+            "C:evil",
         ] {
             assert!(
                 matches!(store.write_mcpserver(&stdio(name)), Err(StoreError::InvalidName { .. })),
                 "{name:?}"
             );
             assert!(
-                matches!(store.write_workflow(&workflow(name)), Err(StoreError::InvalidName { .. })),
+                matches!(
+                    store.write_workflow(&workflow(name)),
+                    Err(StoreError::InvalidName { .. })
+                ),
                 "{name:?}"
             );
-            assert!(matches!(store.delete_mcpserver(name), Err(StoreError::InvalidName { .. })), "{name:?}");
-            assert!(matches!(store.delete_workflow(name), Err(StoreError::InvalidName { .. })), "{name:?}");
+            assert!(
+                matches!(store.delete_mcpserver(name), Err(StoreError::InvalidName { .. })),
+                "{name:?}"
+            );
+            assert!(
+                matches!(store.delete_workflow(name), Err(StoreError::InvalidName { .. })),
+                "{name:?}"
+            );
         }
         assert!(check_name(&"a".repeat(253)).is_ok());
         assert!(check_name(&"a".repeat(254)).is_err());

@@ -70,8 +70,19 @@ pub struct DemoHttp {
 
 impl DemoHttp {
     pub fn start() -> Self {
+        Self::start_on("127.0.0.1:0")
+    }
+
+    /// A demo server on `addr` (retrying briefly while a previous server's port is released).
+    pub fn start_on(addr: &str) -> Self {
+        for _ in 0..50 {
+            if std::net::TcpListener::bind(addr).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         let mut child = Command::new(gateway_binary())
-            .args(["demo-server", "--http", "127.0.0.1:0"])
+            .args(["demo-server", "--http", addr])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -2,6 +2,7 @@
 
 use std::{
     collections::HashMap,
+    fmt,
     hash::{BuildHasherDefault, Hasher},
     sync::Arc,
 };
@@ -155,7 +156,7 @@ impl CorpusStatistics for SnapshotStatistics {
 /// lengths, per field the average length, per term the document frequency. Built once (by
 /// [`crate::CatalogBuilder::build`]), read by every query; a query ranks a candidate set against
 /// these statistics and never re-reads the tools' text.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct SearchIndex {
     config: RankingConfig,
     terms: HashMap<Box<str>, TermId>,
@@ -445,6 +446,17 @@ impl SearchIndex {
             score,
             terms,
         }
+    }
+}
+
+impl fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SearchIndex")
+            .field("documents", &self.docs.len())
+            .field("terms", &self.term_text.len())
+            .field("average_length", &self.stats.average_length)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 

@@ -7,6 +7,7 @@
 //! (`core_mcpserver_list`, `core_mcpserver_get`), configuration (`core_config_get`,
 //! `core_config_get_aggregator`) and workflows (`core_workflow_list`, `core_workflow_get`).
 
+pub mod detect;
 mod services;
 
 use services::Control;

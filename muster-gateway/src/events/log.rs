@@ -266,7 +266,10 @@ impl WriterHandle {
             Ok(()) => {
                 if self.dropping.swap(false, Ordering::Relaxed) {
                     let dropped = self.dropped.swap(0, Ordering::Relaxed);
-                    tracing::warn!(dropped, "event log writer caught up; events in between were not written");
+                    tracing::warn!(
+                        dropped,
+                        "event log writer caught up; events in between were not written"
+                    );
                 }
             }
             Err(TrySendError::Full(_)) => {
@@ -461,7 +464,9 @@ fn read_events(path: &Path) -> io::Result<Vec<Event>> {
         }
         match serde_json::from_str::<Event>(&line) {
             Ok(event) => events.push(event),
-            Err(error) => tracing::debug!(file = %path.display(), line = number + 1, %error, "skipped a line that is not an event"),
+            Err(error) => {
+                tracing::debug!(file = %path.display(), line = number + 1, %error, "skipped a line that is not an event")
+            }
         }
     }
     Ok(events)
@@ -477,7 +482,9 @@ mod tests {
     const WAIT: Duration = Duration::from_secs(5);
 
     fn at(day: u32, h: u32) -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 9, day, h, 0, 0).single().expect("valid time")
+        Utc.with_ymd_and_hms(2026, 9, day, h, 0, 0)
+            .single()
+            .expect("valid time")
     }
 
     fn started(name: &str) -> Event {

@@ -40,7 +40,9 @@ mod log;
 mod query;
 pub mod reasons;
 
-pub use event::{DEFAULT_NAMESPACE, Event, EventDetails, EventType, InvolvedObject, KIND_MCP_SERVER, KIND_WORKFLOW, SOURCE};
+pub use event::{
+    DEFAULT_NAMESPACE, Event, EventDetails, EventType, InvolvedObject, KIND_MCP_SERVER, KIND_WORKFLOW, SOURCE,
+};
 pub use log::{EVENTS_DIR, EventLog, EventLogOptions};
 pub use query::{EventQuery, EventQueryResult, core_events_result};
 
@@ -57,8 +59,16 @@ mod tests {
     #[test]
     fn core_events_answers_the_scenario_queries() {
         let log = EventLog::in_memory();
-        for reason in [reasons::MCP_SERVER_CREATED, reasons::MCP_SERVER_UPDATED, reasons::MCP_SERVER_DELETED] {
-            log.emit(Event::mcp_server("events-crud-server", reason, format!("{reason} happened")));
+        for reason in [
+            reasons::MCP_SERVER_CREATED,
+            reasons::MCP_SERVER_UPDATED,
+            reasons::MCP_SERVER_DELETED,
+        ] {
+            log.emit(Event::mcp_server(
+                "events-crud-server",
+                reason,
+                format!("{reason} happened"),
+            ));
         }
         log.emit(Event::mcp_server("other", reasons::MCP_SERVER_CREATED, "other created"));
         log.emit(
@@ -139,10 +149,16 @@ mod tests {
     #[test]
     fn reasons_have_go_muster_types() {
         assert_eq!(reasons::event_type(reasons::MCP_SERVER_FAILED), EventType::Warning);
-        assert_eq!(reasons::event_type(reasons::MCP_SERVER_HEALTH_CHECK_FAILED), EventType::Warning);
+        assert_eq!(
+            reasons::event_type(reasons::MCP_SERVER_HEALTH_CHECK_FAILED),
+            EventType::Warning
+        );
         assert_eq!(reasons::event_type(reasons::WORKFLOW_STEP_FAILED), EventType::Warning);
         assert_eq!(reasons::event_type(reasons::MCP_SERVER_CREATED), EventType::Normal);
-        assert_eq!(reasons::event_type(reasons::MCP_SERVER_AUTH_REQUIRED), EventType::Normal);
+        assert_eq!(
+            reasons::event_type(reasons::MCP_SERVER_AUTH_REQUIRED),
+            EventType::Normal
+        );
         assert_eq!(reasons::event_type("SomethingElse"), EventType::Normal);
     }
 }

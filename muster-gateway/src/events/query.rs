@@ -91,9 +91,10 @@ impl EventQuery {
             None => string_arg(args, "type")?,
         };
         if let Some(value) = event_type {
-            query.event_type = Some(EventType::parse(&value).ok_or_else(|| {
-                format!("Invalid 'eventType' value '{value}'. Valid types: Normal, Warning")
-            })?);
+            query.event_type = Some(
+                EventType::parse(&value)
+                    .ok_or_else(|| format!("Invalid 'eventType' value '{value}'. Valid types: Normal, Warning"))?,
+            );
         }
         if let Some(value) = string_arg(args, "since")? {
             query.since = Some(parse_time(&value, now).map_err(|e| format!("Invalid 'since' time format: {e}"))?);
@@ -249,7 +250,9 @@ pub(crate) fn parse_time(value: &str, now: DateTime<Utc>) -> Result<DateTime<Utc
     if let Ok(t) = NaiveDateTime::parse_from_str(value, "%Y-%m-%d %H:%M:%S") {
         return Ok(t.and_utc());
     }
-    Err(format!("unsupported time format '{value}'. Supported formats: {TIME_FORMATS}"))
+    Err(format!(
+        "unsupported time format '{value}'. Supported formats: {TIME_FORMATS}"
+    ))
 }
 
 /// Parses a duration in Go's syntax (`300ms`, `1.5h`, `2h45m`, `-1h`; units ns, us, µs, ms, s,
@@ -396,9 +399,18 @@ mod tests {
     #[test]
     fn bad_values_are_refused_with_the_argument_named() {
         let cases = [
-            (json!({"since": "yesterday"}), "Invalid 'since' time format: unsupported time format 'yesterday'"),
-            (json!({"until": "soon"}), "Invalid 'until' time format: unsupported time format 'soon'"),
-            (json!({"eventType": "Error"}), "Invalid 'eventType' value 'Error'. Valid types: Normal, Warning"),
+            (
+                json!({"since": "yesterday"}),
+                "Invalid 'since' time format: unsupported time format 'yesterday'",
+            ),
+            (
+                json!({"until": "soon"}),
+                "Invalid 'until' time format: unsupported time format 'soon'",
+            ),
+            (
+                json!({"eventType": "Error"}),
+                "Invalid 'eventType' value 'Error'. Valid types: Normal, Warning",
+            ),
             (json!({"limit": 0}), "'limit' must be a positive integer, got 0"),
             (json!({"limit": -3}), "'limit' must be a positive integer, got -3"),
             (json!({"limit": 2.5}), "'limit' must be a positive integer, got 2.5"),
@@ -421,7 +433,12 @@ mod tests {
         assert!(!EventQuery::new().with_resource_name("Git").matches(&event));
         assert!(EventQuery::new().with_namespace("default").matches(&event));
         assert!(!EventQuery::new().with_event_type(EventType::Warning).matches(&event));
-        assert!(EventQuery::new().with_since(at(11, 0, 0)).with_until(at(11, 0, 0)).matches(&event));
+        assert!(
+            EventQuery::new()
+                .with_since(at(11, 0, 0))
+                .with_until(at(11, 0, 0))
+                .matches(&event)
+        );
         assert!(!EventQuery::new().with_since(at(11, 0, 1)).matches(&event));
         assert!(!EventQuery::new().with_until(at(10, 59, 59)).matches(&event));
     }
