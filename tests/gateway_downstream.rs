@@ -145,7 +145,16 @@ async fn a_streamable_http_downstream_is_aggregated_beside_a_stdio_one() {
     let page = h
         .meta_json("filter_tools", json!({"pattern": "x_remote_*", "limit": 10}))
         .await;
-    assert_eq!(tool_names(&page), ["x_remote_add", "x_remote_echo", "x_remote_fail", "x_remote_pid", "x_remote_sleep"]);
+    assert_eq!(
+        tool_names(&page),
+        [
+            "x_remote_add",
+            "x_remote_echo",
+            "x_remote_fail",
+            "x_remote_pid",
+            "x_remote_sleep"
+        ]
+    );
     let result = h
         .meta(
             "call_tool",
@@ -201,7 +210,11 @@ async fn a_downstream_that_cannot_start_is_failed_and_the_others_still_serve() {
             .server("refused")
             .map(|s| (s.runtime.state, s.runtime.consecutive_failures, s.runtime.last_error))
     };
-    assert!(refused().is_some_and(|s| s.2.is_some()), "the refusal is recorded: {:?}", refused());
+    assert!(
+        refused().is_some_and(|s| s.2.is_some()),
+        "the refusal is recorded: {:?}",
+        refused()
+    );
     let failed = common::eventually(10, || {
         let now = refused();
         async move { now.is_some_and(|s| s.0 == MCPServerState::Failed && s.1 >= 3) }
@@ -221,7 +234,10 @@ async fn a_downstream_that_cannot_start_is_failed_and_the_others_still_serve() {
     let page = h
         .meta_json("filter_tools", json!({"pattern": "x_*", "limit": 50}))
         .await;
-    assert_eq!(tool_names(&page), ["x_demo_add", "x_demo_echo", "x_demo_fail", "x_demo_pid", "x_demo_sleep"]);
+    assert_eq!(
+        tool_names(&page),
+        ["x_demo_add", "x_demo_echo", "x_demo_fail", "x_demo_pid", "x_demo_sleep"]
+    );
     h.stop().await;
 }
 
@@ -289,7 +305,15 @@ async fn list_tools_pages_to_the_end_without_gaps() {
     assert_eq!(
         &seen[..10],
         [
-            "x_a_add", "x_a_echo", "x_a_fail", "x_a_pid", "x_a_sleep", "x_b_add", "x_b_echo", "x_b_fail", "x_b_pid",
+            "x_a_add",
+            "x_a_echo",
+            "x_a_fail",
+            "x_a_pid",
+            "x_a_sleep",
+            "x_b_add",
+            "x_b_echo",
+            "x_b_fail",
+            "x_b_pid",
             "x_b_sleep"
         ]
     );

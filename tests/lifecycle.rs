@@ -21,7 +21,10 @@ fn envelope(result: &rmcp::model::CallToolResult) -> Value {
 
 async fn demo_pid(h: &Harness, server: &str) -> u32 {
     let result = h.meta("call_tool", json!({"name": format!("x_{server}_pid")})).await;
-    envelope(&result)["content"][0]["text"].as_str().and_then(|p| p.parse().ok()).expect("a pid")
+    envelope(&result)["content"][0]["text"]
+        .as_str()
+        .and_then(|p| p.parse().ok())
+        .expect("a pid")
 }
 
 fn state(h: &Harness, server: &str) -> Option<MCPServerState> {
@@ -46,25 +49,42 @@ impl ClientHandler for Recorder {
 async fn a_killed_stdio_downstream_fails_the_call_comes_back_and_clients_are_notified() {
     let h = Harness::start(vec![demo_stdio("demo")]).await;
     let (tx, mut seen) = mpsc::unbounded_channel();
-    let watcher = Recorder(tx).serve(StreamableHttpClientTransport::from_uri(h.url.clone())).await.expect("connects");
+    let watcher = Recorder(tx)
+        .serve(StreamableHttpClientTransport::from_uri(h.url.clone()))
+        .await
+        .expect("connects");
     let pid = demo_pid(&h, "demo").await;
 
     let client = h.client.peer().clone();
     let call = tokio::spawn(async move {
         let args = json!({"name": "x_demo_sleep", "arguments": {"seconds": 10}});
         client
-            .call_tool(CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default()))
+            .call_tool(
+                CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default()),
+            )
             .await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let killed = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().expect("kill");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
     assert!(killed.success());
 
-    let result = tokio::time::timeout(Duration::from_secs(10), call).await.expect("answered").expect("joined").expect("a result");
+    let result = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("answered")
+        .expect("joined")
+        .expect("a result");
     assert_eq!(result.is_error, Some(true), "{}", text(&result));
     assert!(text(&result).starts_with("Tool execution failed:"), "{}", text(&result));
 
-    assert!(eventually(10, || async { state(&h, "demo") == Some(MCPServerState::Running) && demo_pid_alive(&h).await }).await);
+    assert!(
+        eventually(10, || async {
+            state(&h, "demo") == Some(MCPServerState::Running) && demo_pid_alive(&h).await
+        })
+        .await
+    );
     let new_pid = demo_pid(&h, "demo").await;
     assert_ne!(new_pid, pid, "a new process serves the tools");
     let restarts = h.gateway.registry().server("demo").map(|s| s.runtime.restart_count);
@@ -73,7 +93,10 @@ async fn a_killed_stdio_downstream_fails_the_call_comes_back_and_clients_are_not
     while let Ok(n) = seen.try_recv() {
         notifications.push(n);
     }
-    assert!(notifications.iter().any(|n| n == "tools/list_changed"), "{notifications:?}");
+    assert!(
+        notifications.iter().any(|n| n == "tools/list_changed"),
+        "{notifications:?}"
+    );
     let _ = watcher.cancel().await;
     h.stop().await;
 }
@@ -90,7 +113,12 @@ async fn a_hanging_call_ends_at_the_servers_timeout_with_a_clear_error() {
     slow.spec.progress = Some(muster::core::crd::MCPServerProgress { max_duration: 1 });
     let h = Harness::start(vec![slow]).await;
     let started = std::time::Instant::now();
-    let result = h.meta("call_tool", json!({"name": "x_slow_sleep", "arguments": {"seconds": 30}})).await;
+    let result = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_slow_sleep", "arguments": {"seconds": 30}}),
+        )
+        .await;
     assert_eq!(result.is_error, Some(true));
     assert_eq!(text(&result), "Tool execution failed: tool call timed out after 1s");
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
@@ -105,7 +133,10 @@ async fn progress_restarts_the_timeout_and_reaches_the_calling_client() {
     patient.spec.timeout = 1;
     let h = Harness::start(vec![patient]).await;
     let (tx, mut seen) = mpsc::unbounded_channel();
-    let client = Recorder(tx).serve(StreamableHttpClientTransport::from_uri(h.url.clone())).await.expect("connects");
+    let client = Recorder(tx)
+        .serve(StreamableHttpClientTransport::from_uri(h.url.clone()))
+        .await
+        .expect("connects");
     let args = json!({"name": "x_patient_sleep", "arguments": {"seconds": 2.5}});
     let request = CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default());
     let handle = client
@@ -116,8 +147,15 @@ async fn progress_restarts_the_timeout_and_reaches_the_calling_client() {
         .await
         .expect("sent");
     let response = handle.await_response().await.expect("answered");
-    let rmcp::model::ServerResult::CallToolResult(result) = response else { panic!("not a call result") };
-    assert_eq!(result.is_error, Some(false), "a 2.5 s call with progress outlives a 1 s timeout: {}", text(&result));
+    let rmcp::model::ServerResult::CallToolResult(result) = response else {
+        panic!("not a call result")
+    };
+    assert_eq!(
+        result.is_error,
+        Some(false),
+        "a 2.5 s call with progress outlives a 1 s timeout: {}",
+        text(&result)
+    );
     let mut progress = 0;
     while let Ok(n) = seen.try_recv() {
         if n.starts_with("progress") {
@@ -139,7 +177,12 @@ async fn a_downstream_printing_garbage_is_failed_with_its_error() {
     let status = h.gateway.registry().server("garbage").expect("defined");
     assert_eq!(status.runtime.state, MCPServerState::Failed);
     assert!(status.runtime.last_error.is_some_and(|e| !e.is_empty()));
-    let ok = h.meta("call_tool", json!({"name": "x_demo_echo", "arguments": {"message": "still here"}})).await;
+    let ok = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_demo_echo", "arguments": {"message": "still here"}}),
+        )
+        .await;
     assert_eq!(ok.is_error, Some(false));
     h.stop().await;
 }
@@ -155,10 +198,16 @@ async fn a_streamable_http_downstream_restarted_under_the_gateway_is_recovered()
     let restarted = DemoHttp::start_on(&addr);
     let recovered = eventually(15, || async {
         let result = h.meta("call_tool", json!({"name": "x_remote_pid"})).await;
-        envelope(&result)["content"][0]["text"].as_str().and_then(|p| p.parse::<u32>().ok()).is_some_and(|p| p != before)
+        envelope(&result)["content"][0]["text"]
+            .as_str()
+            .and_then(|p| p.parse::<u32>().ok())
+            .is_some_and(|p| p != before)
     })
     .await;
-    assert!(recovered, "the gateway reaches the restarted server without a manual restart");
+    assert!(
+        recovered,
+        "the gateway reaches the restarted server without a manual restart"
+    );
     drop(restarted);
     h.stop().await;
 }
@@ -175,7 +224,10 @@ async fn fifty_concurrent_clients_are_all_answered_while_a_downstream_restarts()
             for j in 0..4 {
                 let args = json!({"name": "x_demo_echo", "arguments": {"message": format!("{i}-{j}")}});
                 let result = client
-                    .call_tool(CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default()))
+                    .call_tool(
+                        CallToolRequestParams::new("call_tool")
+                            .with_arguments(args.as_object().cloned().unwrap_or_default()),
+                    )
                     .await;
                 if result.is_ok() {
                     answered += 1;
@@ -187,7 +239,12 @@ async fn fifty_concurrent_clients_are_all_answered_while_a_downstream_restarts()
         }));
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let restart = h.meta("call_tool", json!({"name": "core_service_restart", "arguments": {"name": "demo"}})).await;
+    let restart = h
+        .meta(
+            "call_tool",
+            json!({"name": "core_service_restart", "arguments": {"name": "demo"}}),
+        )
+        .await;
     assert_eq!(restart.is_error, Some(false), "{}", text(&restart));
     let mut total = 0;
     for c in clients {

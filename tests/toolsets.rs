@@ -31,7 +31,14 @@ async fn a_toolset_header_narrows_discovery_and_call_tool_refuses_the_rest() {
     let page = json_text(&call_meta(&scoped, "list_tools", json!({})).await);
     assert_eq!(
         names(&page),
-        ["x_demo_echo", "x_other_add", "x_other_echo", "x_other_fail", "x_other_pid", "x_other_sleep"]
+        [
+            "x_demo_echo",
+            "x_other_add",
+            "x_other_echo",
+            "x_other_fail",
+            "x_other_pid",
+            "x_other_sleep"
+        ]
     );
     assert_eq!(page["toolset"], json!(["tool:x_demo_echo", "server:other"]));
 
@@ -101,7 +108,10 @@ async fn a_configured_preset_scopes_resources_and_prompts_by_server() {
     let h = Harness::start_with(config, vec![demo_stdio("demo"), demo_stdio("other")]).await;
     let scoped = h.client_with_headers(&[("x-muster-toolset", "preset:demo-only")]).await;
     let page = json_text(&call_meta(&scoped, "filter_tools", json!({"limit": 10, "include_presets": true})).await);
-    assert_eq!(names(&page), ["x_demo_add", "x_demo_echo", "x_demo_pid", "x_demo_sleep"]);
+    assert_eq!(
+        names(&page),
+        ["x_demo_add", "x_demo_echo", "x_demo_pid", "x_demo_sleep"]
+    );
     assert_eq!(page["toolset"], json!(["preset:demo-only"]));
     assert_eq!(page["toolset_unmatched"], json!([]));
     assert!(

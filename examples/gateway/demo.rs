@@ -7,10 +7,9 @@ use rmcp::{
     handler::server::wrapper::{Json, Parameters},
     model::{
         CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-        ListPromptsResult, ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptArgument,
-        PromptMessage,
-        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role,
-        ServerCapabilities, ServerConfig,
+        ListPromptsResult, ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam, Prompt,
+        PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, Role, ServerCapabilities, ServerConfig,
     },
     schemars::{self, JsonSchema},
     service::RequestContext,
@@ -78,7 +77,10 @@ impl Demo {
         Json(Sum { sum: args.a + args.b })
     }
 
-    #[tool(description = "Sleep for the given number of seconds, reporting progress every 100 ms.", annotations(read_only_hint = true))]
+    #[tool(
+        description = "Sleep for the given number of seconds, reporting progress every 100 ms.",
+        annotations(read_only_hint = true)
+    )]
     async fn sleep(&self, Parameters(args): Parameters<SleepArgs>, ctx: RequestContext<RoleServer>) -> String {
         let total = args.seconds.max(0.0);
         let token = ctx.meta.get_progress_token();
@@ -87,13 +89,19 @@ impl Demo {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             if let Some(token) = &token {
                 let done = started.elapsed().as_secs_f64().min(total);
-                let _ = ctx.peer.notify_progress(ProgressNotificationParam::new(token.clone(), done).with_total(total)).await;
+                let _ = ctx
+                    .peer
+                    .notify_progress(ProgressNotificationParam::new(token.clone(), done).with_total(total))
+                    .await;
             }
         }
         format!("slept {total}s")
     }
 
-    #[tool(description = "The process id of this demo server.", annotations(read_only_hint = true))]
+    #[tool(
+        description = "The process id of this demo server.",
+        annotations(read_only_hint = true)
+    )]
     fn pid(&self) -> String {
         std::process::id().to_string()
     }

@@ -56,6 +56,31 @@ pub struct ToolEntry {
     pub summary: String,
     /// Labels (workflows inherit their Workflow's `metadata.labels`).
     pub labels: BTreeMap<String, String>,
+    /// For a family tool: how a call picks the member server.
+    pub family: Option<Arc<FamilyRoute>>,
+}
+
+/// How a family tool routes a call: its instance argument names the member server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FamilyRoute {
+    /// The family's name.
+    pub family: String,
+    /// The required argument that selects the instance (stripped before forwarding).
+    pub instance_arg: String,
+    /// Member server name -> that server's own name for the tool.
+    pub members: BTreeMap<String, String>,
+}
+
+impl FamilyRoute {
+    /// A route for `family` selected by `instance_arg` over `members`.
+    pub fn new(family: impl Into<String>, instance_arg: impl Into<String>, members: BTreeMap<String, String>) -> Self {
+        Self {
+            family: family.into(),
+            instance_arg: instance_arg.into(),
+            members,
+        }
+    }
 }
 
 impl ToolEntry {
@@ -74,6 +99,13 @@ impl ToolEntry {
     /// A core or workflow tool, defined by muster itself under its exposed name.
     pub fn builtin(kind: ToolKind, tool: Tool) -> Self {
         Self::build(tool, kind, None, None, BTreeMap::new())
+    }
+
+    /// A family tool: `tool` exposed under the family's name, routed by `route`.
+    pub fn family(tool: Tool, route: FamilyRoute) -> Self {
+        let mut entry = Self::build(tool, ToolKind::Tool, Some(route.family.clone()), None, BTreeMap::new());
+        entry.family = Some(Arc::new(route));
+        entry
     }
 
     /// Sets the labels (and mirrors them into the tool's `_meta`).
@@ -105,6 +137,7 @@ impl ToolEntry {
             server_tool,
             summary,
             labels,
+            family: None,
         }
     }
 

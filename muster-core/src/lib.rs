@@ -29,7 +29,7 @@ pub mod naming;
 pub use call::{
     BoxToolService, CallContext, Principal, ProgressSink, ProgressUpdate, SessionId, ToolCall, ToolService,
 };
-pub use entry::{PromptEntry, ResourceEntry, ToolEntry, ToolKind};
+pub use entry::{FamilyRoute, PromptEntry, ResourceEntry, ToolEntry, ToolKind};
 pub use error::ToolError;
 pub use naming::NameRules;
 

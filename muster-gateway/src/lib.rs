@@ -32,6 +32,7 @@ pub mod meta;
 pub mod registry;
 pub mod store;
 pub mod supervisor;
+mod surface;
 pub mod upstream;
 
 pub use gateway::Gateway;

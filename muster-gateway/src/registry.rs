@@ -17,17 +17,18 @@ use muster_catalog::{
     toolset::{Presets, ToolsetError},
 };
 use muster_core::{
-    NameRules, PromptEntry, ResourceEntry, ToolCall, ToolEntry, ToolError, ToolKind,
+    NameRules, ToolCall, ToolError, ToolKind,
     config::MusterConfig,
     crd::{MCPServer, MCPServerHealth, MCPServerState, ServerType, Workflow},
 };
+use rmcp::model::CallToolResult;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::{mpsc, oneshot};
-use rmcp::model::CallToolResult;
 
 use crate::{
     core_tools,
     supervisor::{self, Command, SupervisorConfig},
+    surface::{self, Contribution},
     upstream::SharedConnection,
 };
 
@@ -275,9 +276,15 @@ impl Registry {
     pub(crate) fn install(&self, name: &str, conn: SharedConnection, reconnect: bool) -> bool {
         {
             let mut servers = self.write_servers();
-            let Some(slot) = servers.get_mut(name) else { return false };
+            let Some(slot) = servers.get_mut(name) else {
+                return false;
+            };
             let stdio = matches!(slot.definition.spec.server_type, Some(ServerType::Stdio) | None);
-            slot.runtime.state = if stdio { MCPServerState::Running } else { MCPServerState::Connected };
+            slot.runtime.state = if stdio {
+                MCPServerState::Running
+            } else {
+                MCPServerState::Connected
+            };
             slot.runtime.health = MCPServerHealth::Healthy;
             slot.runtime.last_error = None;
             slot.runtime.consecutive_failures = 0;
@@ -298,7 +305,9 @@ impl Registry {
     pub(crate) fn replace_lists(&self, name: &str, conn: SharedConnection) -> bool {
         {
             let mut servers = self.write_servers();
-            let Some(slot) = servers.get_mut(name) else { return false };
+            let Some(slot) = servers.get_mut(name) else {
+                return false;
+            };
             slot.runtime.tool_count = conn.tools().len();
             slot.connection = Some(conn);
         }
@@ -380,49 +389,86 @@ impl Registry {
             .ok_or_else(|| ToolError::not_found(&call.name))?;
         match entry.kind {
             ToolKind::Tool => {
-                let server = entry.server.as_deref().unwrap_or_default();
-                let tool = entry.server_tool.as_deref().unwrap_or_default();
-                let conn = self.connection(server).ok_or_else(|| ToolError::ServerUnavailable {
-                    server: server.to_owned(),
+                let mut arguments = call.arguments;
+                let (server, tool) = match &entry.family {
+                    Some(route) => {
+                        let members: Vec<&str> = route.members.keys().map(String::as_str).collect();
+                        let instance = match arguments.remove(&route.instance_arg) {
+                            Some(serde_json::Value::String(s)) => s,
+                            _ => {
+                                return Err(ToolError::invalid_arguments(format!(
+                                    "tool {} is provided by a family on servers {}; the \"{}\" parameter is required",
+                                    call.name,
+                                    members.join(", "),
+                                    route.instance_arg
+                                )));
+                            }
+                        };
+                        let tool = route.members.get(&instance).ok_or_else(|| {
+                            ToolError::invalid_arguments(format!(
+                                "tool {} has no instance {instance:?}; available: {}",
+                                call.name,
+                                members.join(", ")
+                            ))
+                        })?;
+                        (instance.clone(), tool.clone())
+                    }
+                    None => (
+                        entry.server.clone().unwrap_or_default(),
+                        entry.server_tool.clone().unwrap_or_default(),
+                    ),
+                };
+                let conn = self.connection(&server).ok_or_else(|| ToolError::ServerUnavailable {
+                    server: server.clone(),
                     reason: self
-                        .server(server)
+                        .server(&server)
                         .map_or_else(|| "not defined".to_owned(), |s| s.runtime.state.to_string()),
                 })?;
-                conn.call_tool(tool, call.arguments, &call.ctx).await
+                conn.call_tool(&tool, arguments, &call.ctx).await
             }
             ToolKind::Core => core_tools::call(self, &call).await,
             ToolKind::Workflow => Err(ToolError::not_found(&call.name)),
         }
     }
 
-    /// Rebuilds the catalogue from the connected servers and the core tools.
+    /// Rebuilds the catalogue from the connected servers and the core tools, and records name
+    /// collisions on the servers that lost them.
     pub fn rebuild_catalog(&self) {
-        let mut builder = Catalog::builder();
-        {
+        let (catalog, collisions) = {
             let servers = self.read_servers();
-            for slot in servers.values() {
-                let Some(conn) = &slot.connection else { continue };
-                let name = &slot.definition.metadata.name;
-                builder.set_server_labels(name.clone(), slot.definition.metadata.labels.clone());
-                let prefix = slot.definition.spec.tool_prefix.as_deref().unwrap_or(name);
-                for tool in conn.tools() {
-                    let exposed = self.names.server_tool(prefix, &tool.name);
-                    builder.push_tool(ToolEntry::downstream(exposed, name.clone(), tool.clone()));
-                }
-                for resource in conn.resources() {
-                    let exposed = self.names.server_resource_uri(prefix, &resource.uri);
-                    builder.push_resource(ResourceEntry::downstream(exposed, name.clone(), resource.clone()));
-                }
-                for prompt in conn.prompts() {
-                    let exposed = self.names.server_prompt(prefix, &prompt.name);
-                    builder.push_prompt(PromptEntry::downstream(exposed, name.clone(), prompt.clone()));
+            let contributions: Vec<Contribution<'_>> = servers
+                .values()
+                .filter_map(|slot| {
+                    slot.connection.as_deref().map(|conn| Contribution {
+                        definition: &slot.definition,
+                        conn,
+                    })
+                })
+                .collect();
+            surface::build(&self.names, &contributions, core_tools::entries())
+        };
+        *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
+        if !collisions.is_empty() {
+            let mut by_server: BTreeMap<&str, Vec<&surface::Collision>> = BTreeMap::new();
+            for c in &collisions {
+                by_server.entry(c.server.as_str()).or_default().push(c);
+            }
+            let mut servers = self.write_servers();
+            for (server, lost) in by_server {
+                let names: Vec<String> = lost
+                    .iter()
+                    .map(|c| format!("{} (kept by {})", c.name, c.kept_by))
+                    .collect();
+                let message = format!(
+                    "exposed tool name collision: {} also produced by another server; this server's tools of those names are not exposed",
+                    names.join(", ")
+                );
+                tracing::warn!(server, collisions = %names.join(", "), "exposed tool name collision");
+                if let Some(slot) = servers.get_mut(server) {
+                    slot.runtime.last_error = Some(message);
                 }
             }
         }
-        for entry in core_tools::entries() {
-            builder.push_tool(entry.clone());
-        }
-        *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(builder.build());
     }
 
     fn read_servers(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, ServerSlot>> {

@@ -22,9 +22,11 @@
 //! let dir = tempfile::tempdir()?;
 //! let store = ConfigStore::new(dir.path());
 //!
-//! let mut spec = MCPServerSpec::default();
-//! spec.server_type = Some(ServerType::StreamableHttp);
-//! spec.url = Some("https://api.example.com/mcp".into());
+//! let spec = MCPServerSpec {
+//!     server_type: Some(ServerType::StreamableHttp),
+//!     url: Some("https://api.example.com/mcp".into()),
+//!     ..MCPServerSpec::default()
+//! };
 //! let path = store.write_mcpserver(&MCPServer::new("api-tools", spec))?;
 //! assert!(path.ends_with("mcpservers/api-tools.yaml"));
 //!
@@ -340,19 +342,21 @@ mod tests {
     use crate::config_dir::load;
 
     fn stdio(name: &str) -> MCPServer {
-        let mut spec = MCPServerSpec::default();
-        spec.server_type = Some(ServerType::Stdio);
-        spec.command = Some("npx".into());
-        spec.args = vec!["-y".into(), "@modelcontextprotocol/server-git".into()];
-        // Values YAML would read as other types unless quoted.
-        spec.env = BTreeMap::from([
-            ("FLAG".into(), "true".into()),
-            ("COUNT".into(), "0123".into()),
-            ("EMPTY".into(), String::new()),
-            ("NULLISH".into(), "null".into()),
-            ("MULTI".into(), "line one\nline two: yes".into()),
-        ]);
-        spec.description = Some("Git: the tools # not a comment".into());
+        let spec = MCPServerSpec {
+            server_type: Some(ServerType::Stdio),
+            command: Some("npx".into()),
+            args: vec!["-y".into(), "@modelcontextprotocol/server-git".into()],
+            // Values YAML would read as other types unless quoted.
+            env: BTreeMap::from([
+                ("FLAG".into(), "true".into()),
+                ("COUNT".into(), "0123".into()),
+                ("EMPTY".into(), String::new()),
+                ("NULLISH".into(), "null".into()),
+                ("MULTI".into(), "line one\nline two: yes".into()),
+            ]),
+            description: Some("Git: the tools # not a comment".into()),
+            ..MCPServerSpec::default()
+        };
         MCPServer::new(name, spec)
     }
 
@@ -363,9 +367,11 @@ mod tests {
             "args": {"filter": "{{ .input.filter }}", "n": 3}
         }))
         .expect("a step");
-        let mut spec = WorkflowSpec::default();
-        spec.description = Some("Lists services".into());
-        spec.steps = vec![step];
+        let spec = WorkflowSpec {
+            description: Some("Lists services".into()),
+            steps: vec![step],
+            ..WorkflowSpec::default()
+        };
         Workflow::new(name, spec)
     }
 

@@ -96,14 +96,18 @@ impl SupervisorConfig {
     /// The wait before the next attempt after `failures` consecutive failures (at least one).
     pub fn backoff(&self, failures: u32) -> Duration {
         let doublings = failures.saturating_sub(1).min(16);
-        self.initial_backoff.saturating_mul(1 << doublings).min(self.max_backoff)
+        self.initial_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.max_backoff)
     }
 }
 
 /// Parses `500ms`, `30s`, `2m`, `1h` or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let n: f64 = number.parse().ok()?;
     let seconds = match unit.trim() {
@@ -151,11 +155,13 @@ pub(crate) async fn supervise(
     let mut connected_before = false;
     loop {
         if !want_running {
-            with_registry(&registry, |r| r.mark(&name, |rt| {
-                rt.state = MCPServerState::Stopped;
-                rt.health = MCPServerHealth::Unknown;
-                rt.next_retry_after = None;
-            }));
+            with_registry(&registry, |r| {
+                r.mark(&name, |rt| {
+                    rt.state = MCPServerState::Stopped;
+                    rt.health = MCPServerHealth::Unknown;
+                    rt.next_retry_after = None;
+                })
+            });
             if let Some(tx) = first_attempt.take() {
                 let _ = tx.send(());
             }
@@ -165,13 +171,21 @@ pub(crate) async fn supervise(
                 None => return,
             }
         }
-        let Some(Some(definition)) = with_registry(&registry, |r| r.definition(&name)) else { return };
+        let Some(Some(definition)) = with_registry(&registry, |r| r.definition(&name)) else {
+            return;
+        };
         let is_stdio = matches!(definition.spec.server_type, Some(ServerType::Stdio) | None);
-        with_registry(&registry, |r| r.mark(&name, |rt| {
-            rt.state = if is_stdio { MCPServerState::Starting } else { MCPServerState::Connecting };
-            rt.last_attempt = Some(Utc::now());
-            rt.next_retry_after = None;
-        }));
+        with_registry(&registry, |r| {
+            r.mark(&name, |rt| {
+                rt.state = if is_stdio {
+                    MCPServerState::Starting
+                } else {
+                    MCPServerState::Connecting
+                };
+                rt.last_attempt = Some(Utc::now());
+                rt.next_retry_after = None;
+            })
+        });
         let (changes_tx, mut changes) = mpsc::unbounded_channel();
         let attempt = tokio::select! {
             result = UpstreamConnection::connect(&definition, Some(changes_tx)) => Some(result),
@@ -198,7 +212,16 @@ pub(crate) async fn supervise(
                 if let Some(tx) = first_attempt.take() {
                     let _ = tx.send(());
                 }
-                let outcome = watch(&registry, &name, &conn, &mut changes, &mut commands, &mut want_running, config).await;
+                let outcome = watch(
+                    &registry,
+                    &name,
+                    &conn,
+                    &mut changes,
+                    &mut commands,
+                    &mut want_running,
+                    config,
+                )
+                .await;
                 conn.close();
                 match outcome {
                     Outcome::Lost(reason) => {
@@ -225,12 +248,14 @@ pub(crate) async fn supervise(
                     MCPServerState::Connecting
                 };
                 tracing::warn!(server = %name, error = %e, failures, "connection attempt failed");
-                with_registry(&registry, |r| r.mark(&name, |rt| {
-                    rt.state = state;
-                    rt.health = MCPServerHealth::Unhealthy;
-                    rt.last_error = Some(e.to_string());
-                    rt.consecutive_failures = failures;
-                }));
+                with_registry(&registry, |r| {
+                    r.mark(&name, |rt| {
+                        rt.state = state;
+                        rt.health = MCPServerHealth::Unhealthy;
+                        rt.last_error = Some(e.to_string());
+                        rt.consecutive_failures = failures;
+                    })
+                });
                 if let Some(tx) = first_attempt.take() {
                     let _ = tx.send(());
                 }
@@ -313,7 +338,9 @@ mod tests {
         let c = SupervisorConfig::default();
         let secs: Vec<u64> = (1..=5).map(|n| c.backoff(n).as_secs()).collect();
         assert_eq!(secs, [30, 60, 120, 120, 120]);
-        let fast = SupervisorConfig::default().with_initial_backoff(Duration::from_millis(100)).with_max_backoff(Duration::from_millis(250));
+        let fast = SupervisorConfig::default()
+            .with_initial_backoff(Duration::from_millis(100))
+            .with_max_backoff(Duration::from_millis(250));
         assert_eq!(fast.backoff(1), Duration::from_millis(100));
         assert_eq!(fast.backoff(3), Duration::from_millis(250));
         assert_eq!(fast.backoff(u32::MAX), Duration::from_millis(250));

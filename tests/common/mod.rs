@@ -122,7 +122,8 @@ impl Harness {
     }
 
     pub async fn start_with(config: MusterConfig, servers: Vec<MCPServer>) -> Self {
-        let gateway = Gateway::with_supervision(config, servers, Vec::new(), fast_supervision()).expect("valid configuration");
+        let gateway =
+            Gateway::with_supervision(config, servers, Vec::new(), fast_supervision()).expect("valid configuration");
         gateway.start().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");

@@ -52,10 +52,11 @@ async def client(gateway: Gateway) -> AsyncIterator[Client]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    """Attach the gateway's output to every failed test that used it."""
+    """Attach the gateway's output to every failed test that used it (any fixture that is a Gateway)."""
     report = yield
     if report.failed and call.when == "call":
-        gw = getattr(item, "funcargs", {}).get("gateway")
-        if isinstance(gw, Gateway):
-            report.sections.append(("gateway output", gw.logs()))
+        for name, value in getattr(item, "funcargs", {}).items():
+            if isinstance(value, Gateway):
+                label = "gateway output" if name == "gateway" else f"{name} output"
+                report.sections.append((label, value.logs()))
     return report

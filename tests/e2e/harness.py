@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,15 +112,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_config(config_dir: Path, port: int) -> None:
-    """Lay out a gateway configuration directory with the two downstream servers."""
+#: A stdio downstream server for a gateway configuration: its command and arguments, by name.
+StdioServers = Mapping[str, tuple[str, Sequence[str]]]
+
+
+def default_servers() -> dict[str, tuple[str, list[str]]]:
+    """The suite's two downstream servers: server-everything as `everything`, mcp-server-time as `time`."""
     node = shutil.which("node") or "node"
-    (config_dir / "mcpservers").mkdir(parents=True, exist_ok=True)
-    (config_dir / "config.yaml").write_text(f"aggregator:\n  port: {port}\n")
-    servers = {
+    return {
         "everything": (node, [str(EVERYTHING_JS), "stdio"]),
         "time": (str(TIME_BIN), ["--local-timezone", "UTC"]),
     }
+
+
+def write_config(config_dir: Path, port: int, servers: StdioServers | None = None) -> None:
+    """Lay out a gateway configuration directory with `servers` (default: the two downstream servers)."""
+    (config_dir / "mcpservers").mkdir(parents=True, exist_ok=True)
+    (config_dir / "config.yaml").write_text(f"aggregator:\n  port: {port}\n")
+    if servers is None:
+        servers = default_servers()
     for name, (command, args) in servers.items():
         # JSON is YAML: quoting through json.dumps keeps odd paths safe.
         (config_dir / "mcpservers" / f"{name}.yaml").write_text(
@@ -131,7 +142,7 @@ def write_config(config_dir: Path, port: int) -> None:
             "  type: stdio\n"
             "  autoStart: true\n"
             f"  command: {json.dumps(command)}\n"
-            f"  args: {json.dumps(args)}\n"
+            f"  args: {json.dumps(list(args))}\n"
         )
 
 
@@ -192,9 +203,13 @@ class GatewayStartError(RuntimeError):
     pass
 
 
-def start_gateway(workdir: Path, expected_tools: frozenset[str]) -> Gateway:
-    """Start the gateway on a free loopback port and wait until it lists `expected_tools`."""
-    missing = [str(p) for p in (GATEWAY_BIN, EVERYTHING_JS, TIME_BIN) if not p.exists()]
+def start_gateway(workdir: Path, expected_tools: frozenset[str], servers: StdioServers | None = None) -> Gateway:
+    """Start the gateway on a free loopback port and wait until it lists `expected_tools`.
+
+    `servers` replaces the default downstream servers (server-everything and mcp-server-time).
+    """
+    needed = (GATEWAY_BIN, EVERYTHING_JS, TIME_BIN) if servers is None else (GATEWAY_BIN,)
+    missing = [str(p) for p in needed if not p.exists()]
     if shutil.which("node") is None:
         missing.append("node (on PATH)")
     if missing:
@@ -203,7 +218,7 @@ def start_gateway(workdir: Path, expected_tools: frozenset[str]) -> Gateway:
         )
     config_dir = workdir / "config"
     port = free_port()
-    write_config(config_dir, port)
+    write_config(config_dir, port, servers)
     stdout_path = workdir / "gateway.stdout.log"
     stderr_path = workdir / "gateway.stderr.log"
     env = dict(os.environ)

@@ -44,7 +44,7 @@ fn tokens_split_at_separators_and_camel_case_and_are_lowercased() {
         plain_terms("x_k8s_list-pods.v2/getHTTPServer runJarAgent ec2Instance"),
         ["x", "k8s", "list", "pods", "v2", "get", "http", "server", "run", "jar", "agent", "ec2", "instance"]
     );
-    assert_eq!(plain_terms("Überprüfe die Größe (GiB)!"), ["überprüfe", "die", "größe", "gib"]);
+    assert_eq!(plain_terms("Überprüfe die Größe (GB)!"), ["überprüfe", "die", "größe", "gb"]);
     assert!(plain_terms(" -- _ / . ").is_empty());
 }
 

@@ -97,14 +97,21 @@ fn matches_rule(catalog: &Catalog, entry: &ToolEntry, rule: &Rule) -> bool {
         Rule::All => true,
         Rule::Tool(name) => entry.name() == name,
         Rule::Pattern(pattern) => pattern.matches(entry.name()),
-        Rule::Server(name) => entry.server.as_deref() == Some(name.as_str()),
+        Rule::Server(name) => {
+            entry.server.as_deref() == Some(name.as_str())
+                || entry.family.as_ref().is_some_and(|f| f.members.contains_key(name))
+        }
         Rule::Workflow(name) => {
             entry.kind == ToolKind::Workflow && entry.name().strip_prefix(WORKFLOW_TOOL_PREFIX) == Some(name.as_str())
         }
         Rule::ReadOnly => entry.tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true),
-        Rule::Label(label) => match &entry.server {
-            Some(server) => catalog.server_labels(server).is_some_and(|l| label.matches(l)),
-            None => label.matches(&entry.labels),
+        Rule::Label(label) => match (&entry.family, &entry.server) {
+            (Some(family), _) => family
+                .members
+                .keys()
+                .any(|m| catalog.server_labels(m).is_some_and(|l| label.matches(l))),
+            (None, Some(server)) => catalog.server_labels(server).is_some_and(|l| label.matches(l)),
+            (None, None) => label.matches(&entry.labels),
         },
         Rule::Preset(_) => false,
     }

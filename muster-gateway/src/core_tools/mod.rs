@@ -87,7 +87,9 @@ impl CoreTool {
         match self {
             Self::ServiceList => "List all services (the aggregator and every MCP server) with their state and health.",
             Self::ServiceStatus => "Get the current state, health and last error of one service.",
-            Self::ServiceStart => "Start a stopped or failed service (an MCP server) and wait for its first connection attempt.",
+            Self::ServiceStart => {
+                "Start a stopped or failed service (an MCP server) and wait for its first connection attempt."
+            }
             Self::ServiceStop => "Stop a service (an MCP server) and keep it stopped until started again.",
             Self::ServiceRestart => "Restart a service (an MCP server): stop it, then start it again.",
             Self::McpServerList => "List all configured MCP server definitions.",

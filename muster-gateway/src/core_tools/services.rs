@@ -186,12 +186,19 @@ pub(super) async fn service_control(registry: &Registry, name: &str, control: Co
         Control::Restart => "restarted",
     };
     if name == AGGREGATOR_SERVICE {
-        return Err(ToolError::invalid_arguments(format!("the static service {name} cannot be {verb}")));
+        return Err(ToolError::invalid_arguments(format!(
+            "the static service {name} cannot be {verb}"
+        )));
     }
     let before = registry
         .server(name)
         .ok_or_else(|| ToolError::invalid_arguments(format!("service {name} not found")))?;
-    if control == Control::Start && matches!(before.runtime.state, MCPServerState::Running | MCPServerState::Connected) {
+    if control == Control::Start
+        && matches!(
+            before.runtime.state,
+            MCPServerState::Running | MCPServerState::Connected
+        )
+    {
         let mut status = server_service(&before);
         status["message"] = json!(format!("service {name} is already running"));
         return Ok(status);
@@ -202,7 +209,9 @@ pub(super) async fn service_control(registry: &Registry, name: &str, control: Co
         Control::Restart => Command::Restart,
     };
     if !registry.command(name, command) {
-        return Err(ToolError::invalid_arguments(format!("service {name} is not supervised")));
+        return Err(ToolError::invalid_arguments(format!(
+            "service {name} is not supervised"
+        )));
     }
     // Wait (bounded by the server's timeout) for the supervisor to act: stopped, or connected,
     // or failed on this attempt.
@@ -210,7 +219,9 @@ pub(super) async fn service_control(registry: &Registry, name: &str, control: Co
     let deadline = tokio::time::Instant::now() + budget;
     let attempt_before = before.runtime.last_attempt;
     loop {
-        let now = registry.server(name).ok_or_else(|| ToolError::invalid_arguments(format!("service {name} not found")))?;
+        let now = registry
+            .server(name)
+            .ok_or_else(|| ToolError::invalid_arguments(format!("service {name} not found")))?;
         let settled = match control {
             Control::Stop => matches!(now.runtime.state, MCPServerState::Stopped),
             Control::Start | Control::Restart => {

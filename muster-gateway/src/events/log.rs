@@ -206,7 +206,7 @@ impl EventLog {
             .cloned()
             .collect();
         // Newest first by time; the stable sort keeps later-emitted first among equal times.
-        matches.sort_by(|a, b| b.timestamp.cmp(&a.timestamp));
+        matches.sort_by_key(|event| std::cmp::Reverse(event.timestamp));
         let total = matches.len();
         matches.truncate(query.limit.max(1));
         EventQueryResult { events: matches, total }
@@ -408,7 +408,7 @@ fn event_files(dir: &Path) -> io::Result<Vec<(NaiveDate, PathBuf)>> {
         .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
         .filter_map(|entry| Some((file_day(entry.file_name().to_str()?)?, entry.path())))
         .collect();
-    files.sort_by(|a, b| b.0.cmp(&a.0));
+    files.sort_by_key(|(day, _)| std::cmp::Reverse(*day));
     Ok(files)
 }
 
@@ -450,7 +450,7 @@ fn load_recent(dir: &Path, capacity: usize) -> io::Result<VecDeque<Event>> {
         }
     }
     let mut events: Vec<Event> = days.into_iter().rev().flatten().collect();
-    events.sort_by(|a, b| a.timestamp.cmp(&b.timestamp));
+    events.sort_by_key(|event| event.timestamp);
     let skip = events.len().saturating_sub(capacity);
     Ok(events.into_iter().skip(skip).collect())
 }

@@ -353,7 +353,7 @@ mod tests {
         assert_eq!(parse_time("2026-09-21T12:00:00+02:00", now), Ok(at(10, 0, 0)));
         assert_eq!(parse_time("2026-09-21", now), Ok(at(0, 0, 0)));
         assert_eq!(parse_time("2026-09-21 08:15:00", now), Ok(at(8, 15, 0)));
-        let err = parse_time("yesterday", now).unwrap_err();
+        let err = parse_time("yesterday", now).expect_err("not a time");
         assert!(err.starts_with("unsupported time format 'yesterday'. Supported formats: duration"));
     }
 

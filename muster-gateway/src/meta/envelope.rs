@@ -29,8 +29,18 @@ pub struct DispatchedTool {
 }
 
 impl DispatchedTool {
-    /// What runs for `entry`.
-    pub fn of(entry: &ToolEntry) -> Self {
+    /// What runs for `entry` called with `arguments` (a family tool runs on the member its
+    /// instance argument names).
+    pub fn of(entry: &ToolEntry, arguments: &muster_core::JsonObject) -> Self {
+        if let Some(route) = &entry.family {
+            let instance = arguments.get(&route.instance_arg).and_then(Value::as_str);
+            let server_tool = instance.and_then(|i| route.members.get(i)).cloned();
+            return Self {
+                name: entry.name().to_owned(),
+                server: server_tool.as_ref().and(instance.map(str::to_owned)),
+                server_tool,
+            };
+        }
         Self {
             name: entry.name().to_owned(),
             server: entry.server.clone(),

@@ -123,7 +123,7 @@ impl MetaTools {
                 _ => error_result(format!("Tool execution failed: {}", ToolError::not_found(&name))),
             };
         };
-        let dispatched = DispatchedTool::of(entry);
+        let dispatched = DispatchedTool::of(entry, &arguments);
         match self.tools.clone().oneshot(ToolCall::new(name, arguments, ctx)).await {
             Ok(result) => envelope(result, &dispatched),
             Err(e @ ToolError::OutsideToolset { .. }) => error_result(e.to_string()),
@@ -271,9 +271,14 @@ fn error_result(message: impl Into<String>) -> CallToolResult {
 
 impl ServerHandler for MetaTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
-            .with_server_info(Implementation::new("muster", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("muster", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {

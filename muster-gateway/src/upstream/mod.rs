@@ -102,24 +102,32 @@ impl UpstreamConnection {
             .spec
             .progress
             .as_ref()
-            .map_or(Duration::from_secs(3600), |p| Duration::from_secs(u64::from(p.max_duration)))
+            .map_or(Duration::from_secs(3600), |p| {
+                Duration::from_secs(u64::from(p.max_duration))
+            })
             .max(timeout);
         let relay = CallRelay::default();
         let client = UpstreamClient::new(relay.clone(), changes);
         let handshake = async {
             let init = |e: rmcp::service::ClientInitializeError| UpstreamError::Initialize(e.to_string());
             match server.spec.server_type {
-                Some(ServerType::Stdio) | None => client.serve(transport::stdio(&name, &server.spec)?).await.map_err(init),
-                Some(ServerType::StreamableHttp) => {
-                    client.serve(transport::streamable_http(&server.spec)?).await.map_err(init)
+                Some(ServerType::Stdio) | None => {
+                    client.serve(transport::stdio(&name, &server.spec)?).await.map_err(init)
                 }
+                Some(ServerType::StreamableHttp) => client
+                    .serve(transport::streamable_http(&server.spec)?)
+                    .await
+                    .map_err(init),
                 Some(ServerType::Sse) => client.serve(transport::sse(&server.spec)?).await.map_err(init),
                 Some(_) => Err(TransportError::LegacySseUnsupported.into()),
             }
         };
         let service = tokio::time::timeout(timeout, handshake)
             .await
-            .map_err(|_| UpstreamError::Timeout { what: "MCP initialize", after: timeout })??;
+            .map_err(|_| UpstreamError::Timeout {
+                what: "MCP initialize",
+                after: timeout,
+            })??;
         let peer = service.peer().clone();
         let cancel = CancellationToken::new();
         let (closed_tx, closed) = watch::channel(None);
@@ -189,7 +197,11 @@ impl UpstreamConnection {
     }
 
     async fn fetch_lists(&self) -> Result<(Vec<Tool>, Vec<Resource>, Vec<Prompt>), UpstreamError> {
-        let caps = self.peer.peer_info().map(|i| i.capabilities.clone()).unwrap_or_default();
+        let caps = self
+            .peer
+            .peer_info()
+            .map(|i| i.capabilities.clone())
+            .unwrap_or_default();
         let tools = if caps.tools.is_some() {
             self.bounded("tools/list", self.peer.list_all_tools())
                 .await?
@@ -200,14 +212,20 @@ impl UpstreamConnection {
         let resources = if caps.resources.is_some() {
             self.bounded("resources/list", self.peer.list_all_resources())
                 .await?
-                .map_err(|source| UpstreamError::List { what: "resources", source })?
+                .map_err(|source| UpstreamError::List {
+                    what: "resources",
+                    source,
+                })?
         } else {
             Vec::new()
         };
         let prompts = if caps.prompts.is_some() {
             self.bounded("prompts/list", self.peer.list_all_prompts())
                 .await?
-                .map_err(|source| UpstreamError::List { what: "prompts", source })?
+                .map_err(|source| UpstreamError::List {
+                    what: "prompts",
+                    source,
+                })?
         } else {
             Vec::new()
         };
@@ -217,7 +235,10 @@ impl UpstreamConnection {
     async fn bounded<T>(&self, what: &'static str, fut: impl Future<Output = T>) -> Result<T, UpstreamError> {
         tokio::time::timeout(self.timeout, fut)
             .await
-            .map_err(|_| UpstreamError::Timeout { what, after: self.timeout })
+            .map_err(|_| UpstreamError::Timeout {
+                what,
+                after: self.timeout,
+            })
     }
 
     /// The MCPServer's name.
@@ -265,8 +286,11 @@ impl UpstreamConnection {
 
     /// An MCP ping, within the server's timeout.
     pub async fn ping(&self) -> Result<(), String> {
-        match tokio::time::timeout(self.timeout, self.peer.send_request(ClientRequest::PingRequest(Default::default())))
-            .await
+        match tokio::time::timeout(
+            self.timeout,
+            self.peer.send_request(ClientRequest::PingRequest(Default::default())),
+        )
+        .await
         {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(format!("ping failed: {e}")),
@@ -286,7 +310,9 @@ impl UpstreamConnection {
     ) -> Result<CallToolResult, ToolError> {
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let remaining = ctx.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let remaining = ctx
+            .deadline
+            .map(|d| d.saturating_duration_since(std::time::Instant::now()));
         let options = PeerRequestOptions::with_timeout(self.timeout)
             .reset_timeout_on_progress()
             .with_max_total_timeout(remaining.map_or(self.max_duration, |r| r.min(self.max_duration)));
@@ -295,9 +321,11 @@ impl UpstreamConnection {
             .send_request_with_option(request, options)
             .await
             .map_err(|e| self.service_error(e))?;
-        let _in_flight =
-            self.relay
-                .register(handle.progress_token.clone(), ctx.progress.clone(), ctx.extensions.get::<ClientPeer>().cloned());
+        let _in_flight = self.relay.register(
+            handle.progress_token.clone(),
+            ctx.progress.clone(),
+            ctx.extensions.get::<ClientPeer>().cloned(),
+        );
         let (id, peer) = (handle.id.clone(), handle.peer.clone());
         let response = tokio::select! {
             response = handle.await_response() => response,
@@ -343,7 +371,9 @@ impl UpstreamConnection {
 
     async fn run<T>(&self, ctx: &CallContext, fut: impl Future<Output = T>) -> Result<T, ToolError> {
         let budget = match ctx.deadline {
-            Some(deadline) => self.timeout.min(deadline.saturating_duration_since(std::time::Instant::now())),
+            Some(deadline) => self
+                .timeout
+                .min(deadline.saturating_duration_since(std::time::Instant::now())),
             None => self.timeout,
         };
         tokio::select! {

@@ -95,7 +95,14 @@ impl CallRelay {
         let mut calls = self.lock();
         calls.next += 1;
         let order = calls.next;
-        calls.by_token.insert(token.clone(), InFlight { progress, client, order });
+        calls.by_token.insert(
+            token.clone(),
+            InFlight {
+                progress,
+                client,
+                order,
+            },
+        );
         InFlightGuard {
             relay: self.clone(),
             token,
@@ -143,8 +150,14 @@ impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
         // Sampling and elicitation are declared so downstream servers may ask; each request is
         // forwarded to the client of the call in flight, and refused when there is none.
-        let capabilities = ClientCapabilities::builder().enable_sampling().enable_elicitation().build();
-        ClientConfig::new(capabilities, Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")))
+        let capabilities = ClientCapabilities::builder()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
+        ClientConfig::new(
+            capabilities,
+            Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
+        )
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
@@ -180,10 +193,9 @@ impl ClientHandler for UpstreamClient {
         params: CreateMessageRequestParams,
         _ctx: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        let ClientPeer(peer) = self
-            .relay
-            .latest_client()
-            .ok_or_else(|| McpError::invalid_request("no client call is in flight to answer a sampling request", None))?;
+        let ClientPeer(peer) = self.relay.latest_client().ok_or_else(|| {
+            McpError::invalid_request("no client call is in flight to answer a sampling request", None)
+        })?;
         peer.create_message(params)
             .await
             .map_err(|e| McpError::internal_error(format!("the client did not answer the sampling request: {e}"), None))

@@ -1,0 +1,135 @@
+//! Families and name collisions, with real demo servers behind the gateway.
+
+mod common;
+
+use common::{Harness, demo_stdio, text};
+use muster::core::crd::MCPServerFamily;
+use serde_json::{Value, json};
+
+fn family_member(name: &str, family: &str) -> muster::core::crd::MCPServer {
+    let mut server = demo_stdio(name);
+    server.spec.family = Some(MCPServerFamily {
+        name: family.into(),
+        instance_arg: "cluster".into(),
+    });
+    server
+}
+
+fn envelope(result: &rmcp::model::CallToolResult) -> Value {
+    serde_json::from_str(&text(result)).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_family_of_two_servers_is_one_tool_surface_routed_by_the_instance_argument() {
+    let h = Harness::start(vec![family_member("east", "k8s"), family_member("west", "k8s")]).await;
+    let page = h
+        .meta_json("filter_tools", json!({"pattern": "x_*", "limit": 50}))
+        .await;
+    let names: Vec<&str> = page["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["x_k8s_add", "x_k8s_echo", "x_k8s_fail", "x_k8s_pid", "x_k8s_sleep"]
+    );
+
+    let described = h.meta_json("describe_tool", json!({"name": "x_k8s_pid"})).await;
+    assert_eq!(
+        described["inputSchema"]["properties"]["cluster"]["enum"],
+        json!(["east", "west"])
+    );
+    assert!(
+        described["inputSchema"]["required"]
+            .as_array()
+            .is_some_and(|r| r.contains(&json!("cluster")))
+    );
+    assert!(
+        described["description"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("(available on servers: east, west)"))
+    );
+
+    let east = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_k8s_pid", "arguments": {"cluster": "east"}}),
+        )
+        .await;
+    let west = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_k8s_pid", "arguments": {"cluster": "west"}}),
+        )
+        .await;
+    let (east, west) = (envelope(&east), envelope(&west));
+    assert_eq!(
+        east["tool"],
+        json!({"name": "x_k8s_pid", "server": "east", "serverTool": "pid"})
+    );
+    assert_eq!(west["tool"]["server"], "west");
+    assert_ne!(
+        east["content"][0]["text"], west["content"][0]["text"],
+        "two different processes answered"
+    );
+
+    // The instance argument is stripped before forwarding: echo sees only its own argument.
+    let echo = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_k8s_echo", "arguments": {"cluster": "west", "message": "hi"}}),
+        )
+        .await;
+    assert_eq!(envelope(&echo)["content"][0]["text"], "hi");
+
+    let missing = h.meta("call_tool", json!({"name": "x_k8s_pid", "arguments": {}})).await;
+    assert_eq!(
+        text(&missing),
+        "Tool execution failed: tool x_k8s_pid is provided by a family on servers east, west; the \"cluster\" parameter is required"
+    );
+    let unknown = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_k8s_pid", "arguments": {"cluster": "north"}}),
+        )
+        .await;
+    assert!(
+        text(&unknown).contains("has no instance \"north\"; available: east, west"),
+        "{}",
+        text(&unknown)
+    );
+
+    // server:<member> selects the family surface.
+    let scoped = h.client_with_headers(&[("x-muster-toolset", "server:east")]).await;
+    let page = common::call_meta(&scoped, "list_tools", json!({})).await;
+    let page: Value = serde_json::from_str(&text(&page)).expect("json");
+    assert_eq!(page["total"], 5, "{page}");
+    let _ = scoped.cancel().await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn two_servers_producing_the_same_name_are_reported_not_overwritten() {
+    let mut a = demo_stdio("alpha");
+    a.spec.tool_prefix = Some("shared".into());
+    let mut b = demo_stdio("beta");
+    b.spec.tool_prefix = Some("shared".into());
+    let h = Harness::start(vec![a, b]).await;
+    let result = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_shared_echo", "arguments": {"message": "who"}}),
+        )
+        .await;
+    assert_eq!(
+        envelope(&result)["tool"]["server"],
+        "alpha",
+        "the first server by name keeps the name"
+    );
+    let beta = h.gateway.registry().server("beta").expect("defined");
+    let error = beta.runtime.last_error.unwrap_or_default();
+    assert!(error.contains("x_shared_echo") && error.contains("alpha"), "{error}");
+    h.stop().await;
+}
