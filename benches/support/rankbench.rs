@@ -83,7 +83,10 @@ pub fn load(name: &'static str) -> Result<DataSet, Box<dyn Error>> {
                 None => r.clone(),
             })
             .collect();
-        cases.push(Case { query: q.query, relevant });
+        cases.push(Case {
+            query: q.query,
+            relevant,
+        });
     }
     Ok(DataSet { name, tools, cases })
 }
@@ -130,7 +133,11 @@ impl Metrics {
     }
 
     fn mean(&self, sum: f64) -> f64 {
-        if self.queries == 0 { 0.0 } else { sum / self.queries as f64 }
+        if self.queries == 0 {
+            0.0
+        } else {
+            sum / self.queries as f64
+        }
     }
 
     /// Mean recall@1.

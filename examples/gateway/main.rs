@@ -18,7 +18,7 @@ mod demo;
 use std::{net::SocketAddr, path::PathBuf};
 
 use clap::{Parser, Subcommand};
-use muster::gateway::{Gateway, config_dir};
+use muster::gateway::{Gateway, supervisor::SupervisorConfig};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
@@ -93,36 +93,38 @@ async fn serve(
     debug: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     init_logging(debug);
-    let loaded = config_dir::load(&config_path)
-        .map_err(|e| format!("cannot read the config directory {}: {e}", config_path.display()))?;
-    for problem in &loaded.problems {
+    let (gateway, problems) = Gateway::from_config_dir(&config_path, SupervisorConfig::from_env())
+        .map_err(|e| format!("cannot start from {}: {e}", config_path.display()))?;
+    for problem in &problems {
         tracing::error!("{problem} (file left out)");
     }
+    let registry = gateway.registry();
     tracing::info!(
         config = %config_path.display(),
-        servers = loaded.servers.len(),
-        workflows = loaded.workflows.len(),
+        servers = registry.servers().len(),
+        workflows = registry.workflows().len(),
         "configuration loaded"
     );
-    let aggregator = &loaded.config.aggregator;
-    let host = host.unwrap_or_else(|| aggregator.host.clone());
+    let config = registry.config();
+    let host = host.unwrap_or_else(|| config.aggregator.host.clone());
     let bind_host = if host == "localhost" {
         "127.0.0.1".to_owned()
     } else {
         host
     };
-    let port = port.unwrap_or(aggregator.port);
+    let port = port.unwrap_or(config.aggregator.port);
 
     let listener = tokio::net::TcpListener::bind((bind_host.as_str(), port))
         .await
         .map_err(|e| format!("cannot bind {bind_host}:{port}: {e}"))?;
     let addr = listener.local_addr()?;
-    let gateway = Gateway::new(loaded.config, loaded.servers, loaded.workflows).map_err(|e| {
-        format!(
-            "invalid configuration in {}: {e}",
-            config_path.join("config.yaml").display()
-        )
-    })?;
+    let _watch = match gateway.watch_config_dir() {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            tracing::warn!(error = %e, "live reload is off");
+            None
+        }
+    };
     // Serve right away; downstream servers connect in the background and join the catalogue.
     let starter = gateway.clone();
     tokio::spawn(async move { starter.start().await });

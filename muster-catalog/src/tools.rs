@@ -260,7 +260,7 @@ fn filter_in(view: &View, args: &JsonObject) -> Result<ToolPage, CatalogError> {
         .collect();
 
     let scores = query.map(|q| {
-        let ranked = rank(view, &matches, q);
+        let ranked = rank(view, &matches, q, paging.offset.saturating_add(paging.limit));
         matches = ranked.iter().map(|&(i, _)| matches[i]).collect();
         ranked.into_iter().map(|(_, s)| s).collect::<Vec<_>>()
     });
@@ -335,12 +335,13 @@ fn page_of(
 }
 
 /// BM25F ranking of `candidates` against the snapshot's search index (built once with the
-/// catalogue): (index into candidates, shown score), best first, ties in candidate order;
-/// candidates matching no query term are dropped.
-fn rank(view: &View, candidates: &[&Arc<ToolEntry>], query: &str) -> Vec<(usize, f64)> {
+/// catalogue): (index into candidates, shown score) for every match, the best `top` first and in
+/// order (ties in candidate order), the rest after them unordered; candidates matching no query
+/// term are dropped.
+fn rank(view: &View, candidates: &[&Arc<ToolEntry>], query: &str, top: usize) -> Vec<(usize, f64)> {
     let index = view.catalog().search_index();
     index
-        .rank(&index.query(query), candidates)
+        .rank_top(&index.query(query), candidates, top)
         .into_iter()
         .map(|hit| (hit.position, crate::rank::display_score(hit.score)))
         .collect()

@@ -61,7 +61,11 @@ fn recall_at_5(data_set: &str, step: usize) -> (f64, usize) {
     let mut builder = Catalog::builder();
     for t in tools {
         let tool = Tool::new(t.name.clone(), t.description, Arc::new(JsonObject::new()));
-        builder.push_tool(ToolEntry::downstream(format!("x_{}_{}", t.server, t.name), t.server, tool));
+        builder.push_tool(ToolEntry::downstream(
+            format!("x_{}_{}", t.server, t.name),
+            t.server,
+            tool,
+        ));
     }
     let catalog = Arc::new(builder.build());
     let view = catalog.view();
@@ -69,10 +73,18 @@ fn recall_at_5(data_set: &str, step: usize) -> (f64, usize) {
     let (mut recall, mut queries) = (0.0, 0);
     for line in read(&dir.join("queries.jsonl")).lines().step_by(step) {
         let q: RawQuery = serde_json::from_str(line).expect("a query line");
-        let relevant: Vec<String> = q.relevant.iter().map(|r| format!("x_{}", r.replacen('/', "_", 1))).collect();
+        let relevant: Vec<String> = q
+            .relevant
+            .iter()
+            .map(|r| format!("x_{}", r.replacen('/', "_", 1)))
+            .collect();
         let args = json!({"query": q.query, "limit": 5});
         let page = filter_tools(&view, args.as_object().expect("object"), Scope::unscoped(&presets)).expect("page");
-        let found = page.tools.iter().filter(|t| relevant.iter().any(|r| r == t.name())).count();
+        let found = page
+            .tools
+            .iter()
+            .filter(|t| relevant.iter().any(|r| r == t.name()))
+            .count();
         recall += found as f64 / relevant.len() as f64;
         queries += 1;
     }
@@ -86,7 +98,10 @@ fn gate(data_set: &str, step: usize, floor: f64) {
     let (recall, queries) = recall_at_5(data_set, step);
     eprintln!("{data_set}: recall@5 {recall:.4} over {queries} queries (floor {floor})");
     assert!(queries >= 200, "{data_set}: only {queries} queries sampled");
-    assert!(recall >= floor, "{data_set}: recall@5 fell to {recall:.4}, under the floor {floor}");
+    assert!(
+        recall >= floor,
+        "{data_set}: recall@5 fell to {recall:.4}, under the floor {floor}"
+    );
 }
 
 #[test]

@@ -31,6 +31,11 @@ use muster_core::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// The folder of MCPServer definitions.
+pub const MCPSERVERS_DIR: &str = "mcpservers";
+/// The folder of Workflow definitions.
+pub const WORKFLOWS_DIR: &str = "workflows";
+
 /// The most bytes a definition file may have; a larger one is refused, not read.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -69,6 +74,10 @@ pub struct LoadedConfig {
     pub workflows: Vec<Workflow>,
     /// The files left out.
     pub problems: Vec<LoadProblem>,
+    /// The file of each valid MCPServer, by file.
+    pub server_files: std::collections::BTreeMap<PathBuf, String>,
+    /// The file of each valid Workflow, by file.
+    pub workflow_files: std::collections::BTreeMap<PathBuf, String>,
 }
 
 /// Loads the config directory at `path`. A missing directory loads as empty (defaults).
@@ -94,26 +103,32 @@ pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
     }
 
     let mut names = BTreeSet::new();
-    for file in yaml_files(&path.join("mcpservers"))? {
+    for file in yaml_files(&path.join(MCPSERVERS_DIR))? {
         match read_resource::<MCPServer>(&file, MCPServer::KIND, MCPServer::validate) {
             Ok(server) if !names.insert(server.metadata.name.clone()) => loaded.problems.push(LoadProblem {
                 file,
                 field: Some("metadata.name".into()),
                 reason: format!("an MCPServer named {:?} is already defined", server.metadata.name),
             }),
-            Ok(server) => loaded.servers.push(server),
+            Ok(server) => {
+                loaded.server_files.insert(file, server.metadata.name.clone());
+                loaded.servers.push(server);
+            }
             Err(problems) => loaded.problems.extend(problems),
         }
     }
     let mut names = BTreeSet::new();
-    for file in yaml_files(&path.join("workflows"))? {
+    for file in yaml_files(&path.join(WORKFLOWS_DIR))? {
         match read_resource::<Workflow>(&file, Workflow::KIND, Workflow::validate) {
             Ok(workflow) if !names.insert(workflow.metadata.name.clone()) => loaded.problems.push(LoadProblem {
                 file,
                 field: Some("metadata.name".into()),
                 reason: format!("a Workflow named {:?} is already defined", workflow.metadata.name),
             }),
-            Ok(workflow) => loaded.workflows.push(workflow),
+            Ok(workflow) => {
+                loaded.workflow_files.insert(file, workflow.metadata.name.clone());
+                loaded.workflows.push(workflow);
+            }
             Err(problems) => loaded.problems.extend(problems),
         }
     }

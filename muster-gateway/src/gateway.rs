@@ -26,7 +26,37 @@ use muster_core::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{dispatch::Dispatcher, http, meta::MetaTools, registry::Registry, supervisor::SupervisorConfig};
+use crate::{
+    dispatch::Dispatcher,
+    http,
+    meta::MetaTools,
+    registry::{Registry, RegistryOptions},
+    supervisor::SupervisorConfig,
+};
+
+/// Why a gateway could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewayError {
+    /// The config directory could not be read.
+    #[error("cannot read the config directory {}: {source}", dir.display())]
+    ConfigDir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A toolset preset of `config.yaml` is invalid.
+    #[error(transparent)]
+    Toolset(#[from] ToolsetError),
+    /// Watching needs a config directory (filesystem mode).
+    #[error("this gateway has no config directory to watch")]
+    NoConfigDir,
+    /// The config directory cannot be watched.
+    #[error("cannot watch the config directory: {0}")]
+    Watch(String),
+}
 
 /// A muster gateway: its registry and the tool service stack calls go through.
 #[derive(Debug, Clone)]
@@ -52,7 +82,25 @@ impl Gateway {
         workflows: Vec<Workflow>,
         supervision: SupervisorConfig,
     ) -> Result<Self, ToolsetError> {
-        let registry = Registry::new(config, servers, workflows, supervision)?;
+        Self::with_options(
+            config,
+            servers,
+            workflows,
+            RegistryOptions {
+                supervision,
+                ..RegistryOptions::default()
+            },
+        )
+    }
+
+    /// A gateway with every option: supervision, the event log and the definition store.
+    pub fn with_options(
+        config: MusterConfig,
+        servers: Vec<MCPServer>,
+        workflows: Vec<Workflow>,
+        options: RegistryOptions,
+    ) -> Result<Self, ToolsetError> {
+        let registry = Registry::new(config, servers, workflows, options)?;
         let catalog: Arc<dyn CatalogSource> = Arc::clone(&registry) as Arc<dyn CatalogSource>;
         let tools = BoxToolService::new(
             tower::ServiceBuilder::new()
@@ -64,6 +112,51 @@ impl Gateway {
             tools,
             shutdown: CancellationToken::new(),
         })
+    }
+
+    /// Filesystem mode: loads the config directory `dir` (a bad file is reported in the returned
+    /// problems and left out), keeps events in `dir/events/`, writes definition changes back to
+    /// `dir` atomically, and (with [`Gateway::watch_config_dir`]) reloads it when it changes.
+    pub fn from_config_dir(
+        dir: &std::path::Path,
+        supervision: SupervisorConfig,
+    ) -> Result<(Self, Vec<crate::config_dir::LoadProblem>), GatewayError> {
+        let loaded = crate::config_dir::load(dir).map_err(|source| GatewayError::ConfigDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let events = crate::events::EventLog::open(dir).map_err(|source| GatewayError::ConfigDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let options = RegistryOptions {
+            supervision,
+            events: Some(events),
+            store: Some(crate::store::ConfigStore::new(dir)),
+        };
+        let gateway = Self::with_options(
+            loaded.config.clone(),
+            loaded.servers.clone(),
+            loaded.workflows.clone(),
+            options,
+        )
+        .map_err(GatewayError::Toolset)?;
+        gateway.registry.set_sources(crate::registry::Sources {
+            servers: loaded.server_files.clone(),
+            workflows: loaded.workflow_files.clone(),
+        });
+        Ok((gateway, loaded.problems))
+    }
+
+    /// Watches the config directory and applies its changes (see [`crate::watch`]); stops when
+    /// the handle is dropped.
+    pub fn watch_config_dir(&self) -> Result<crate::watch::WatchHandle, GatewayError> {
+        let dir = self
+            .registry
+            .store()
+            .map(|s| s.dir().to_path_buf())
+            .ok_or(GatewayError::NoConfigDir)?;
+        crate::watch::watch(&self.registry, &dir).map_err(|e| GatewayError::Watch(e.to_string()))
     }
 
     /// Starts supervising every downstream server; those that start automatically connect.

@@ -33,6 +33,8 @@ pub mod registry;
 pub mod store;
 pub mod supervisor;
 mod surface;
+pub mod sync;
 pub mod upstream;
+pub mod watch;
 
-pub use gateway::Gateway;
+pub use gateway::{Gateway, GatewayError};

@@ -27,7 +27,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     core_tools,
-    supervisor::{self, Command, SupervisorConfig},
+    events::{Event, EventDetails, EventLog, reasons},
+    store::ConfigStore,
+    supervisor::{self, Command, Key, SupervisorConfig},
     surface::{self, Contribution},
     upstream::SharedConnection,
 };
@@ -93,6 +95,7 @@ struct ServerSlot {
     runtime: ServerRuntime,
     connection: Option<SharedConnection>,
     control: Option<mpsc::UnboundedSender<Command>>,
+    generation: u64,
 }
 
 /// One MCPServer as the registry sees it now.
@@ -108,14 +111,49 @@ pub struct ServerView {
 /// Every definition the gateway serves, their runtime state, and the catalogue built from them.
 #[derive(Debug)]
 pub struct Registry {
-    config: MusterConfig,
+    config: RwLock<MusterConfig>,
     names: NameRules,
+    sources: std::sync::Mutex<Sources>,
     presets: Arc<Presets>,
     servers: RwLock<BTreeMap<String, ServerSlot>>,
     workflows: RwLock<BTreeMap<String, Workflow>>,
     catalog: RwLock<Arc<Catalog>>,
     sessions: std::sync::Mutex<Vec<Peer<RoleServer>>>,
     supervision: SupervisorConfig,
+    started: std::sync::atomic::AtomicBool,
+    events: EventLog,
+    store: Option<ConfigStore>,
+}
+
+/// Which file of the config directory defined which server and workflow.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Sources {
+    pub(crate) servers: BTreeMap<std::path::PathBuf, String>,
+    pub(crate) workflows: BTreeMap<std::path::PathBuf, String>,
+}
+
+/// The parts of a registry besides its definitions.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RegistryOptions {
+    /// Reconnect backoff and health checks.
+    pub supervision: SupervisorConfig,
+    /// Where events go (in memory unless a config directory's log is given).
+    pub events: Option<EventLog>,
+    /// Where definition writes go (none: changes are kept in memory only).
+    pub store: Option<ConfigStore>,
+}
+
+/// What [`Registry::apply_server`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Applied {
+    /// A new server; its supervisor started.
+    Added,
+    /// A changed definition; the server was reconnected with it.
+    Updated,
+    /// The same definition; nothing was touched.
+    Unchanged,
 }
 
 impl Registry {
@@ -125,8 +163,9 @@ impl Registry {
         config: MusterConfig,
         servers: Vec<MCPServer>,
         workflows: Vec<Workflow>,
-        supervision: SupervisorConfig,
+        options: RegistryOptions,
     ) -> Result<Arc<Self>, ToolsetError> {
+        let supervision = options.supervision;
         let presets = Arc::new(Presets::from_config(&config.toolset_presets)?);
         let names = NameRules::new(config.aggregator.muster_prefix.clone());
         let servers = servers
@@ -137,13 +176,15 @@ impl Registry {
                     definition: s,
                     connection: None,
                     control: None,
+                    generation: 0,
                 };
                 (slot.definition.metadata.name.clone(), slot)
             })
             .collect();
         let workflows = workflows.into_iter().map(|w| (w.metadata.name.clone(), w)).collect();
         let registry = Arc::new(Self {
-            config,
+            config: RwLock::new(config),
+            sources: std::sync::Mutex::new(Sources::default()),
             names,
             presets,
             servers: RwLock::new(servers),
@@ -151,9 +192,27 @@ impl Registry {
             catalog: RwLock::new(Arc::new(Catalog::empty())),
             sessions: std::sync::Mutex::new(Vec::new()),
             supervision,
+            started: std::sync::atomic::AtomicBool::new(false),
+            events: options.events.unwrap_or_else(EventLog::in_memory),
+            store: options.store,
         });
         registry.rebuild_catalog();
         Ok(registry)
+    }
+
+    /// The event log.
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// Records an event.
+    pub fn emit(&self, event: Event) {
+        self.events.emit(event);
+    }
+
+    /// Where definition writes go, in filesystem mode.
+    pub fn store(&self) -> Option<&ConfigStore> {
+        self.store.as_ref()
     }
 
     /// The toolset presets (built-in and configured).
@@ -162,8 +221,24 @@ impl Registry {
     }
 
     /// The configuration in force.
-    pub fn config(&self) -> &MusterConfig {
-        &self.config
+    pub fn config(&self) -> MusterConfig {
+        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the running configuration (a new listener address takes effect at the next
+    /// start; the name rules and presets are fixed at start).
+    pub fn set_config(&self, config: MusterConfig) {
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+    }
+
+    /// Which file defined which server and workflow, as last loaded.
+    pub(crate) fn sources(&self) -> Sources {
+        self.sources.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Records which file defined which server and workflow.
+    pub(crate) fn set_sources(&self, sources: Sources) {
+        *self.sources.lock().unwrap_or_else(|e| e.into_inner()) = sources;
     }
 
     /// The naming rules in force.
@@ -179,29 +254,151 @@ impl Registry {
     /// Starts a supervisor for every server: those that start automatically connect, the others
     /// wait for `core_service_start`. Returns once each has made its first attempt.
     pub async fn start(self: &Arc<Self>) {
-        let mut first_attempts = Vec::new();
-        {
+        self.started.store(true, std::sync::atomic::Ordering::SeqCst);
+        let first_attempts: Vec<oneshot::Receiver<()>> = {
             let mut servers = self.write_servers();
-            for (name, slot) in servers.iter_mut() {
-                if slot.control.is_some() {
-                    continue;
-                }
-                let (tx, rx) = mpsc::unbounded_channel();
-                let (done_tx, done_rx) = oneshot::channel();
-                slot.control = Some(tx);
-                let autostart = starts_automatically(&slot.definition);
-                tokio::spawn(supervisor::supervise(
-                    Arc::downgrade(self),
-                    name.clone(),
-                    rx,
-                    autostart,
-                    self.supervision,
-                    done_tx,
-                ));
-                first_attempts.push(done_rx);
-            }
-        }
+            servers
+                .iter_mut()
+                .filter(|(_, slot)| slot.control.is_none())
+                .map(|(name, slot)| self.spawn_supervisor(name, slot))
+                .collect()
+        };
         futures::future::join_all(first_attempts).await;
+    }
+
+    fn spawn_supervisor(self: &Arc<Self>, name: &str, slot: &mut ServerSlot) -> oneshot::Receiver<()> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (done_tx, done_rx) = oneshot::channel();
+        slot.control = Some(tx);
+        let key = Key {
+            name: name.to_owned(),
+            generation: slot.generation,
+        };
+        let autostart = starts_automatically(&slot.definition);
+        tokio::spawn(supervisor::supervise(
+            Arc::downgrade(self),
+            key,
+            rx,
+            autostart,
+            self.supervision,
+            done_tx,
+        ));
+        done_rx
+    }
+
+    /// Adds server `definition`, or replaces the definition of the server of that name (its
+    /// connection is closed and it reconnects with the new one). The others are untouched.
+    pub fn apply_server(self: &Arc<Self>, definition: MCPServer) -> Applied {
+        let name = definition.metadata.name.clone();
+        let applied = {
+            let mut servers = self.write_servers();
+            let (applied, generation) = match servers.get(&name) {
+                Some(old)
+                    if old.definition.spec == definition.spec && old.definition.metadata == definition.metadata =>
+                {
+                    return Applied::Unchanged;
+                }
+                Some(old) => (Applied::Updated, old.generation + 1),
+                None => (Applied::Added, 0),
+            };
+            // Dropping the old slot's control channel ends its supervisor, which closes its
+            // connection; its late updates carry an old generation and are ignored.
+            let mut slot = ServerSlot {
+                runtime: ServerRuntime::initial(&definition),
+                definition,
+                connection: None,
+                control: None,
+                generation,
+            };
+            if self.started.load(std::sync::atomic::Ordering::SeqCst) {
+                drop(self.spawn_supervisor(&name, &mut slot));
+            }
+            servers.insert(name.clone(), slot);
+            applied
+        };
+        tracing::info!(server = %name, ?applied, "MCPServer definition applied");
+        let reason = match applied {
+            Applied::Added => reasons::MCP_SERVER_CREATED,
+            _ => reasons::MCP_SERVER_UPDATED,
+        };
+        self.events.emit(Event::mcp_server(
+            &name,
+            reason,
+            format!(
+                "MCPServer {name} {}",
+                match applied {
+                    Applied::Added => "created",
+                    _ => "updated",
+                }
+            ),
+        ));
+        self.changed();
+        applied
+    }
+
+    /// Removes server `name`: its supervisor stops and its connection closes. `false` when no
+    /// such server is defined.
+    pub fn remove_server(&self, name: &str) -> bool {
+        let removed = self.write_servers().remove(name);
+        if let Some(slot) = &removed
+            && let Some(conn) = &slot.connection
+        {
+            conn.close();
+        }
+        if removed.is_some() {
+            tracing::info!(server = %name, "MCPServer removed");
+            self.events.emit(Event::mcp_server(
+                name,
+                reasons::MCP_SERVER_DELETED,
+                format!("MCPServer {name} deleted"),
+            ));
+            self.changed();
+        }
+        removed.is_some()
+    }
+
+    /// Adds or replaces a Workflow; `false` when it was already defined exactly so.
+    pub fn apply_workflow(&self, workflow: Workflow) -> bool {
+        let name = workflow.metadata.name.clone();
+        let previous = self
+            .workflows
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.clone(), workflow.clone());
+        let reason = match &previous {
+            Some(p) if p.spec == workflow.spec && p.metadata == workflow.metadata => return false,
+            Some(_) => reasons::WORKFLOW_UPDATED,
+            None => reasons::WORKFLOW_CREATED,
+        };
+        self.events.emit(Event::workflow(
+            &name,
+            reason,
+            format!(
+                "Workflow {name} {}",
+                if previous.is_some() { "updated" } else { "created" }
+            ),
+        ));
+        self.changed();
+        true
+    }
+
+    /// Removes a Workflow; `false` when none has that name.
+    pub fn remove_workflow(&self, name: &str) -> bool {
+        let removed = self
+            .workflows
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name)
+            .is_some();
+        if removed {
+            self.events.emit(Event::workflow(
+                name,
+                reasons::WORKFLOW_DELETED,
+                format!("Workflow {name} deleted"),
+            ));
+            self.changed();
+        }
+        removed
     }
 
     /// Asks the supervisor of `name` to start, stop or restart it. `false` when no such server
@@ -261,22 +458,30 @@ impl Registry {
     }
 
     /// The definition of server `name`.
-    pub(crate) fn definition(&self, name: &str) -> Option<MCPServer> {
-        self.read_servers().get(name).map(|s| s.definition.clone())
+    pub(crate) fn definition(&self, key: &Key) -> Option<MCPServer> {
+        self.read_servers()
+            .get(&key.name)
+            .filter(|s| s.generation == key.generation)
+            .map(|s| s.definition.clone())
     }
 
     /// Updates the runtime state of server `name`.
-    pub(crate) fn mark(&self, name: &str, f: impl FnOnce(&mut ServerRuntime)) {
-        if let Some(slot) = self.write_servers().get_mut(name) {
+    pub(crate) fn mark(&self, key: &Key, f: impl FnOnce(&mut ServerRuntime)) {
+        if let Some(slot) = self
+            .write_servers()
+            .get_mut(&key.name)
+            .filter(|s| s.generation == key.generation)
+        {
             f(&mut slot.runtime);
         }
     }
 
     /// Makes `conn` the connection of server `name`; `false` when the server is gone.
-    pub(crate) fn install(&self, name: &str, conn: SharedConnection, reconnect: bool) -> bool {
+    pub(crate) fn install(&self, key: &Key, conn: SharedConnection, reconnect: bool) -> bool {
+        let name = key.name.as_str();
         {
             let mut servers = self.write_servers();
-            let Some(slot) = servers.get_mut(name) else {
+            let Some(slot) = servers.get_mut(name).filter(|s| s.generation == key.generation) else {
                 return false;
             };
             let stdio = matches!(slot.definition.spec.server_type, Some(ServerType::Stdio) | None);
@@ -295,6 +500,16 @@ impl Registry {
                 slot.runtime.restart_count += 1;
             }
             tracing::info!(server = %name, tools = conn.tools().len(), "connected");
+            let (reason, verb) = if reconnect {
+                (reasons::MCP_SERVER_RECONNECTED, "reconnected")
+            } else {
+                (reasons::MCP_SERVER_STARTED, "started")
+            };
+            self.events.emit(Event::mcp_server(
+                name,
+                reason,
+                format!("MCP server {name} {verb}; it offers {} tools", conn.tools().len()),
+            ));
             slot.connection = Some(conn);
         }
         self.changed();
@@ -302,13 +517,22 @@ impl Registry {
     }
 
     /// Replaces the connection of `name` with one carrying refreshed lists.
-    pub(crate) fn replace_lists(&self, name: &str, conn: SharedConnection) -> bool {
+    pub(crate) fn replace_lists(&self, key: &Key, conn: SharedConnection) -> bool {
         {
             let mut servers = self.write_servers();
-            let Some(slot) = servers.get_mut(name) else {
+            let Some(slot) = servers.get_mut(&key.name).filter(|s| s.generation == key.generation) else {
                 return false;
             };
             slot.runtime.tool_count = conn.tools().len();
+            self.events.emit(Event::mcp_server(
+                &key.name,
+                reasons::MCP_SERVER_TOOLS_CHANGED,
+                format!(
+                    "MCP server {} changed its lists; it now offers {} tools",
+                    key.name,
+                    conn.tools().len()
+                ),
+            ));
             slot.connection = Some(conn);
         }
         self.changed();
@@ -316,17 +540,32 @@ impl Registry {
     }
 
     /// Drops the connection of `name`, recording why.
-    pub(crate) fn uninstall(&self, name: &str, error: Option<String>, state: MCPServerState) {
+    pub(crate) fn uninstall(&self, key: &Key, error: Option<String>, state: MCPServerState) {
         {
             let mut servers = self.write_servers();
-            let Some(slot) = servers.get_mut(name) else { return };
+            let Some(slot) = servers.get_mut(&key.name).filter(|s| s.generation == key.generation) else {
+                return;
+            };
             slot.connection = None;
             slot.runtime.state = state;
             slot.runtime.tool_count = 0;
-            if error.is_some() {
+            if let Some(error) = error {
+                self.events.emit(
+                    Event::mcp_server(
+                        &key.name,
+                        reasons::MCP_SERVER_FAILED,
+                        format!("MCP server {} failed: {error}", key.name),
+                    )
+                    .with_details(EventDetails::default().with_error(error.clone())),
+                );
                 slot.runtime.health = MCPServerHealth::Unhealthy;
-                slot.runtime.last_error = error;
+                slot.runtime.last_error = Some(error);
             } else {
+                self.events.emit(Event::mcp_server(
+                    &key.name,
+                    reasons::MCP_SERVER_STOPPED,
+                    format!("MCP server {} stopped", key.name),
+                ));
                 slot.runtime.health = MCPServerHealth::Unknown;
             }
         }
@@ -382,7 +621,7 @@ impl Registry {
     }
 
     /// Runs `call`: a downstream tool on its server, a core tool here.
-    pub async fn dispatch(&self, call: ToolCall) -> Result<CallToolResult, ToolError> {
+    pub async fn dispatch(self: &Arc<Self>, call: ToolCall) -> Result<CallToolResult, ToolError> {
         let catalog = self.catalog();
         let entry = catalog
             .tool(&call.name)

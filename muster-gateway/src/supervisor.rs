@@ -19,6 +19,7 @@ use muster_core::crd::{MCPServerHealth, MCPServerState, ServerType};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
+    events::{Event, EventDetails, reasons},
     registry::Registry,
     upstream::{ListChanged, UpstreamConnection},
 };
@@ -140,11 +141,20 @@ enum Outcome {
     Gone,
 }
 
-/// Runs the supervisor of server `name` until the registry drops it. `first_attempt` is
+/// Which supervisor: a server's name and the generation of its definition. A supervisor whose
+/// generation is not the slot's current one (the definition changed, the server was removed)
+/// changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Key {
+    pub(crate) name: String,
+    pub(crate) generation: u64,
+}
+
+/// Runs the supervisor of server `key.name` until the registry drops it. `first_attempt` is
 /// answered once the first connection attempt (or the decision not to start) is done.
 pub(crate) async fn supervise(
     registry: Weak<Registry>,
-    name: String,
+    key: Key,
     mut commands: mpsc::UnboundedReceiver<Command>,
     mut want_running: bool,
     config: SupervisorConfig,
@@ -156,7 +166,7 @@ pub(crate) async fn supervise(
     loop {
         if !want_running {
             with_registry(&registry, |r| {
-                r.mark(&name, |rt| {
+                r.mark(&key, |rt| {
                     rt.state = MCPServerState::Stopped;
                     rt.health = MCPServerHealth::Unknown;
                     rt.next_retry_after = None;
@@ -171,12 +181,12 @@ pub(crate) async fn supervise(
                 None => return,
             }
         }
-        let Some(Some(definition)) = with_registry(&registry, |r| r.definition(&name)) else {
+        let Some(Some(definition)) = with_registry(&registry, |r| r.definition(&key)) else {
             return;
         };
         let is_stdio = matches!(definition.spec.server_type, Some(ServerType::Stdio) | None);
         with_registry(&registry, |r| {
-            r.mark(&name, |rt| {
+            r.mark(&key, |rt| {
                 rt.state = if is_stdio {
                     MCPServerState::Starting
                 } else {
@@ -203,7 +213,7 @@ pub(crate) async fn supervise(
             Ok(conn) => {
                 failures = 0;
                 let conn = Arc::new(conn);
-                let installed = with_registry(&registry, |r| r.install(&name, Arc::clone(&conn), connected_before));
+                let installed = with_registry(&registry, |r| r.install(&key, Arc::clone(&conn), connected_before));
                 if installed != Some(true) {
                     conn.close();
                     return;
@@ -214,7 +224,7 @@ pub(crate) async fn supervise(
                 }
                 let outcome = watch(
                     &registry,
-                    &name,
+                    &key,
                     &conn,
                     &mut changes,
                     &mut commands,
@@ -225,17 +235,17 @@ pub(crate) async fn supervise(
                 conn.close();
                 match outcome {
                     Outcome::Lost(reason) => {
-                        tracing::warn!(server = %name, %reason, "connection lost");
+                        tracing::warn!(server = %key.name, %reason, "connection lost");
                         failures = 1;
-                        with_registry(&registry, |r| r.uninstall(&name, Some(reason), MCPServerState::Failed));
+                        with_registry(&registry, |r| r.uninstall(&key, Some(reason), MCPServerState::Failed));
                         true
                     }
                     Outcome::Commanded => {
-                        with_registry(&registry, |r| r.uninstall(&name, None, MCPServerState::Disconnected));
+                        with_registry(&registry, |r| r.uninstall(&key, None, MCPServerState::Disconnected));
                         false
                     }
                     Outcome::Gone => {
-                        with_registry(&registry, |r| r.uninstall(&name, None, MCPServerState::Stopped));
+                        with_registry(&registry, |r| r.uninstall(&key, None, MCPServerState::Stopped));
                         return;
                     }
                 }
@@ -247,9 +257,19 @@ pub(crate) async fn supervise(
                 } else {
                     MCPServerState::Connecting
                 };
-                tracing::warn!(server = %name, error = %e, failures, "connection attempt failed");
+                tracing::warn!(server = %key.name, error = %e, failures, "connection attempt failed");
                 with_registry(&registry, |r| {
-                    r.mark(&name, |rt| {
+                    r.emit(
+                        Event::mcp_server(
+                            &key.name,
+                            reasons::MCP_SERVER_FAILED,
+                            format!("MCP server {} failed to connect: {e}", key.name),
+                        )
+                        .with_details(EventDetails::default().with_error(e.to_string())),
+                    )
+                });
+                with_registry(&registry, |r| {
+                    r.mark(&key, |rt| {
                         rt.state = state;
                         rt.health = MCPServerHealth::Unhealthy;
                         rt.last_error = Some(e.to_string());
@@ -265,7 +285,7 @@ pub(crate) async fn supervise(
         if lost && want_running {
             let delay = config.backoff(failures.max(1));
             let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::seconds(120));
-            with_registry(&registry, |r| r.mark(&name, |rt| rt.next_retry_after = Some(at)));
+            with_registry(&registry, |r| r.mark(&key, |rt| rt.next_retry_after = Some(at)));
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 command = commands.recv() => match command {
@@ -280,7 +300,7 @@ pub(crate) async fn supervise(
 
 async fn watch(
     registry: &Weak<Registry>,
-    name: &str,
+    key: &Key,
     conn: &Arc<UpstreamConnection>,
     changes: &mut mpsc::UnboundedReceiver<ListChanged>,
     commands: &mut mpsc::UnboundedReceiver<Command>,
@@ -300,19 +320,26 @@ async fn watch(
                 match current.refreshed().await {
                     Ok(fresh) => {
                         let fresh = Arc::new(fresh);
-                        tracing::info!(server = %name, ?change, tools = fresh.tools().len(), "downstream lists changed");
-                        if with_registry(registry, |r| r.replace_lists(name, Arc::clone(&fresh))) != Some(true) {
+                        tracing::info!(server = %key.name, ?change, tools = fresh.tools().len(), "downstream lists changed");
+                        if with_registry(registry, |r| r.replace_lists(key, Arc::clone(&fresh))) != Some(true) {
                             return Outcome::Gone;
                         }
                         current = fresh;
                     }
-                    Err(e) => tracing::warn!(server = %name, error = %e, "refreshing after list_changed failed"),
+                    Err(e) => tracing::warn!(server = %key.name, error = %e, "refreshing after list_changed failed"),
                 }
             }
             _ = health.tick() => {
                 match current.ping().await {
-                    Ok(()) => { with_registry(registry, |r| r.mark(name, |rt| rt.health = MCPServerHealth::Healthy)); }
-                    Err(e) => return Outcome::Lost(format!("health check failed: {e}")),
+                    Ok(()) => { with_registry(registry, |r| r.mark(key, |rt| rt.health = MCPServerHealth::Healthy)); }
+                    Err(e) => {
+                        with_registry(registry, |r| r.emit(Event::mcp_server(
+                            &key.name,
+                            reasons::MCP_SERVER_HEALTH_CHECK_FAILED,
+                            format!("MCP server {} did not answer its health check: {e}", key.name),
+                        )));
+                        return Outcome::Lost(format!("health check failed: {e}"));
+                    }
                 }
             }
             command = commands.recv() => match command {

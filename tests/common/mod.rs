@@ -124,6 +124,11 @@ impl Harness {
     pub async fn start_with(config: MusterConfig, servers: Vec<MCPServer>) -> Self {
         let gateway =
             Gateway::with_supervision(config, servers, Vec::new(), fast_supervision()).expect("valid configuration");
+        Self::serve(gateway).await
+    }
+
+    /// Starts `gateway` and serves it on a loopback port.
+    pub async fn serve(gateway: Gateway) -> Self {
         gateway.start().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");

@@ -163,7 +163,8 @@ pub struct SearchIndex {
     term_text: Vec<Box<str>>,
     postings: Vec<Vec<Posting>>,
     docs: Vec<DocFields>,
-    names: Vec<Box<str>>,
+    /// The entries, held so that an address in `by_address` stays theirs while the index lives.
+    entries: Vec<Arc<ToolEntry>>,
     by_name: HashMap<Box<str>, DocId>,
     by_address: HashMap<usize, DocId, BuildHasherDefault<AddressHasher>>,
     stats: SnapshotStatistics,
@@ -206,7 +207,7 @@ impl SearchIndex {
                 length,
                 norm: [1.0; Field::COUNT],
             });
-            index.names.push(entry.name().into());
+            index.entries.push(Arc::clone(entry));
             index.by_name.entry(entry.name().into()).or_insert(doc);
             index.by_address.insert(address(entry), doc);
         }
@@ -304,15 +305,19 @@ impl SearchIndex {
         &self.term_text[term.index()]
     }
 
-    /// The document of `entry`: the entry this index was built from (found by identity, then
-    /// confirmed by name), else the document of the same name.
+    /// The document of `entry`: the entry this index was built from (found by identity: the
+    /// index holds its entries, so an address cannot be reused while it lives), else the document
+    /// of the same name.
     pub fn doc_id(&self, entry: &ToolEntry) -> Option<DocId> {
-        let by_identity = self
-            .by_address
-            .get(&address(entry))
-            .copied()
-            .filter(|d| *self.names[d.index()] == *entry.name());
-        by_identity.or_else(|| self.by_name.get(entry.name()).copied())
+        match self.by_address.get(&address(entry)) {
+            Some(&doc) => Some(doc),
+            None => self.by_name.get(entry.name()).copied(),
+        }
+    }
+
+    /// The entry of `doc`.
+    pub fn entry(&self, doc: DocId) -> Option<&Arc<ToolEntry>> {
+        self.entries.get(doc.index())
     }
 
     /// Analyses `text` into a query: its distinct terms in order; function words dropped unless
@@ -345,13 +350,28 @@ impl SearchIndex {
     /// Ranks `candidates` (tools of this snapshot) for `query`: best first, ties in candidate
     /// order, candidates scoring zero dropped. A candidate this index does not hold scores zero.
     pub fn rank<C: AsRef<ToolEntry>>(&self, query: &Query, candidates: &[C]) -> Vec<Hit> {
+        self.rank_top(query, candidates, usize::MAX)
+    }
+
+    /// Like [`Self::rank`], but only the best `top` hits are put in order: they come first, best
+    /// first; every other hit follows in an unspecified order, so the count of matches stays
+    /// exact while a page of a broad match over a large catalogue skips a full sort.
+    pub fn rank_top<C: AsRef<ToolEntry>>(&self, query: &Query, candidates: &[C], top: usize) -> Vec<Hit> {
+        if query.matches_nothing() || candidates.is_empty() {
+            return Vec::new();
+        }
         let docs: Vec<Option<DocId>> = candidates.iter().map(|c| self.doc_id(c.as_ref())).collect();
-        self.rank_docs(query, &docs)
+        self.rank_docs_top(query, &docs, top)
     }
 
     /// Ranks candidates given as documents (`None` for one the index does not hold); a hit's
-    /// `position` indexes `candidates`.
+    /// `position` indexes `candidates`. Best first, ties in candidate order.
     pub fn rank_docs(&self, query: &Query, candidates: &[Option<DocId>]) -> Vec<Hit> {
+        self.rank_docs_top(query, candidates, usize::MAX)
+    }
+
+    /// [`Self::rank_docs`] with only the best `top` hits in order (see [`Self::rank_top`]).
+    pub fn rank_docs_top(&self, query: &Query, candidates: &[Option<DocId>], top: usize) -> Vec<Hit> {
         if query.matches_nothing() || candidates.is_empty() {
             return Vec::new();
         }
@@ -379,7 +399,7 @@ impl SearchIndex {
             .filter(|&(_, &s)| s > 0.0)
             .filter_map(|(position, &score)| candidates[position].map(|doc| Hit { position, doc, score }))
             .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.position.cmp(&b.position)));
+        best_first(&mut hits, top);
         hits
     }
 
@@ -442,7 +462,7 @@ impl SearchIndex {
         }
         Explanation {
             doc,
-            name: self.names.get(doc.index()).map(|n| n.to_string()).unwrap_or_default(),
+            name: self.entry(doc).map(|e| e.name().to_owned()).unwrap_or_default(),
             score,
             terms,
         }
@@ -457,6 +477,21 @@ impl fmt::Debug for SearchIndex {
             .field("average_length", &self.stats.average_length)
             .field("config", &self.config)
             .finish_non_exhaustive()
+    }
+}
+
+/// Puts the best `top` hits first, in order: score descending, then candidate position (distinct,
+/// so the order is total and the unstable sort deterministic).
+fn best_first(hits: &mut [Hit], top: usize) {
+    let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(a.position.cmp(&b.position));
+    if top == 0 {
+        return;
+    }
+    if top < hits.len() {
+        hits.select_nth_unstable_by(top - 1, order);
+        hits[..top].sort_unstable_by(order);
+    } else {
+        hits.sort_unstable_by(order);
     }
 }
 

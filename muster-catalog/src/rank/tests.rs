@@ -42,17 +42,28 @@ fn plain_terms(text: &str) -> Vec<String> {
 fn tokens_split_at_separators_and_camel_case_and_are_lowercased() {
     assert_eq!(
         plain_terms("x_k8s_list-pods.v2/getHTTPServer runJarAgent ec2Instance"),
-        ["x", "k8s", "list", "pods", "v2", "get", "http", "server", "run", "jar", "agent", "ec2", "instance"]
+        [
+            "x", "k8s", "list", "pods", "v2", "get", "http", "server", "run", "jar", "agent", "ec2", "instance"
+        ]
     );
-    assert_eq!(plain_terms("Überprüfe die Größe (GB)!"), ["überprüfe", "die", "größe", "gb"]);
+    assert_eq!(
+        plain_terms("Überprüfe die Größe (GB)!"),
+        ["überprüfe", "die", "größe", "gb"]
+    );
     assert!(plain_terms(" -- _ / . ").is_empty());
 }
 
 #[test]
 fn go_tokens_split_only_where_a_lowercase_letter_meets_a_capital() {
     let go = Analyzer::muster_compatible();
-    assert_eq!(go.terms("getHTTPServer ec2Instance"), ["get", "httpserver", "ec2instance"]);
-    assert_eq!(reference::tokenize("getHTTPServer ec2Instance"), ["get", "httpserver", "ec2instance"]);
+    assert_eq!(
+        go.terms("getHTTPServer ec2Instance"),
+        ["get", "httpserver", "ec2instance"]
+    );
+    assert_eq!(
+        reference::tokenize("getHTTPServer ec2Instance"),
+        ["get", "httpserver", "ec2instance"]
+    );
 }
 
 #[test]
@@ -212,18 +223,29 @@ fn the_server_prefix_matches_but_does_not_lengthen_the_name() {
 
 #[test]
 fn the_first_line_is_the_first_non_empty_line() {
-    let c = catalog(vec![downstream("s", "tool", "\n\n   Rotate certificates.\nRenew leases.")]);
+    let c = catalog(vec![downstream(
+        "s",
+        "tool",
+        "\n\n   Rotate certificates.\nRenew leases.",
+    )]);
     let index = c.search_index();
     let q = index.query("certificate lease");
     let e = index.explain(&q, DocId(0));
-    assert!(e.term("certificat").and_then(|t| t.field(Field::FirstLine)).is_some(), "{e}");
+    assert!(
+        e.term("certificat").and_then(|t| t.field(Field::FirstLine)).is_some(),
+        "{e}"
+    );
     assert!(e.term("leas").and_then(|t| t.field(Field::Rest)).is_some(), "{e}");
 }
 
 #[test]
 fn explain_adds_up_to_the_score_and_shows_each_factor() {
     let c = catalog(vec![
-        downstream("prom", "query_range", "Query metrics over a range.\nMetrics are sampled."),
+        downstream(
+            "prom",
+            "query_range",
+            "Query metrics over a range.\nMetrics are sampled.",
+        ),
         downstream("prom", "metrics_overview", "Show a metrics summary."),
         downstream("k8s", "get_pods", "Get pods."),
     ]);
@@ -263,7 +285,10 @@ fn shown_scores_are_rounded_to_four_decimals_and_never_zero() {
 
 #[test]
 fn a_candidate_not_taken_from_the_snapshot_is_found_by_name() {
-    let c = catalog(vec![downstream("k8s", "get_pods", "Pods."), downstream("k8s", "get_nodes", "Nodes.")]);
+    let c = catalog(vec![
+        downstream("k8s", "get_pods", "Pods."),
+        downstream("k8s", "get_nodes", "Nodes."),
+    ]);
     let index = c.search_index();
     let copy = Arc::new((*c.tools()[1]).clone());
     let stranger = Arc::new(downstream("x", "pods", "Pods."));
@@ -282,18 +307,31 @@ fn muster_compatible_settings_rank_as_the_go_port_does() {
         downstream("pd", "get_incident", "Get an incident."),
         downstream("prom", "query_range", "Query Prometheus metrics over a time range."),
         downstream("prom", "metricsOverview", "Show a metrics summary."),
-        ToolEntry::builtin(ToolKind::Core, Tool::new("core_service_list", "List services.", Arc::new(JsonObject::new()))),
+        ToolEntry::builtin(
+            ToolKind::Core,
+            Tool::new("core_service_list", "List services.", Arc::new(JsonObject::new())),
+        ),
     ];
     let c = catalog(entries);
     let compat = SearchIndex::build_with(c.tools(), RankingConfig::muster_compatible());
-    for query in ["list pods", "get pod", "pods", "prometheus metrics query", "list", "metrics overview", "pod pods"] {
+    for query in [
+        "list pods",
+        "get pod",
+        "pods",
+        "prometheus metrics query",
+        "list",
+        "metrics overview",
+        "pod pods",
+    ] {
         let ours: Vec<(usize, f64)> = compat
             .rank(&compat.query(query), c.tools())
             .iter()
             .map(|h| (h.position, display_score(h.score)))
             .collect();
-        let go: Vec<(usize, f64)> =
-            reference::rank(c.tools(), query).into_iter().map(|(i, s)| (i, display_score(s))).collect();
+        let go: Vec<(usize, f64)> = reference::rank(c.tools(), query)
+            .into_iter()
+            .map(|(i, s)| (i, display_score(s)))
+            .collect();
         assert_eq!(ours, go, "{query}");
     }
 }
@@ -302,21 +340,23 @@ fn muster_compatible_settings_rank_as_the_go_port_does() {
 fn the_documented_example_ranks_prometheus_query_range_first_and_drops_the_unrelated() {
     // The four tools of the reference scenario filter-tools-query-ranking.yaml.
     let c = catalog(vec![
-        downstream("rank", "prometheus_query_range", "Query Prometheus metrics over a time range."),
+        downstream(
+            "rank",
+            "prometheus_query_range",
+            "Query Prometheus metrics over a time range.",
+        ),
         downstream("rank", "metrics_overview", "Show a metrics summary."),
         downstream("rank", "service_restart", "Restart a running service."),
         downstream("rank", "grafana_dashboard", "Fetch a Grafana monitoring dashboard."),
     ]);
     let presets = Presets::default();
     let args = json!({"query": "prometheus metrics query", "pattern": "x_rank_*"});
-    let page = filter_tools(
-        &c.view(),
-        args.as_object().expect("object"),
-        Scope::unscoped(&presets),
-    )
-    .expect("page");
+    let page = filter_tools(&c.view(), args.as_object().expect("object"), Scope::unscoped(&presets)).expect("page");
     let json = serde_json::to_value(&page).expect("json");
-    assert_eq!((json["total"].as_u64(), json["filtered_count"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (json["total"].as_u64(), json["filtered_count"].as_u64()),
+        (Some(2), Some(2))
+    );
     assert_eq!(json["truncated"], false);
     assert_eq!(json["tools"][0]["name"], "x_rank_prometheus_query_range");
     assert_eq!(json["tools"][1]["name"], "x_rank_metrics_overview");
@@ -326,4 +366,28 @@ fn the_documented_example_ranks_prometheus_query_range_first_and_drops_the_unrel
     assert_eq!(first, (first * 10_000.0).round() / 10_000.0);
     let text = json.to_string();
     assert!(!text.contains("x_rank_service_restart") && !text.contains("x_rank_grafana_dashboard"));
+}
+
+#[test]
+fn rank_top_orders_only_the_best_hits_and_keeps_every_match() {
+    let entries: Vec<ToolEntry> = (0..40)
+        .map(|i| {
+            let desc = format!("Widget report {}.", "widget ".repeat(i % 7));
+            downstream("s", &format!("tool_{i}"), &desc)
+        })
+        .collect();
+    let c = catalog(entries);
+    let index = c.search_index();
+    let q = index.query("widget");
+    let all = index.rank(&q, c.tools());
+    let top = index.rank_top(&q, c.tools(), 6);
+    assert_eq!(all.len(), 40);
+    assert_eq!(top.len(), 40);
+    assert_eq!(&top[..6], &all[..6]);
+    let mut rest: Vec<usize> = top[6..].iter().map(|h| h.position).collect();
+    rest.sort_unstable();
+    let mut expected: Vec<usize> = all[6..].iter().map(|h| h.position).collect();
+    expected.sort_unstable();
+    assert_eq!(rest, expected);
+    assert!(index.rank_top(&q, c.tools(), 0).len() == 40);
 }

@@ -7,7 +7,10 @@
 //! (`core_mcpserver_list`, `core_mcpserver_get`), configuration (`core_config_get`,
 //! `core_config_get_aggregator`) and workflows (`core_workflow_list`, `core_workflow_get`).
 
+mod args;
+mod config;
 pub mod detect;
+mod mcpservers;
 mod services;
 
 use services::Control;
@@ -42,14 +45,23 @@ enum CoreTool {
     ServiceRestart,
     McpServerList,
     McpServerGet,
+    McpServerCreate,
+    McpServerUpdate,
+    McpServerDelete,
+    McpServerValidate,
+    McpServerDetect,
     ConfigGet,
     ConfigGetAggregator,
+    ConfigUpdateAggregator,
+    ConfigSave,
+    ConfigReload,
+    Events,
     WorkflowList,
     WorkflowGet,
 }
 
 impl CoreTool {
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 20] = [
         Self::WorkflowList,
         Self::WorkflowGet,
         Self::ServiceList,
@@ -59,8 +71,17 @@ impl CoreTool {
         Self::ServiceRestart,
         Self::ConfigGet,
         Self::ConfigGetAggregator,
+        Self::ConfigUpdateAggregator,
+        Self::ConfigSave,
+        Self::ConfigReload,
         Self::McpServerList,
         Self::McpServerGet,
+        Self::McpServerCreate,
+        Self::McpServerUpdate,
+        Self::McpServerDelete,
+        Self::McpServerValidate,
+        Self::McpServerDetect,
+        Self::Events,
     ];
 
     fn name(self) -> &'static str {
@@ -72,6 +93,15 @@ impl CoreTool {
             Self::ServiceRestart => "core_service_restart",
             Self::McpServerList => "core_mcpserver_list",
             Self::McpServerGet => "core_mcpserver_get",
+            Self::McpServerCreate => "core_mcpserver_create",
+            Self::McpServerUpdate => "core_mcpserver_update",
+            Self::McpServerDelete => "core_mcpserver_delete",
+            Self::McpServerValidate => "core_mcpserver_validate",
+            Self::McpServerDetect => "core_mcpserver_detect",
+            Self::ConfigUpdateAggregator => "core_config_update_aggregator",
+            Self::ConfigSave => "core_config_save",
+            Self::ConfigReload => "core_config_reload",
+            Self::Events => "core_events",
             Self::ConfigGet => "core_config_get",
             Self::ConfigGetAggregator => "core_config_get_aggregator",
             Self::WorkflowList => "core_workflow_list",
@@ -94,6 +124,25 @@ impl CoreTool {
             Self::ServiceRestart => "Restart a service (an MCP server): stop it, then start it again.",
             Self::McpServerList => "List all configured MCP server definitions.",
             Self::McpServerGet => "Get one MCP server definition.",
+            Self::McpServerCreate => {
+                "Create an MCP server definition; it starts when autoStart is true (stdio) or always (remote)."
+            }
+            Self::McpServerUpdate => {
+                "Update an MCP server definition; only the given fields change, and the server reconnects."
+            }
+            Self::McpServerDelete => "Delete an MCP server definition; stop the server with core_service_stop first.",
+            Self::McpServerValidate => "Validate an MCP server definition without creating it.",
+            Self::McpServerDetect => {
+                "Probe a remote MCP server URL for its transport (streamable-http or sse); never fails."
+            }
+            Self::ConfigUpdateAggregator => {
+                "Update the aggregator configuration in memory; core_config_save persists it."
+            }
+            Self::ConfigSave => "Save the running configuration to config.yaml.",
+            Self::ConfigReload => "Reload the configuration, servers and workflows from the config directory.",
+            Self::Events => {
+                "List recent events (server state changes, tool list changes, definition changes), newest first."
+            }
             Self::ConfigGet => "Get the complete muster configuration.",
             Self::ConfigGetAggregator => "Get the aggregator configuration.",
             Self::WorkflowList => "List all workflow definitions with their availability.",
@@ -108,9 +157,20 @@ impl CoreTool {
             | Self::ServiceStop
             | Self::ServiceRestart
             | Self::McpServerGet
+            | Self::McpServerDelete
             | Self::WorkflowGet => {
                 Tool::new(self.name(), self.description(), Arc::new(Default::default())).with_input_schema::<NameArg>()
             }
+            Self::McpServerCreate | Self::McpServerUpdate | Self::McpServerValidate => {
+                Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                    .with_input_schema::<args::McpServerArgs>()
+            }
+            Self::McpServerDetect => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                .with_input_schema::<args::DetectArgs>(),
+            Self::ConfigUpdateAggregator => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                .with_input_schema::<args::UpdateAggregatorArgs>(),
+            Self::Events => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                .with_input_schema::<args::EventsArgs>(),
             _ => Tool::new(self.name(), self.description(), Arc::new(Default::default())).with_input_schema::<NoArgs>(),
         };
         // (readOnly, destructive, idempotent, openWorld), as the reference's annotation table says.
@@ -118,6 +178,11 @@ impl CoreTool {
             Self::ServiceStart => (false, false, true),
             Self::ServiceStop => (false, true, true),
             Self::ServiceRestart => (false, true, false),
+            Self::McpServerCreate => (false, false, false),
+            Self::McpServerUpdate | Self::ConfigUpdateAggregator | Self::ConfigSave | Self::ConfigReload => {
+                (false, true, true)
+            }
+            Self::McpServerDelete => (false, true, false),
             _ => (true, false, true),
         };
         tool.with_annotations(
@@ -125,7 +190,7 @@ impl CoreTool {
                 .read_only(read_only)
                 .destructive(destructive)
                 .idempotent(idempotent)
-                .open_world(false),
+                .open_world(self == Self::McpServerDetect),
         )
     }
 }
@@ -142,7 +207,7 @@ pub fn entries() -> &'static [ToolEntry] {
 }
 
 /// Runs core tool `call.name`.
-pub(crate) async fn call(registry: &Registry, call: &ToolCall) -> Result<CallToolResult, ToolError> {
+pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<CallToolResult, ToolError> {
     let tool = CoreTool::from_name(&call.name).ok_or_else(|| ToolError::not_found(&call.name))?;
     let args = &call.arguments;
     let value = match tool {
@@ -153,9 +218,18 @@ pub(crate) async fn call(registry: &Registry, call: &ToolCall) -> Result<CallToo
         CoreTool::ServiceRestart => services::service_control(registry, required_name(args)?, Control::Restart).await?,
         CoreTool::McpServerList => services::mcpserver_list(registry),
         CoreTool::McpServerGet => services::mcpserver_get(registry, required_name(args)?)?,
-        CoreTool::ConfigGet => serde_json::to_value(registry.config()).map_err(ToolError::internal)?,
-        CoreTool::ConfigGetAggregator => {
-            serde_json::to_value(&registry.config().aggregator).map_err(ToolError::internal)?
+        CoreTool::ConfigGet => config::get(registry)?,
+        CoreTool::ConfigGetAggregator => config::get_aggregator(registry)?,
+        CoreTool::ConfigUpdateAggregator => config::update_aggregator(registry, args)?,
+        CoreTool::ConfigSave => config::save(registry).await?,
+        CoreTool::ConfigReload => config::reload(registry).await?,
+        CoreTool::McpServerCreate => mcpservers::create(registry, args).await?,
+        CoreTool::McpServerUpdate => mcpservers::update(registry, args).await?,
+        CoreTool::McpServerDelete => mcpservers::delete(registry, args).await?,
+        CoreTool::McpServerValidate => mcpservers::validate(args)?,
+        CoreTool::McpServerDetect => mcpservers::detect(args).await?,
+        CoreTool::Events => {
+            crate::events::core_events_result(registry.events(), args).map_err(ToolError::invalid_arguments)?
         }
         CoreTool::WorkflowList => services::workflow_list(registry),
         CoreTool::WorkflowGet => services::workflow_get(registry, required_name(args)?)?,

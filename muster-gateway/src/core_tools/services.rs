@@ -87,7 +87,8 @@ fn server_service(s: &ServerView) -> Value {
 fn aggregator_service(registry: &Registry) -> Value {
     let servers = registry.servers();
     let connected = servers.iter().filter(|s| s.runtime.state.is_ready()).count();
-    let aggregator = &registry.config().aggregator;
+    let config = registry.config();
+    let aggregator = &config.aggregator;
     json!({
         "name": AGGREGATOR_SERVICE,
         "service_type": "Aggregator",
@@ -119,7 +120,7 @@ pub(super) fn service_status(registry: &Registry, name: &str) -> Result<Value, T
         .ok_or_else(|| ToolError::invalid_arguments(format!("service {name} not found")))
 }
 
-fn server_definition(s: &ServerView) -> Value {
+pub(super) fn server_definition(s: &ServerView) -> Value {
     let mut value = serde_json::to_value(&s.definition.spec).unwrap_or_else(|_| json!({}));
     if let Value::Object(map) = &mut value {
         map.insert("name".into(), json!(s.definition.metadata.name));

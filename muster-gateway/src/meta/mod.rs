@@ -208,7 +208,11 @@ fn base64_decoded_len(blob: &str) -> usize {
 
 /// The context of a meta-tool call: the session, the declared toolset (from the request's
 /// extensions, else its header), the protocol version and the cancellation of the request.
-pub fn call_context(ctx: &RequestContext<RoleServer>) -> CallContext {
+///
+/// When the request asked for progress, the returned [`ProgressRelay`] forwards reports to the
+/// client in order; [`ProgressRelay::flush`] waits until every report of the call went out, so
+/// none arrives after the result.
+pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<ProgressRelay>) {
     let parts = ctx.extensions.get::<http::request::Parts>();
     let session = parts
         .and_then(|p| p.headers.get("mcp-session-id"))
@@ -231,24 +235,44 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> CallContext {
     if let Some(info) = ctx.peer.peer_info() {
         call_ctx = call_ctx.with_protocol_version(info.protocol_version.clone());
     }
-    if let Some(token) = ctx.meta.get_progress_token() {
+    let relay = ctx.meta.get_progress_token().map(|token| {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressUpdate>();
         let peer = ctx.peer.clone();
-        call_ctx = call_ctx.with_progress(ProgressSink::new(move |update: ProgressUpdate| {
-            let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
-            if let Some(total) = update.total {
-                params = params.with_total(total);
-            }
-            if let Some(message) = update.message {
-                params = params.with_message(message);
-            }
-            let peer = peer.clone();
-            tokio::spawn(async move {
+        let forwarder = tokio::spawn(async move {
+            while let Some(update) = rx.recv().await {
+                let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
+                if let Some(total) = update.total {
+                    params = params.with_total(total);
+                }
+                if let Some(message) = update.message {
+                    params = params.with_message(message);
+                }
                 let _ = peer.notify_progress(params).await;
-            });
-        }));
-    }
+            }
+        });
+        call_ctx = call_ctx
+            .clone()
+            .with_progress(ProgressSink::new(move |update: ProgressUpdate| {
+                let _ = tx.send(update);
+            }));
+        ProgressRelay { forwarder }
+    });
     call_ctx.extensions.insert(ClientPeer(ctx.peer.clone()));
-    call_ctx
+    (call_ctx, relay)
+}
+
+/// The in-order forwarding of one call's progress reports to its client.
+#[derive(Debug)]
+pub struct ProgressRelay {
+    forwarder: tokio::task::JoinHandle<()>,
+}
+
+impl ProgressRelay {
+    /// Waits (a bounded time) until every report of the call went out. Call it once the call's
+    /// context, and with it every copy of the progress sink, is gone.
+    pub async fn flush(self) {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.forwarder).await;
+    }
 }
 
 fn json_result<T: Serialize + ?Sized>(value: &T) -> CallToolResult {
@@ -298,9 +322,13 @@ impl ServerHandler for MetaTools {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let call_ctx = call_context(&ctx);
+        let (call_ctx, progress) = call_context(&ctx);
         let args = request.arguments.unwrap_or_default();
-        match self.call(&request.name, args, call_ctx).await {
+        let result = self.call(&request.name, args, call_ctx).await;
+        if let Some(progress) = progress {
+            progress.flush().await;
+        }
+        match result {
             Some(result) => Ok(result.into()),
             None => Err(McpError::invalid_params(
                 format!(

@@ -1,7 +1,8 @@
 //! Upstream connections: the gateway as an MCP client of each downstream server.
 //!
 //! [`UpstreamConnection::connect`] starts a stdio server as a child process (`command`, `args`,
-//! `env`) or reaches a remote one over streamable HTTP (`url`, `headers`), performs the MCP
+//! `env`) or reaches a remote one over streamable HTTP or legacy HTTP+SSE (`url`, `headers`),
+//! performs the MCP
 //! handshake and reads the server's tools, resources and prompts, following pagination cursors.
 //! Every operation is bounded by the server's `spec.timeout`; a tool call that reports progress
 //! may run up to `spec.progress.maxDuration`, each progress notification restarting `timeout`.
@@ -119,7 +120,7 @@ impl UpstreamConnection {
                     .await
                     .map_err(init),
                 Some(ServerType::Sse) => client.serve(transport::sse(&server.spec)?).await.map_err(init),
-                Some(_) => Err(TransportError::LegacySseUnsupported.into()),
+                Some(other) => Err(TransportError::UnsupportedType(other.to_string()).into()),
             }
         };
         let service = tokio::time::timeout(timeout, handshake)

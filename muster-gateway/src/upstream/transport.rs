@@ -37,9 +37,9 @@ pub enum TransportError {
         /// The header's name.
         name: String,
     },
-    /// The legacy HTTP+SSE transport is not available in this build.
-    #[error("the legacy sse transport is not supported; use type: streamable-http")]
-    LegacySseUnsupported,
+    /// A server type this version cannot connect to.
+    #[error("server type {0} is not supported")]
+    UnsupportedType(String),
     /// The legacy HTTP+SSE transport could not be set up (an invalid url, ...).
     #[error(transparent)]
     Sse(#[from] SseTransportError),

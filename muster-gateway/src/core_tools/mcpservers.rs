@@ -1,0 +1,200 @@
+//! The MCP server definition tools: `core_mcpserver_create`, `_update`, `_delete`, `_validate`
+//! and `_detect`. Writes go through the registry (the server starts, restarts or stops) and, in
+//! filesystem mode, to `mcpservers/<name>.yaml` atomically.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use muster_core::{
+    JsonObject, ToolError,
+    crd::{DISPLAY_NAME_ANNOTATION, MCPServer, MCPServerSpec, MCPServerState},
+};
+use serde_json::{Map, Value, json};
+
+use super::{detect, services::server_definition};
+use crate::registry::{Applied, Registry};
+
+/// The arguments that are not spec fields.
+const NON_SPEC: [&str; 2] = ["name", "displayName"];
+
+fn name_of(args: &JsonObject) -> Result<&str, ToolError> {
+    match args.get("name") {
+        Some(Value::String(n)) if !n.trim().is_empty() => Ok(n),
+        _ => Err(ToolError::invalid_arguments("name argument is required")),
+    }
+}
+
+/// The spec fields of `args`, with `command` given as an array split into command and args.
+fn spec_fields(args: &JsonObject) -> Map<String, Value> {
+    let mut fields: Map<String, Value> = args
+        .iter()
+        .filter(|(k, _)| !NON_SPEC.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(Value::Array(parts)) = fields.get("command").cloned() {
+        let mut parts = parts.into_iter();
+        fields.insert("command".into(), parts.next().unwrap_or(Value::Null));
+        let mut rest: Vec<Value> = parts.collect();
+        if let Some(Value::Array(more)) = fields.get("args") {
+            rest.extend(more.iter().cloned());
+        }
+        if !rest.is_empty() {
+            fields.insert("args".into(), Value::Array(rest));
+        }
+    }
+    fields
+}
+
+fn parse_spec(fields: Map<String, Value>) -> Result<MCPServerSpec, ToolError> {
+    let value = Value::Object(fields);
+    serde_path_to_error::deserialize(&value).map_err(|e| {
+        let path = e.path().to_string();
+        ToolError::invalid_arguments(format!("invalid MCP server definition: {path}: {}", e.into_inner()))
+    })
+}
+
+fn with_display_name(mut server: MCPServer, display: Option<&Value>) -> MCPServer {
+    match display.and_then(Value::as_str).map(str::trim) {
+        Some("") => {
+            server.metadata.annotations.remove(DISPLAY_NAME_ANNOTATION);
+        }
+        Some(d) => {
+            server
+                .metadata
+                .annotations
+                .insert(DISPLAY_NAME_ANNOTATION.to_owned(), d.to_owned());
+        }
+        None => {}
+    }
+    server
+}
+
+fn validated(server: MCPServer) -> Result<MCPServer, ToolError> {
+    server.validate().map_err(|e| {
+        ToolError::invalid_arguments(format!("invalid MCP server definition: {}", e.to_lines().join("; ")))
+    })?;
+    Ok(server)
+}
+
+async fn persist(registry: &Registry, server: &MCPServer) -> Result<Option<String>, ToolError> {
+    let Some(store) = registry.store().cloned() else {
+        return Ok(None);
+    };
+    let server = server.clone();
+    let path = tokio::task::spawn_blocking(move || store.write_mcpserver(&server))
+        .await
+        .map_err(ToolError::internal)?
+        .map_err(|e| ToolError::internal(e.to_string()))?;
+    Ok(Some(path.display().to_string()))
+}
+
+pub(super) async fn create(registry: &std::sync::Arc<Registry>, args: &JsonObject) -> Result<Value, ToolError> {
+    let name = name_of(args)?;
+    if registry.server(name).is_some() {
+        return Err(ToolError::invalid_arguments(format!(
+            "MCP server {name} already exists"
+        )));
+    }
+    let spec = parse_spec(spec_fields(args))?;
+    let server = validated(with_display_name(MCPServer::new(name, spec), args.get("displayName")))?;
+    let file = persist(registry, &server).await?;
+    registry.apply_server(server);
+    created_or_updated(registry, name, "created", file)
+}
+
+pub(super) async fn update(registry: &std::sync::Arc<Registry>, args: &JsonObject) -> Result<Value, ToolError> {
+    let name = name_of(args)?;
+    let current = registry
+        .server(name)
+        .ok_or_else(|| ToolError::invalid_arguments(format!("MCP server {name} not found")))?;
+    let mut fields = match serde_json::to_value(&current.definition.spec) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    let changes = spec_fields(args);
+    // A new command replaces the old args unless args are given too.
+    if changes.contains_key("command") && !changes.contains_key("args") {
+        fields.remove("args");
+    }
+    fields.extend(changes);
+    let spec = parse_spec(fields)?;
+    let mut server = current.definition.clone();
+    server.spec = spec;
+    let server = validated(with_display_name(server, args.get("displayName")))?;
+    let file = persist(registry, &server).await?;
+    let applied = registry.apply_server(server);
+    let verb = if applied == Applied::Unchanged {
+        "unchanged"
+    } else {
+        "updated"
+    };
+    created_or_updated(registry, name, verb, file)
+}
+
+fn created_or_updated(registry: &Registry, name: &str, verb: &str, file: Option<String>) -> Result<Value, ToolError> {
+    let server = registry
+        .server(name)
+        .ok_or_else(|| ToolError::internal(format!("MCP server {name} vanished")))?;
+    let mut value = server_definition(&server);
+    value["message"] = json!(format!("MCP server {name} {verb}"));
+    if let Some(file) = file {
+        value["file"] = json!(file);
+    }
+    Ok(value)
+}
+
+pub(super) async fn delete(registry: &Registry, args: &JsonObject) -> Result<Value, ToolError> {
+    let name = name_of(args)?;
+    let server = registry
+        .server(name)
+        .ok_or_else(|| ToolError::invalid_arguments(format!("MCP server {name} not found")))?;
+    if matches!(
+        server.runtime.state,
+        MCPServerState::Running | MCPServerState::Connected | MCPServerState::Starting | MCPServerState::Connecting
+    ) {
+        return Err(ToolError::invalid_arguments(format!(
+            "MCP server {name} is {}; stop it with core_service_stop before deleting it",
+            server.runtime.state
+        )));
+    }
+    if let Some(store) = registry.store().cloned() {
+        let owned = name.to_owned();
+        tokio::task::spawn_blocking(move || store.delete_mcpserver(&owned))
+            .await
+            .map_err(ToolError::internal)?
+            .map_err(|e| ToolError::internal(e.to_string()))?;
+    }
+    registry.remove_server(name);
+    Ok(json!({"name": name, "deleted": true, "message": format!("MCP server {name} deleted")}))
+}
+
+pub(super) fn validate(args: &JsonObject) -> Result<Value, ToolError> {
+    let name = name_of(args)?;
+    let outcome = parse_spec(spec_fields(args))
+        .map(|spec| with_display_name(MCPServer::new(name, spec), args.get("displayName")))
+        .and_then(validated);
+    Ok(match outcome {
+        Ok(_) => json!({"name": name, "valid": true, "errors": [], "message": format!("MCP server {name} is valid")}),
+        Err(e) => json!({"name": name, "valid": false, "errors": [e.to_string()], "message": e.to_string()}),
+    })
+}
+
+pub(super) async fn detect(args: &JsonObject) -> Result<Value, ToolError> {
+    let url = match args.get("url") {
+        Some(Value::String(u)) if !u.is_empty() => u.clone(),
+        _ => return Err(ToolError::invalid_arguments("url argument is required")),
+    };
+    let headers: BTreeMap<String, String> = match args.get("headers") {
+        Some(Value::Object(map)) => map
+            .iter()
+            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    let timeout = args
+        .get("timeout")
+        .and_then(Value::as_f64)
+        .filter(|t| *t > 0.0)
+        .map_or(detect::DEFAULT_TIMEOUT, Duration::from_secs_f64);
+    let result = detect::detect(&url, &headers, timeout).await;
+    serde_json::to_value(result).map_err(ToolError::internal)
+}

@@ -1,0 +1,99 @@
+//! Applying what the config directory holds now to a running registry: servers and workflows
+//! added, changed or removed, each touched only if its definition changed. A file that no longer
+//! loads keeps the definition it last held in force.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use serde::Serialize;
+
+use crate::{
+    config_dir::LoadedConfig,
+    registry::{Applied, Registry, Sources},
+};
+
+/// What a sync changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct SyncSummary {
+    /// Servers added.
+    pub added: Vec<String>,
+    /// Servers whose definition changed (they reconnected).
+    pub updated: Vec<String>,
+    /// Servers removed.
+    pub removed: Vec<String>,
+    /// Servers kept on their last good definition because their file no longer loads.
+    pub kept: Vec<String>,
+    /// Workflows added, changed or removed.
+    pub workflows_changed: usize,
+}
+
+/// Makes `registry` match `loaded`.
+pub fn apply(registry: &Arc<Registry>, loaded: &LoadedConfig) -> SyncSummary {
+    let previous = registry.sources();
+    let bad_files: BTreeSet<&std::path::Path> = loaded.problems.iter().map(|p| p.file.as_path()).collect();
+    let mut summary = SyncSummary::default();
+
+    // Servers whose file no longer loads keep their last good definition.
+    let kept_servers: BTreeSet<String> = previous
+        .servers
+        .iter()
+        .filter(|(file, _)| bad_files.contains(file.as_path()))
+        .map(|(_, name)| name.clone())
+        .collect();
+    let wanted: BTreeSet<&str> = loaded.servers.iter().map(|s| s.metadata.name.as_str()).collect();
+    for server in &loaded.servers {
+        let name = server.metadata.name.clone();
+        match registry.apply_server(server.clone()) {
+            Applied::Added => summary.added.push(name),
+            Applied::Updated => summary.updated.push(name),
+            _ => {}
+        }
+    }
+    for view in registry.servers() {
+        let name = &view.definition.metadata.name;
+        if wanted.contains(name.as_str()) {
+            continue;
+        }
+        if kept_servers.contains(name) {
+            summary.kept.push(name.clone());
+        } else if registry.remove_server(name) {
+            summary.removed.push(name.clone());
+        }
+    }
+
+    let kept_workflows: BTreeSet<String> = previous
+        .workflows
+        .iter()
+        .filter(|(file, _)| bad_files.contains(file.as_path()))
+        .map(|(_, name)| name.clone())
+        .collect();
+    let wanted: BTreeSet<&str> = loaded.workflows.iter().map(|w| w.metadata.name.as_str()).collect();
+    for workflow in &loaded.workflows {
+        if registry.apply_workflow(workflow.clone()) {
+            summary.workflows_changed += 1;
+        }
+    }
+    for workflow in registry.workflows() {
+        let name = &workflow.metadata.name;
+        if !wanted.contains(name.as_str()) && !kept_workflows.contains(name) && registry.remove_workflow(name) {
+            summary.workflows_changed += 1;
+        }
+    }
+
+    let mut sources = Sources {
+        servers: loaded.server_files.clone(),
+        workflows: loaded.workflow_files.clone(),
+    };
+    for (file, name) in previous.servers {
+        if kept_servers.contains(&name) {
+            sources.servers.insert(file, name);
+        }
+    }
+    for (file, name) in previous.workflows {
+        if kept_workflows.contains(&name) {
+            sources.workflows.insert(file, name);
+        }
+    }
+    registry.set_sources(sources);
+    summary
+}
