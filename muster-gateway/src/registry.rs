@@ -19,7 +19,10 @@ use muster_catalog::{
 use muster_core::{
     NameRules, ToolCall, ToolError, ToolKind,
     config::MusterConfig,
-    crd::{MCPServer, MCPServerHealth, MCPServerState, ServerType, Workflow},
+    crd::{
+        Condition, ConditionStatus, MCPServer, MCPServerHealth, MCPServerState, MCPServerStatus, READY_CONDITION,
+        ServerType, Workflow,
+    },
 };
 use rmcp::model::CallToolResult;
 use rmcp::{Peer, RoleServer};
@@ -56,6 +59,8 @@ pub struct ServerRuntime {
     pub restart_count: u32,
     /// How many tools it offers.
     pub tool_count: usize,
+    /// When the state last changed.
+    pub state_since: DateTime<Utc>,
 }
 
 impl ServerRuntime {
@@ -75,7 +80,68 @@ impl ServerRuntime {
             next_retry_after: None,
             restart_count: 0,
             tool_count: 0,
+            state_since: Utc::now(),
         }
+    }
+}
+
+impl ServerRuntime {
+    /// The CRD status of a server in this runtime state (`suspended` from its spec), with the
+    /// `Ready` condition: True while reachable, its reason the state in one word, its message
+    /// explaining the state and, for a Failed server with a retry scheduled, the next attempt.
+    pub fn to_status(&self, suspended: bool) -> MCPServerStatus {
+        let ready = self.state.is_ready();
+        let reason = if suspended && !ready {
+            "Suspended".to_owned()
+        } else {
+            self.state.as_str().replace(' ', "")
+        };
+        let mut message = match self.state {
+            MCPServerState::Running => "The server process is running and connected.".to_owned(),
+            MCPServerState::Connected => "The server is reachable and connected.".to_owned(),
+            MCPServerState::Starting => "The server process is starting.".to_owned(),
+            MCPServerState::Connecting => "A connection is being established.".to_owned(),
+            MCPServerState::Stopped if suspended => "The server is suspended (spec.suspended=true).".to_owned(),
+            MCPServerState::Stopped => "The server is stopped.".to_owned(),
+            MCPServerState::Disconnected => "The server was disconnected on request.".to_owned(),
+            MCPServerState::Failed => format!(
+                "The server cannot be reached: {}.",
+                self.last_error
+                    .as_deref()
+                    .unwrap_or("unknown error")
+                    .trim_end_matches('.')
+            ),
+            other => format!("The server is {other}."),
+        };
+        if let Some(at) = self.next_retry_after {
+            message.push_str(&format!(
+                " Next attempt at {}.",
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
+        }
+        let condition = Condition {
+            condition_type: READY_CONDITION.to_owned(),
+            status: if ready {
+                ConditionStatus::True
+            } else {
+                ConditionStatus::False
+            },
+            reason,
+            message,
+            last_transition_time: self.state_since,
+            observed_generation: None,
+        };
+        let mut status = MCPServerStatus::default();
+        status.state = Some(self.state);
+        status.health = Some(self.health);
+        status.last_error = self.last_error.clone();
+        status.last_connected = self.last_connected;
+        status.restart_count = self.restart_count;
+        status.consecutive_failures = self.consecutive_failures;
+        status.last_attempt = self.last_attempt;
+        status.next_retry_after = self.next_retry_after;
+        status.conditions = vec![condition];
+        status
     }
 }
 
@@ -548,6 +614,7 @@ impl Registry {
             };
             slot.connection = None;
             slot.runtime.state = state;
+            slot.runtime.state_since = Utc::now();
             slot.runtime.tool_count = 0;
             if let Some(error) = error {
                 self.events.emit(
@@ -722,5 +789,58 @@ impl Registry {
 impl CatalogSource for Registry {
     fn catalog(&self) -> Arc<Catalog> {
         Registry::catalog(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime(state: MCPServerState) -> ServerRuntime {
+        let mut rt = ServerRuntime::initial(&MCPServer::default());
+        rt.state = state;
+        rt
+    }
+
+    #[test]
+    fn the_ready_condition_is_true_while_reachable_with_the_state_as_reason() {
+        let status = runtime(MCPServerState::Running).to_status(false);
+        let ready = &status.conditions[0];
+        assert_eq!(
+            (ready.condition_type.as_str(), ready.status, ready.reason.as_str()),
+            ("Ready", ConditionStatus::True, "Running")
+        );
+        let auth = runtime(MCPServerState::AuthRequired).to_status(false);
+        assert_eq!(
+            (auth.conditions[0].status, auth.conditions[0].reason.as_str()),
+            (ConditionStatus::True, "AuthRequired")
+        );
+    }
+
+    #[test]
+    fn a_failed_server_names_its_error_and_its_next_attempt() {
+        let mut rt = runtime(MCPServerState::Failed);
+        rt.last_error = Some("connection refused".into());
+        rt.next_retry_after = "2026-09-21T12:43:00Z".parse().ok();
+        let status = rt.to_status(false);
+        let ready = &status.conditions[0];
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            (ConditionStatus::False, "Failed")
+        );
+        assert_eq!(
+            ready.message,
+            "The server cannot be reached: connection refused. Next attempt at 2026-09-21T12:43:00Z."
+        );
+        assert_eq!(status.last_error.as_deref(), Some("connection refused"));
+    }
+
+    #[test]
+    fn a_stopped_suspended_server_reads_suspended() {
+        let status = runtime(MCPServerState::Stopped).to_status(true);
+        assert_eq!(
+            (status.conditions[0].status, status.conditions[0].reason.as_str()),
+            (ConditionStatus::False, "Suspended")
+        );
     }
 }

@@ -80,6 +80,7 @@ fn server_service(s: &ServerView) -> Value {
         service["next_retry_after"] = json!(t);
     }
     service["restart_count"] = json!(s.runtime.restart_count);
+    service["conditions"] = json!(s.runtime.to_status(s.definition.spec.suspended).conditions);
     service["consecutive_failures"] = json!(s.runtime.consecutive_failures);
     service
 }
@@ -131,6 +132,7 @@ pub(super) fn server_definition(s: &ServerView) -> Value {
         if let Some(e) = &s.runtime.last_error {
             map.insert("lastError".into(), json!(e));
         }
+        map.insert("status".into(), json!(s.runtime.to_status(s.definition.spec.suspended)));
     }
     value
 }
