@@ -687,6 +687,33 @@ impl Registry {
             .cloned()
     }
 
+    /// Why `name`, absent from the catalogue, cannot run: it belongs (by its exposed prefix) to a
+    /// defined server that is not connected. `None` when no defined server claims it.
+    pub fn unavailable_tool(&self, name: &str) -> Option<ToolError> {
+        let servers = self.read_servers();
+        servers
+            .values()
+            .filter(|s| s.connection.is_none())
+            .find(|s| {
+                let d = &s.definition;
+                let mut prefixes = vec![d.spec.tool_prefix.as_deref().unwrap_or(&d.metadata.name)];
+                if let Some(family) = &d.spec.family {
+                    prefixes.push(&family.name);
+                }
+                prefixes.iter().any(|p| {
+                    let head = self.names.server_tool(p, "");
+                    name.starts_with(&head) && name.len() > head.len()
+                })
+            })
+            .map(|s| ToolError::ServerUnavailable {
+                server: s.definition.metadata.name.clone(),
+                reason: format!(
+                    "server not found among the connected servers (it is {})",
+                    s.runtime.state
+                ),
+            })
+    }
+
     /// Runs `call`: a downstream tool on its server, a core tool here.
     pub async fn dispatch(self: &Arc<Self>, call: ToolCall) -> Result<CallToolResult, ToolError> {
         let catalog = self.catalog();
@@ -712,7 +739,7 @@ impl Registry {
                         };
                         let tool = route.members.get(&instance).ok_or_else(|| {
                             ToolError::invalid_arguments(format!(
-                                "tool {} has no instance {instance:?}; available: {}",
+                                "tool {} is not available on server {instance:?}; available: {}",
                                 call.name,
                                 members.join(", ")
                             ))

@@ -165,9 +165,14 @@ pub(crate) async fn supervise(
     let mut connected_before = false;
     loop {
         if !want_running {
+            // A stdio server's process is Stopped; a remote server is Disconnected (intentionally).
+            let stopped = match with_registry(&registry, |r| r.definition(&key)) {
+                Some(Some(d)) if d.spec.server_type.is_some_and(|t| t.is_remote()) => MCPServerState::Disconnected,
+                _ => MCPServerState::Stopped,
+            };
             with_registry(&registry, |r| {
                 r.mark(&key, |rt| {
-                    rt.state = MCPServerState::Stopped;
+                    rt.state = stopped;
                     rt.health = MCPServerHealth::Unknown;
                     rt.next_retry_after = None;
                 })

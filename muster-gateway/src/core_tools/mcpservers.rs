@@ -147,9 +147,11 @@ pub(super) async fn delete(registry: &Registry, args: &JsonObject) -> Result<Val
     let server = registry
         .server(name)
         .ok_or_else(|| ToolError::invalid_arguments(format!("MCP server {name} not found")))?;
+    // A server that serves (a running process, a live connection) must be stopped first; one
+    // that only retries is deleted right away.
     if matches!(
         server.runtime.state,
-        MCPServerState::Running | MCPServerState::Connected | MCPServerState::Starting | MCPServerState::Connecting
+        MCPServerState::Running | MCPServerState::Connected
     ) {
         return Err(ToolError::invalid_arguments(format!(
             "MCP server {name} is {}; stop it with core_service_stop before deleting it",

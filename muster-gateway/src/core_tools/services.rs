@@ -206,6 +206,16 @@ pub(super) async fn service_control(registry: &Registry, name: &str, control: Co
         status["message"] = json!(format!("service {name} is already running"));
         return Ok(status);
     }
+    if control == Control::Stop
+        && matches!(
+            before.runtime.state,
+            MCPServerState::Stopped | MCPServerState::Disconnected
+        )
+    {
+        let mut status = server_service(&before);
+        status["message"] = json!(format!("service {name} is already stopped"));
+        return Ok(status);
+    }
     let command = match control {
         Control::Start => Command::Start,
         Control::Stop => Command::Stop,
@@ -226,7 +236,10 @@ pub(super) async fn service_control(registry: &Registry, name: &str, control: Co
             .server(name)
             .ok_or_else(|| ToolError::invalid_arguments(format!("service {name} not found")))?;
         let settled = match control {
-            Control::Stop => matches!(now.runtime.state, MCPServerState::Stopped),
+            Control::Stop => matches!(
+                now.runtime.state,
+                MCPServerState::Stopped | MCPServerState::Disconnected
+            ),
             Control::Start | Control::Restart => {
                 now.runtime.last_attempt != attempt_before
                     && !matches!(now.runtime.state, MCPServerState::Starting | MCPServerState::Connecting)

@@ -120,7 +120,13 @@ impl MetaTools {
                     }
                     .to_string(),
                 ),
-                _ => error_result(format!("Tool execution failed: {}", ToolError::not_found(&name))),
+                _ => {
+                    let error = self
+                        .registry
+                        .unavailable_tool(&name)
+                        .unwrap_or_else(|| ToolError::not_found(&name));
+                    error_result(format!("Tool execution failed: {error}"))
+                }
             };
         };
         let dispatched = DispatchedTool::of(entry, &arguments);
