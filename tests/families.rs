@@ -96,7 +96,7 @@ async fn a_family_of_two_servers_is_one_tool_surface_routed_by_the_instance_argu
         )
         .await;
     assert!(
-        text(&unknown).contains("has no instance \"north\"; available: east, west"),
+        text(&unknown).contains("is not available on server \"north\"; available: east, west"),
         "{}",
         text(&unknown)
     );
@@ -131,5 +131,27 @@ async fn two_servers_producing_the_same_name_are_reported_not_overwritten() {
     let beta = h.gateway.registry().server("beta").expect("defined");
     let error = beta.runtime.last_error.unwrap_or_default();
     assert!(error.contains("x_shared_echo") && error.contains("alpha"), "{error}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_outside_musters_namespace_gets_its_namespace_in_front_of_its_prefix() {
+    let mut config = muster::core::config::MusterConfig::default();
+    config.namespace = Some("muster".into());
+    let mut foreign = demo_stdio("demo");
+    foreign.metadata.namespace = Some("team-a".into());
+    let mut home = demo_stdio("home");
+    home.metadata.namespace = Some("muster".into());
+    let h = Harness::start_with(config, vec![foreign, home]).await;
+    let page = h
+        .meta_json("filter_tools", json!({"pattern": "x_*_echo", "limit": 50}))
+        .await;
+    let names: Vec<&str> = page["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["x_team-a_demo_echo", "x_home_echo"]);
     h.stop().await;
 }

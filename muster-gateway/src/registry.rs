@@ -696,9 +696,13 @@ impl Registry {
             .filter(|s| s.connection.is_none())
             .find(|s| {
                 let d = &s.definition;
-                let mut prefixes = vec![d.spec.tool_prefix.as_deref().unwrap_or(&d.metadata.name)];
+                let own = d.spec.tool_prefix.as_deref().unwrap_or(&d.metadata.name);
+                let mut prefixes = vec![own.to_owned()];
+                if let Some(ns) = &d.metadata.namespace {
+                    prefixes.push(format!("{ns}_{own}"));
+                }
                 if let Some(family) = &d.spec.family {
-                    prefixes.push(&family.name);
+                    prefixes.push(family.name.clone());
                 }
                 prefixes.iter().any(|p| {
                     let head = self.names.server_tool(p, "");
@@ -768,6 +772,7 @@ impl Registry {
     /// collisions on the servers that lost them.
     pub fn rebuild_catalog(&self) {
         let (catalog, collisions) = {
+            let home_namespace = self.config.read().unwrap_or_else(|e| e.into_inner()).namespace.clone();
             let servers = self.read_servers();
             let contributions: Vec<Contribution<'_>> = servers
                 .values()
@@ -775,6 +780,7 @@ impl Registry {
                     slot.connection.as_deref().map(|conn| Contribution {
                         definition: &slot.definition,
                         conn,
+                        home_namespace: home_namespace.as_deref(),
                     })
                 })
                 .collect();

@@ -25,6 +25,9 @@ use crate::upstream::UpstreamConnection;
 pub(crate) struct Contribution<'a> {
     pub(crate) definition: &'a MCPServer,
     pub(crate) conn: &'a UpstreamConnection,
+    /// muster's own namespace, when configured: a server of another namespace gets its
+    /// namespace in front of its prefix.
+    pub(crate) home_namespace: Option<&'a str>,
 }
 
 impl Contribution<'_> {
@@ -32,8 +35,12 @@ impl Contribution<'_> {
         &self.definition.metadata.name
     }
 
-    fn prefix(&self) -> &str {
-        self.definition.spec.tool_prefix.as_deref().unwrap_or(self.name())
+    fn prefix(&self) -> String {
+        let own = self.definition.spec.tool_prefix.as_deref().unwrap_or(self.name());
+        match (self.definition.metadata.namespace.as_deref(), self.home_namespace) {
+            (Some(ns), Some(home)) if ns != home => format!("{ns}_{own}"),
+            _ => own.to_owned(),
+        }
     }
 }
 
@@ -81,7 +88,7 @@ pub(crate) fn build(
         for tool in c.conn.tools() {
             push(
                 &mut builder,
-                ToolEntry::downstream(names.server_tool(c.prefix(), &tool.name), c.name(), tool.clone()),
+                ToolEntry::downstream(names.server_tool(&c.prefix(), &tool.name), c.name(), tool.clone()),
                 c.name(),
             );
         }
@@ -89,11 +96,11 @@ pub(crate) fn build(
     for c in contributions {
         builder.set_server_labels(c.name(), c.definition.metadata.labels.clone());
         for resource in c.conn.resources() {
-            let exposed = names.server_resource_uri(c.prefix(), &resource.uri);
+            let exposed = names.server_resource_uri(&c.prefix(), &resource.uri);
             builder.push_resource(ResourceEntry::downstream(exposed, c.name(), resource.clone()));
         }
         for prompt in c.conn.prompts() {
-            let exposed = names.server_prompt(c.prefix(), &prompt.name);
+            let exposed = names.server_prompt(&c.prefix(), &prompt.name);
             builder.push_prompt(PromptEntry::downstream(exposed, c.name(), prompt.clone()));
         }
     }
@@ -130,7 +137,7 @@ fn family_surface(
                 tool: &Tool| {
         push(
             builder,
-            ToolEntry::downstream(names.server_tool(m.prefix(), &tool.name), m.name(), tool.clone()),
+            ToolEntry::downstream(names.server_tool(&m.prefix(), &tool.name), m.name(), tool.clone()),
             m.name(),
         );
     };

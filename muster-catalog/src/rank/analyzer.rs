@@ -109,8 +109,7 @@ impl Analyzer {
     pub fn for_each_term(&self, text: &str, mut emit: impl FnMut(&str)) {
         let mut lower = String::new();
         for_each_token(text, self.split_acronyms, |token| {
-            lower.clear();
-            lower.extend(token.chars().flat_map(char::to_lowercase));
+            lowercase_into(token, &mut lower);
             match self.folding {
                 Folding::English => emit(&fold(&lower)),
                 Folding::None => emit(&lower),
@@ -132,8 +131,7 @@ impl Analyzer {
         let mut out = Vec::new();
         let mut lower = String::new();
         for_each_token(text, self.split_acronyms, |token| {
-            lower.clear();
-            lower.extend(token.chars().flat_map(char::to_lowercase));
+            lowercase_into(token, &mut lower);
             let term = match self.folding {
                 Folding::English => fold(&lower).into_owned(),
                 Folding::None => lower.clone(),
@@ -148,6 +146,17 @@ impl Analyzer {
             out.push((term, class));
         });
         out
+    }
+}
+
+/// `token` lowercased into `out` (replacing its content).
+fn lowercase_into(token: &str, out: &mut String) {
+    out.clear();
+    if token.is_ascii() {
+        out.push_str(token);
+        out.make_ascii_lowercase();
+    } else {
+        out.extend(token.chars().flat_map(char::to_lowercase));
     }
 }
 

@@ -233,15 +233,18 @@ impl SearchIndex {
         let params = self.config.params;
         let (prefix, own_name) = split_prefix(entry);
         let (first_line, rest) = split_description(entry.description());
-        let mut texts: Vec<(Field, &str, bool)> = Vec::with_capacity(4);
-        match self.config.prefix {
-            PrefixTokens::MatchOnly => texts.push((Field::Name, prefix, false)),
-            PrefixTokens::Counted => texts.push((Field::Name, prefix, true)),
-            PrefixTokens::Ignored => {}
-        }
-        texts.push((Field::Name, own_name, true));
-        texts.push((Field::FirstLine, first_line, true));
-        texts.push((Field::Rest, rest, true));
+        let prefix = if self.config.prefix == PrefixTokens::Ignored {
+            ""
+        } else {
+            prefix
+        };
+        // (field, text, whether its terms count in the field's length)
+        let texts = [
+            (Field::Name, prefix, self.config.prefix == PrefixTokens::Counted),
+            (Field::Name, own_name, true),
+            (Field::FirstLine, first_line, true),
+            (Field::Rest, rest, true),
+        ];
         for (field, text, counted) in texts {
             if params.field(field).weight <= 0.0 || text.is_empty() {
                 continue;
