@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Harness, demo_stdio, text};
+use common::{Harness, demo_stdio, envelope, text, tool_names};
 use muster::core::crd::MCPServerFamily;
 use serde_json::{Value, json};
 
@@ -15,22 +15,13 @@ fn family_member(name: &str, family: &str) -> muster::core::crd::MCPServer {
     server
 }
 
-fn envelope(result: &rmcp::model::CallToolResult) -> Value {
-    serde_json::from_str(&text(result)).unwrap_or(Value::Null)
-}
-
 #[tokio::test]
 async fn a_family_of_two_servers_is_one_tool_surface_routed_by_the_instance_argument() {
     let h = Harness::start(vec![family_member("east", "k8s"), family_member("west", "k8s")]).await;
     let page = h
         .meta_json("filter_tools", json!({"pattern": "x_*", "limit": 50}))
         .await;
-    let names: Vec<&str> = page["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = tool_names(&page);
     assert_eq!(
         names,
         ["x_k8s_add", "x_k8s_echo", "x_k8s_fail", "x_k8s_pid", "x_k8s_sleep"]
@@ -146,12 +137,7 @@ async fn a_server_outside_musters_namespace_gets_its_namespace_in_front_of_its_p
     let page = h
         .meta_json("filter_tools", json!({"pattern": "x_*_echo", "limit": 50}))
         .await;
-    let names: Vec<&str> = page["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = tool_names(&page);
     assert_eq!(names, ["x_team-a_demo_echo", "x_home_echo"]);
     h.stop().await;
 }

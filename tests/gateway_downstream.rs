@@ -3,19 +3,10 @@
 
 mod common;
 
-use common::{DemoHttp, Harness, demo_stdio, remote, text};
+use common::{DemoHttp, Harness, demo_stdio, remote, text, tool_names};
 use muster::core::crd::MCPServerState;
 use rmcp::model::{CallToolRequestParams, ErrorCode};
 use serde_json::{Value, json};
-
-fn tool_names(page: &Value) -> Vec<String> {
-    page["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["name"].as_str().map(str::to_owned))
-        .collect()
-}
 
 #[tokio::test]
 async fn native_tools_list_is_exactly_the_thirteen_meta_tools() {

@@ -4,7 +4,7 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{DemoHttp, Harness, demo_stdio, eventually, remote, text};
+use common::{DemoHttp, Harness, demo_stdio, envelope, eventually, remote, text};
 use muster::core::crd::MCPServerState;
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
@@ -12,12 +12,8 @@ use rmcp::{
     service::NotificationContext,
     transport::StreamableHttpClientTransport,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
-
-fn envelope(result: &rmcp::model::CallToolResult) -> Value {
-    serde_json::from_str(&text(result)).unwrap_or(Value::Null)
-}
 
 async fn demo_pid(h: &Harness, server: &str) -> u32 {
     let result = h.meta("call_tool", json!({"name": format!("x_{server}_pid")})).await;

@@ -3,18 +3,9 @@
 
 mod common;
 
-use common::{Harness, call_meta, demo_stdio, text};
+use common::{Harness, call_meta, demo_stdio, text, tool_names as names};
 use muster::core::config::MusterConfig;
 use serde_json::{Value, json};
-
-fn names(page: &Value) -> Vec<String> {
-    page["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["name"].as_str().map(str::to_owned))
-        .collect()
-}
 
 fn json_text(result: &rmcp::model::CallToolResult) -> Value {
     assert_ne!(result.is_error, Some(true), "error result: {}", text(result));

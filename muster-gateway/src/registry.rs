@@ -131,17 +131,18 @@ impl ServerRuntime {
             last_transition_time: self.state_since,
             observed_generation: None,
         };
-        let mut status = MCPServerStatus::default();
-        status.state = Some(self.state);
-        status.health = Some(self.health);
-        status.last_error = self.last_error.clone();
-        status.last_connected = self.last_connected;
-        status.restart_count = self.restart_count;
-        status.consecutive_failures = self.consecutive_failures;
-        status.last_attempt = self.last_attempt;
-        status.next_retry_after = self.next_retry_after;
-        status.conditions = vec![condition];
-        status
+        MCPServerStatus {
+            state: Some(self.state),
+            health: Some(self.health),
+            last_error: self.last_error.clone(),
+            last_connected: self.last_connected,
+            restart_count: self.restart_count,
+            consecutive_failures: self.consecutive_failures,
+            last_attempt: self.last_attempt,
+            next_retry_after: self.next_retry_after,
+            conditions: vec![condition],
+            ..MCPServerStatus::default()
+        }
     }
 }
 

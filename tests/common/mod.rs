@@ -230,3 +230,18 @@ pub fn text(result: &CallToolResult) -> String {
         .map(|t| t.text.clone())
         .unwrap_or_default()
 }
+
+/// The tool names of a `list_tools` / `filter_tools` page.
+pub fn tool_names(page: &Value) -> Vec<String> {
+    page["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The `call_tool` envelope of a result (its first text item as JSON; null when it is not JSON).
+pub fn envelope(result: &CallToolResult) -> Value {
+    serde_json::from_str(&text(result)).unwrap_or(Value::Null)
+}

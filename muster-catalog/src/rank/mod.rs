@@ -46,8 +46,16 @@
 //!
 //! - **Fields** ([`Field`]): the tool's own name, the first non-empty line of its description,
 //!   the rest of the description; weights 3, 1 and 0.5. BM25F: the weighted, length-normalised
-//!   term frequencies of the fields are summed before one saturation (see [`bm25f`](self::bm25f)
-//!   formulas: [`idf`], [`length_norm`], [`weighted_field_tf`], [`saturate`]).
+//!   term frequencies of the fields are summed before one saturation, so a term repeated across
+//!   fields saturates once:
+//!
+//!   ```text
+//!   norm(d, f)  = 1 − b_f + b_f · len(d, f) / avglen(f)          length_norm
+//!   wtf(t, d)   = Σ_f w_f · tf(t, d, f) / norm(d, f)             weighted_field_tf, summed
+//!   idf(t)      = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))      idf
+//!   score(t, d) = q(t) · idf(t) · wtf · (k1 + 1) / (wtf + k1)    saturate, TermWeight
+//!   score(d)    = Σ over the query's distinct terms t
+//!   ```
 //! - **Parameters** ([`Bm25fParams`]): k1 1.2; b 0.5 for the name and the first line (short
 //!   fields, whose length says little), 0.75 for the rest. The rest field is not exercised by
 //!   the benchmark data (single-line descriptions), so its 0.5 is a choice, not a measurement.
