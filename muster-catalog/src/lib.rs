@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use muster_catalog::{Catalog, tools};
+//! use muster_catalog::{Catalog, tools::{self, Scope}, toolset::Presets};
 //! use muster_core::ToolEntry;
 //! use rmcp::model::Tool;
 //!
@@ -24,7 +24,8 @@
 //! }
 //! let catalog = Arc::new(builder.build());
 //! let args = serde_json::json!({"limit": 2}).as_object().cloned().unwrap_or_default();
-//! let page = tools::list_tools(&catalog.view(), &args).unwrap();
+//! let presets = Presets::default();
+//! let page = tools::list_tools(&catalog.view(), &args, Scope::unscoped(&presets)).unwrap();
 //! assert_eq!((page.total, page.tools.len(), page.truncated), (3, 2, true));
 //! ```
 
