@@ -122,6 +122,17 @@ async fn two_servers_producing_the_same_name_are_reported_not_overwritten() {
     let beta = h.gateway.registry().server("beta").expect("defined");
     let error = beta.runtime.last_error.unwrap_or_default();
     assert!(error.contains("x_shared_echo") && error.contains("alpha"), "{error}");
+    let events = h
+        .meta(
+            "call_tool",
+            json!({"name": "core_events", "arguments": {"resourceName": "beta"}}),
+        )
+        .await;
+    assert!(
+        text(&events).contains("MCPServerToolNameCollision"),
+        "{}",
+        text(&events)
+    );
     h.stop().await;
 }
 

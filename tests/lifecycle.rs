@@ -249,3 +249,20 @@ async fn fifty_concurrent_clients_are_all_answered_while_a_downstream_restarts()
     assert_eq!(total, 200, "every request got an answer (a result or an error result)");
     assert!(eventually(10, || async { state(&h, "demo") == Some(MCPServerState::Running) }).await);
 }
+
+#[tokio::test]
+async fn a_failed_attempt_records_the_http_status_the_endpoint_answered() {
+    let demo = DemoHttp::start();
+    let wrong_path = demo.url.replace("/mcp", "/not-served");
+    let h = Harness::start(vec![remote("misrouted", &wrong_path)]).await;
+    let status = h.gateway.registry().server("misrouted").expect("defined");
+    assert_eq!(
+        status.runtime.last_failure_http_status,
+        Some(404),
+        "{:?}",
+        status.runtime.last_error
+    );
+    let crd = status.runtime.to_status(false);
+    assert_eq!(crd.last_failure_http_status, Some(404));
+    h.stop().await;
+}

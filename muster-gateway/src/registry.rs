@@ -61,6 +61,8 @@ pub struct ServerRuntime {
     pub tool_count: usize,
     /// When the state last changed.
     pub state_since: DateTime<Utc>,
+    /// The HTTP status the endpoint answered the last failed attempt with, when it answered.
+    pub last_failure_http_status: Option<u16>,
 }
 
 impl ServerRuntime {
@@ -81,6 +83,7 @@ impl ServerRuntime {
             restart_count: 0,
             tool_count: 0,
             state_since: Utc::now(),
+            last_failure_http_status: None,
         }
     }
 }
@@ -140,6 +143,7 @@ impl ServerRuntime {
             consecutive_failures: self.consecutive_failures,
             last_attempt: self.last_attempt,
             next_retry_after: self.next_retry_after,
+            last_failure_http_status: self.last_failure_http_status,
             conditions: vec![condition],
             ..MCPServerStatus::default()
         }
@@ -560,6 +564,7 @@ impl Registry {
             slot.runtime.health = MCPServerHealth::Healthy;
             slot.runtime.last_error = None;
             slot.runtime.consecutive_failures = 0;
+            slot.runtime.last_failure_http_status = None;
             slot.runtime.next_retry_after = None;
             slot.runtime.last_connected = Some(Utc::now());
             slot.runtime.tool_count = conn.tools().len();
@@ -803,8 +808,15 @@ impl Registry {
                     "exposed tool name collision: {} also produced by another server; this server's tools of those names are not exposed",
                     names.join(", ")
                 );
-                tracing::warn!(server, collisions = %names.join(", "), "exposed tool name collision");
-                if let Some(slot) = servers.get_mut(server) {
+                if let Some(slot) = servers.get_mut(server)
+                    && slot.runtime.last_error.as_deref() != Some(message.as_str())
+                {
+                    tracing::warn!(server, collisions = %names.join(", "), "exposed tool name collision");
+                    self.events.emit(Event::mcp_server(
+                        server,
+                        reasons::MCP_SERVER_TOOL_NAME_COLLISION,
+                        message.clone(),
+                    ));
                     slot.runtime.last_error = Some(message);
                 }
             }

@@ -121,6 +121,21 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
+/// The HTTP status an error message reports (`HTTP 404 Not Found: ...`, `HTTP 503`), if any:
+/// the transports report a failed attempt's status only in their messages.
+pub fn http_status_in(message: &str) -> Option<u16> {
+    message.match_indices("HTTP ").find_map(|(i, m)| {
+        let digits: String = message[i + m.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        (digits.len() == 3)
+            .then(|| digits.parse().ok())
+            .flatten()
+            .filter(|s| (100..600).contains(s))
+    })
+}
+
 /// What a supervisor is asked to do.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -278,6 +293,7 @@ pub(crate) async fn supervise(
                         rt.state = state;
                         rt.health = MCPServerHealth::Unhealthy;
                         rt.last_error = Some(e.to_string());
+                        rt.last_failure_http_status = http_status_in(&e.to_string());
                         rt.consecutive_failures = failures;
                     })
                 });
@@ -376,6 +392,17 @@ mod tests {
         assert_eq!(fast.backoff(1), Duration::from_millis(100));
         assert_eq!(fast.backoff(3), Duration::from_millis(250));
         assert_eq!(fast.backoff(u32::MAX), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn http_statuses_are_read_from_transport_messages() {
+        assert_eq!(
+            http_status_in("MCP initialize failed: unexpected server response: HTTP 404 Not Found: "),
+            Some(404)
+        );
+        assert_eq!(http_status_in("Transport error: HTTP 503"), Some(503));
+        assert_eq!(http_status_in("connection refused (os error 111)"), None);
+        assert_eq!(http_status_in("HTTP 12345"), None);
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub const MCP_SERVER_TOOLS_CHANGED: &str = "MCPServerToolsChanged";
 /// A connection attempt to an MCPServer is scheduled after a failure (Warning). Not in Go
 /// muster; carry [`EventDetails::next_retry_after`](super::EventDetails::next_retry_after).
 pub const MCP_SERVER_RECONNECTING: &str = "MCPServerReconnecting";
+/// Two servers produced the same exposed tool name; the other server keeps it (muster for Rust).
+pub const MCP_SERVER_TOOL_NAME_COLLISION: &str = "MCPServerToolNameCollision";
 
 /// A Workflow definition was created.
 pub const WORKFLOW_CREATED: &str = "WorkflowCreated";
@@ -95,8 +97,9 @@ pub const WORKFLOW_TOOL_UNREGISTERED: &str = "WorkflowToolUnregistered";
 pub const WORKFLOW_CAPABILITIES_REFRESHED: &str = "WorkflowCapabilitiesRefreshed";
 
 /// The reasons whose events are `Warning`; every other reason is `Normal`.
-const WARNINGS: [&str; 10] = [
+const WARNINGS: [&str; 11] = [
     MCP_SERVER_FAILED,
+    MCP_SERVER_TOOL_NAME_COLLISION,
     MCP_SERVER_TOOLS_UNAVAILABLE,
     MCP_SERVER_HEALTH_CHECK_FAILED,
     MCP_SERVER_RECOVERY_FAILED,
