@@ -266,3 +266,43 @@ async fn a_failed_attempt_records_the_http_status_the_endpoint_answered() {
     assert_eq!(crd.last_failure_http_status, Some(404));
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_call_the_client_cancels_is_cancelled_downstream() {
+    let h = Harness::start(vec![demo_stdio("demo")]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("cancelled");
+    let args =
+        json!({"name": "x_demo_sleep", "arguments": {"seconds": 30, "cancel_marker": marker.display().to_string()}});
+    let request = CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default());
+    let handle = h
+        .client
+        .send_request_with_option(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(request)),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .expect("sent");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    handle
+        .cancel(Some("the person changed their mind".into()))
+        .await
+        .expect("cancel sent");
+    assert!(
+        eventually(5, || {
+            let m = marker.clone();
+            async move { m.exists() }
+        })
+        .await,
+        "the downstream call saw the cancellation"
+    );
+    // The connection stays usable.
+    let ok = h
+        .meta(
+            "call_tool",
+            json!({"name": "x_demo_echo", "arguments": {"message": "after"}}),
+        )
+        .await;
+    assert_eq!(ok.is_error, Some(false));
+    h.stop().await;
+}

@@ -47,6 +47,8 @@ struct Sum {
 struct SleepArgs {
     /// How long to sleep, in seconds.
     seconds: f64,
+    /// A file to write `cancelled` to if the call is cancelled (lets tests see a cancellation).
+    cancel_marker: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -86,7 +88,15 @@ impl Demo {
         let token = ctx.meta.get_progress_token();
         let started = std::time::Instant::now();
         while started.elapsed().as_secs_f64() < total {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+                () = ctx.ct.cancelled() => {
+                    if let Some(marker) = &args.cancel_marker {
+                        let _ = std::fs::write(marker, "cancelled");
+                    }
+                    return "cancelled".to_owned();
+                }
+            }
             if let Some(token) = &token {
                 let done = started.elapsed().as_secs_f64().min(total);
                 let _ = ctx
