@@ -3,11 +3,16 @@
 //! The workflow side of muster: what a Workflow needs from the catalogue, and (as the engine
 //! lands) how it runs.
 //!
-//! This version provides the dependency analysis the gateway uses for availability:
-//! [`referenced_tools`] walks every place a Workflow names a tool (steps, conditions, forEach
-//! bodies one level deep, parallel groups, onFailure), and [`missing_tools`] says which of them
-//! a catalogue lacks. Executing workflows (templates, conditions, loops, jq, execution records)
-//! is not part of this version.
+//! This version provides the building blocks; the executor that runs steps through the caller's
+//! tool service, and the workflow tools, are still to come:
+//!
+//! - [`referenced_tools`] walks every place a Workflow names a tool (steps, conditions, forEach
+//!   bodies one level deep, parallel groups, onFailure), and [`missing_tools`] says which of them
+//!   a catalogue lacks (availability);
+//! - [`template`]: Go text/template syntax on gotmpl with `missingkey=error`, the sprig functions
+//!   workflows use, parse-once templates and the documented type preservation;
+//! - [`record`]: execution records and their filesystem store (atomic writes, the 256 KB payload
+//!   guard, retention, recovery of executions a crash cut off, the list/get tool answers).
 //!
 //! ```
 //! use muster_core::crd::{Workflow, WorkflowSpec, WorkflowStep};
@@ -20,6 +25,10 @@
 //! assert!(tools.contains("x_k8s_list_pods"));
 //! assert_eq!(muster_workflow::missing_tools(&wf, |t| t == "x_k8s_list_pods"), Vec::<String>::new());
 //! ```
+
+pub mod template;
+
+pub mod record;
 
 use std::collections::BTreeSet;
 
