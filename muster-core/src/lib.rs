@@ -24,6 +24,7 @@ pub mod config;
 pub mod crd;
 pub mod entry;
 pub mod error;
+pub mod fs;
 pub mod naming;
 
 pub use call::{

@@ -39,8 +39,7 @@
 //! ```
 
 use std::{
-    fs::{File, OpenOptions},
-    io::{self, Write},
+    io,
     path::{Path, PathBuf},
 };
 
@@ -277,56 +276,22 @@ fn write_document<T: Serialize>(target: &Path, document: &T, what: &str) -> Resu
     write_atomic(target, yaml.as_bytes())
 }
 
-/// Replaces `target` with `contents`: a temporary file beside it, written and synced, renamed
-/// over it, and the folder synced. The temporary file is removed on failure.
 fn write_atomic(target: &Path, contents: &[u8]) -> Result<(), StoreError> {
-    let io_error = |action, path: &Path| {
-        let path = path.to_owned();
-        move |source| StoreError::Io { action, path, source }
-    };
-    let folder = target.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(folder).map_err(io_error("cannot create", folder))?;
-    let file_name = target.file_name().and_then(|n| n.to_str()).unwrap_or("document");
-    let temp = folder.join(format!(".{file_name}.tmp-{}", uuid::Uuid::new_v4().simple()));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(io_error("cannot create", &temp))?;
-        // Keep the permissions of the file being replaced (a 0600 file stays 0600).
-        if let Ok(existing) = std::fs::metadata(target) {
-            file.set_permissions(existing.permissions())
-                .map_err(io_error("cannot set the permissions of", &temp))?;
-        }
-        file.write_all(contents).map_err(io_error("cannot write", &temp))?;
-        file.sync_all().map_err(io_error("cannot sync", &temp))?;
-        drop(file);
-        std::fs::rename(&temp, target).map_err(io_error("cannot replace", target))
-    })();
-    if result.is_err() {
-        let _already_gone = std::fs::remove_file(&temp);
-    }
-    result?;
-    sync_dir(folder)
+    muster_core::fs::write_atomic(target, contents).map_err(StoreError::from)
 }
 
-/// Flushes a folder's entries to disk, so a rename or removal survives a crash (Unix; a no-op
-/// elsewhere).
 fn sync_dir(folder: &Path) -> Result<(), StoreError> {
-    #[cfg(unix)]
-    {
-        File::open(folder)
-            .and_then(|dir| dir.sync_all())
-            .map_err(|source| StoreError::Io {
-                action: "cannot sync",
-                path: folder.to_owned(),
-                source,
-            })?;
+    muster_core::fs::sync_dir(folder).map_err(StoreError::from)
+}
+
+impl From<muster_core::fs::WriteError> for StoreError {
+    fn from(e: muster_core::fs::WriteError) -> Self {
+        StoreError::Io {
+            action: e.action,
+            path: e.path,
+            source: e.source,
+        }
     }
-    #[cfg(not(unix))]
-    let _ = (folder, File::open);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -60,3 +60,13 @@ pub use store::{
     EXECUTIONS_DIR, ExecutionStore, FsExecutionStore, INTERRUPTED_ERROR, MemoryExecutionStore, RETENTION_GC_INTERVAL,
     RETENTION_MAX_AGE_DAYS, RETENTION_MAX_COUNT, RecordError, Result, sanitize_id,
 };
+
+impl From<muster_core::fs::WriteError> for RecordError {
+    fn from(e: muster_core::fs::WriteError) -> Self {
+        RecordError::Io {
+            action: e.action,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}

@@ -1,13 +1,12 @@
 //! [`ExecutionStore`] and its two implementations.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use muster_core::crd::{ExecutionStatus, WorkflowExecution};
+use muster_core::fs::TEMP_MARKER;
 
 use super::format::{RecordDoc, parse_record, relabel};
 use super::guard::guard_payload;
@@ -395,8 +394,6 @@ pub fn sanitize_id(execution_id: &str) -> String {
         .collect()
 }
 
-const TEMP_MARKER: &str = ".tmp-";
-
 fn is_temp_file(name: &str) -> bool {
     name.starts_with('.') && name.contains(TEMP_MARKER)
 }
@@ -417,39 +414,10 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
     move |source| RecordError::Io { action, path, source }
 }
 
-/// Replaces `target` with `contents`: a temporary file beside it, written and synced, renamed
-/// over it, and the folder synced. The temporary file is removed on failure.
 fn write_atomic(target: &Path, contents: &[u8]) -> Result<()> {
-    let folder = target.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(folder).map_err(io_error("cannot create", folder))?;
-    let file_name = target.file_name().and_then(|n| n.to_str()).unwrap_or("record");
-    let temp = folder.join(format!(".{file_name}{TEMP_MARKER}{}", uuid::Uuid::new_v4().simple()));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(io_error("cannot create", &temp))?;
-        file.write_all(contents).map_err(io_error("cannot write", &temp))?;
-        file.sync_all().map_err(io_error("cannot sync", &temp))?;
-        drop(file);
-        std::fs::rename(&temp, target).map_err(io_error("cannot replace", target))
-    })();
-    if result.is_err() {
-        let _already_gone = std::fs::remove_file(&temp);
-    }
-    result?;
-    sync_dir(folder)
+    muster_core::fs::write_atomic(target, contents).map_err(RecordError::from)
 }
 
-/// Flushes a folder's entries to disk, so a rename or removal survives a crash (Unix; a no-op
-/// elsewhere).
 fn sync_dir(folder: &Path) -> Result<()> {
-    #[cfg(unix)]
-    File::open(folder)
-        .and_then(|dir| dir.sync_all())
-        .map_err(io_error("cannot sync", folder))?;
-    #[cfg(not(unix))]
-    let _ = (folder, File::open);
-    Ok(())
+    muster_core::fs::sync_dir(folder).map_err(RecordError::from)
 }
