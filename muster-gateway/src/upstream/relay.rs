@@ -117,11 +117,18 @@ impl CallRelay {
         self.lock().by_token.values().filter_map(|c| c.client.clone()).collect()
     }
 
-    fn latest_client(&self) -> Option<ClientPeer> {
+    /// The client of the most recent call in flight that declared what `declared` checks in
+    /// its capabilities (a request is only forwarded to a client that said it can answer it).
+    fn latest_client(&self, declared: impl Fn(&ClientCapabilities) -> bool) -> Option<ClientPeer> {
         self.lock()
             .by_token
             .values()
-            .filter(|c| c.client.is_some())
+            .filter(|c| {
+                c.client
+                    .as_ref()
+                    .and_then(|ClientPeer(peer)| peer.peer_info())
+                    .is_some_and(|info| declared(&info.capabilities))
+            })
             .max_by_key(|c| c.order)
             .and_then(|c| c.client.clone())
     }
@@ -193,8 +200,11 @@ impl ClientHandler for UpstreamClient {
         params: CreateMessageRequestParams,
         _ctx: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        let ClientPeer(peer) = self.relay.latest_client().ok_or_else(|| {
-            McpError::invalid_request("no client call is in flight to answer a sampling request", None)
+        let ClientPeer(peer) = self.relay.latest_client(|c| c.sampling.is_some()).ok_or_else(|| {
+            McpError::invalid_request(
+                "no client with a call in flight declared the sampling capability to answer this sampling request",
+                None,
+            )
         })?;
         peer.create_message(params)
             .await
@@ -206,7 +216,8 @@ impl ClientHandler for UpstreamClient {
         params: ElicitRequestParams,
         _ctx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
-        let Some(ClientPeer(peer)) = self.relay.latest_client() else {
+        let Some(ClientPeer(peer)) = self.relay.latest_client(|c| c.elicitation.is_some()) else {
+            // Nobody who could ask the person is on the line: decline rather than guess.
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
         peer.create_elicitation(params)
