@@ -1,5 +1,6 @@
 //! The tool-retrieval data sets of `../shared/rankbench` and the retrieval metrics, shared by the
-//! `rankbench` example and the `filter_tools` bench (included with `#[path]`).
+//! `rankbench` example, the `filter_tools` bench and muster-catalog's ranking quality gate
+//! (included with `#[path]`).
 
 use std::{
     error::Error,
@@ -48,9 +49,18 @@ struct RawQuery {
 
 /// `../shared/rankbench`, next to the workspace (`MUSTER_RANKBENCH` overrides it).
 pub fn rankbench_dir() -> PathBuf {
+    // `shared/` sits beside the repository; the including crate may be the root package or a
+    // member, so look for it from each ancestor of its manifest folder.
     std::env::var_os("MUSTER_RANKBENCH")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/rankbench"))
+        .unwrap_or_else(|| {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest
+                .ancestors()
+                .map(|dir| dir.join("../shared/rankbench"))
+                .find(|dir| dir.is_dir())
+                .unwrap_or_else(|| manifest.join("../shared/rankbench"))
+        })
 }
 
 /// The exposed name of `<server>/<name>`.
