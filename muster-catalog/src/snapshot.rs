@@ -119,6 +119,11 @@ impl CatalogBuilder {
         true
     }
 
+    /// The tool pushed under `name`, if any.
+    pub fn tool(&self, name: &str) -> Option<&ToolEntry> {
+        self.catalog.tool(name).map(|entry| &**entry)
+    }
+
     /// Adds a resource. Several servers may expose the same URI: requests then name the server.
     pub fn push_resource(&mut self, entry: ResourceEntry) {
         self.catalog.resources.push(Arc::new(entry));

@@ -119,7 +119,7 @@ pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
     }
     let mut names = BTreeSet::new();
     for file in yaml_files(&path.join(WORKFLOWS_DIR))? {
-        match read_resource::<Workflow>(&file, Workflow::KIND, Workflow::validate) {
+        match read_resource::<Workflow>(&file, Workflow::KIND, compiles) {
             Ok(workflow) if !names.insert(workflow.metadata.name.clone()) => loaded.problems.push(LoadProblem {
                 file,
                 field: Some("metadata.name".into()),
@@ -149,6 +149,12 @@ fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// A workflow file is valid when the workflow compiles: the CRD rules, its templates and its
+/// jq programs.
+fn compiles(workflow: &Workflow) -> Result<(), ValidationErrors> {
+    muster_workflow::engine::CompiledWorkflow::compile(workflow.clone()).map(|_| ())
 }
 
 fn read_resource<T: DeserializeOwned>(

@@ -50,6 +50,9 @@ pub enum GatewayError {
     /// A toolset preset of `config.yaml` is invalid.
     #[error(transparent)]
     Toolset(#[from] ToolsetError),
+    /// The workflow execution records cannot be opened.
+    #[error("cannot open the workflow execution records: {0}")]
+    Executions(#[from] muster_workflow::record::RecordError),
     /// Watching needs a config directory (filesystem mode).
     #[error("this gateway has no config directory to watch")]
     NoConfigDir,
@@ -107,6 +110,7 @@ impl Gateway {
                 .layer(ToolsetLayer::new(catalog, Arc::clone(registry.presets())))
                 .service(Dispatcher::new(Arc::clone(&registry))),
         );
+        registry.set_tool_stack(tools.clone());
         Ok(Self {
             registry,
             tools,
@@ -129,10 +133,12 @@ impl Gateway {
             dir: dir.to_path_buf(),
             source,
         })?;
+        let executions = crate::workflows::open_executions(dir, &events)?;
         let options = RegistryOptions {
             supervision,
             events: Some(events),
             store: Some(crate::store::ConfigStore::new(dir)),
+            executions: Some(executions),
         };
         let gateway = Self::with_options(
             loaded.config.clone(),
@@ -163,6 +169,7 @@ impl Gateway {
     /// Returns when each has made its first attempt (a failed server is reported in its status
     /// and retried on its backoff, never fatal).
     pub async fn start(&self) {
+        crate::workflows::spawn_retention(Arc::clone(self.registry.executions()), self.shutdown.child_token());
         self.registry.start().await;
     }
 

@@ -11,6 +11,7 @@
 //! - [`core_tools`]: muster's own `core_*` tools.
 //! - [`meta`]: the 13 meta-tools as an rmcp server handler.
 //! - [`http`]: `/mcp` and `/health` as an axum router.
+//! - [`workflows`]: the `workflow_<name>` tools, their availability and their run events.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,5 +37,6 @@ mod surface;
 pub mod sync;
 pub mod upstream;
 pub mod watch;
+pub mod workflows;
 
 pub use gateway::{Gateway, GatewayError};

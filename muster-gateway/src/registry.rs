@@ -24,6 +24,11 @@ use muster_core::{
         ServerType, Workflow,
     },
 };
+use muster_core::{BoxToolService, crd::ValidationErrors};
+use muster_workflow::{
+    engine::{CompiledWorkflow, WorkflowEngine},
+    record::{ExecutionStore, MemoryExecutionStore},
+};
 use rmcp::model::CallToolResult;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::{mpsc, oneshot};
@@ -35,6 +40,7 @@ use crate::{
     supervisor::{self, Command, Key, SupervisorConfig},
     surface::{self, Contribution},
     upstream::SharedConnection,
+    workflows::{self, Availability, EventObserver},
 };
 
 /// The runtime state of one MCPServer.
@@ -187,7 +193,10 @@ pub struct Registry {
     sources: std::sync::Mutex<Sources>,
     presets: Arc<Presets>,
     servers: RwLock<BTreeMap<String, ServerSlot>>,
-    workflows: RwLock<BTreeMap<String, Workflow>>,
+    workflows: RwLock<BTreeMap<String, Arc<CompiledWorkflow>>>,
+    availability: RwLock<BTreeMap<String, Availability>>,
+    engine: RwLock<Option<WorkflowEngine>>,
+    executions: Arc<dyn ExecutionStore>,
     catalog: RwLock<Arc<Catalog>>,
     sessions: std::sync::Mutex<Vec<Peer<RoleServer>>>,
     supervision: SupervisorConfig,
@@ -213,6 +222,8 @@ pub struct RegistryOptions {
     pub events: Option<EventLog>,
     /// Where definition writes go (none: changes are kept in memory only).
     pub store: Option<ConfigStore>,
+    /// Where workflow execution records go (in memory unless given).
+    pub executions: Option<Arc<dyn ExecutionStore>>,
 }
 
 /// What [`Registry::apply_server`] did.
@@ -252,7 +263,22 @@ impl Registry {
                 (slot.definition.metadata.name.clone(), slot)
             })
             .collect();
-        let workflows = workflows.into_iter().map(|w| (w.metadata.name.clone(), w)).collect();
+        let events = options.events.unwrap_or_else(EventLog::in_memory);
+        let workflows = workflows
+            .into_iter()
+            .filter_map(|w| {
+                let name = w.metadata.name.clone();
+                match CompiledWorkflow::compile(w) {
+                    Ok(compiled) => Some((name, Arc::new(compiled))),
+                    Err(errors) => {
+                        let message = format!("Workflow {name} is invalid: {}", errors.to_lines().join("; "));
+                        tracing::warn!(workflow = %name, "{message}");
+                        events.emit(Event::workflow(&name, reasons::WORKFLOW_VALIDATION_FAILED, message));
+                        None
+                    }
+                }
+            })
+            .collect();
         let registry = Arc::new(Self {
             config: RwLock::new(config),
             sources: std::sync::Mutex::new(Sources::default()),
@@ -260,11 +286,16 @@ impl Registry {
             presets,
             servers: RwLock::new(servers),
             workflows: RwLock::new(workflows),
+            availability: RwLock::new(BTreeMap::new()),
+            engine: RwLock::new(None),
+            executions: options
+                .executions
+                .unwrap_or_else(|| Arc::new(MemoryExecutionStore::new())),
             catalog: RwLock::new(Arc::new(Catalog::empty())),
             sessions: std::sync::Mutex::new(Vec::new()),
             supervision,
             started: std::sync::atomic::AtomicBool::new(false),
-            events: options.events.unwrap_or_else(EventLog::in_memory),
+            events,
             store: options.store,
         });
         registry.rebuild_catalog();
@@ -428,29 +459,36 @@ impl Registry {
         removed.is_some()
     }
 
-    /// Adds or replaces a Workflow; `false` when it was already defined exactly so.
-    pub fn apply_workflow(&self, workflow: Workflow) -> bool {
+    /// Adds or replaces a Workflow, compiling it first: refused (and nothing changes) when it
+    /// breaks a rule or a template or jq program does not compile; `false` when it was already
+    /// defined exactly so.
+    pub fn apply_workflow(&self, workflow: Workflow) -> Result<bool, ValidationErrors> {
         let name = workflow.metadata.name.clone();
+        let compiled = Arc::new(CompiledWorkflow::compile(workflow)?);
+        for warning in compiled.warnings() {
+            tracing::warn!(workflow = %name, "{warning}");
+        }
         let previous = self
             .workflows
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(name.clone(), workflow.clone());
+            .insert(name.clone(), Arc::clone(&compiled));
         let reason = match &previous {
-            Some(p) if p.spec == workflow.spec && p.metadata == workflow.metadata => return false,
+            Some(p) if p.workflow().spec == compiled.workflow().spec && p.workflow().metadata == compiled.workflow().metadata => {
+                return Ok(false);
+            }
             Some(_) => reasons::WORKFLOW_UPDATED,
             None => reasons::WORKFLOW_CREATED,
         };
-        self.events.emit(Event::workflow(
-            &name,
-            reason,
-            format!(
-                "Workflow {name} {}",
-                if previous.is_some() { "updated" } else { "created" }
-            ),
-        ));
+        let steps = compiled.workflow().spec.steps.len();
+        let message = if previous.is_some() {
+            format!("Workflow {name} successfully updated with {steps} steps")
+        } else {
+            format!("Workflow {name} successfully created with {steps} steps")
+        };
+        self.events.emit(Event::workflow(&name, reason, message));
         self.changed();
-        true
+        Ok(true)
     }
 
     /// Removes a Workflow; `false` when none has that name.
@@ -483,6 +521,7 @@ impl Registry {
 
     /// Stops every supervisor and closes every connection (stdio servers are stopped).
     pub async fn shutdown(&self) {
+        self.clear_tool_stack();
         let connections: Vec<SharedConnection> = self
             .write_servers()
             .values_mut()
@@ -680,12 +719,17 @@ impl Registry {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .cloned()
+            .map(|w| w.workflow().clone())
             .collect()
     }
 
     /// One Workflow.
     pub fn workflow(&self, name: &str) -> Option<Workflow> {
+        self.compiled_workflow(name).map(|w| w.workflow().clone())
+    }
+
+    /// One Workflow, compiled.
+    pub fn compiled_workflow(&self, name: &str) -> Option<Arc<CompiledWorkflow>> {
         self.workflows
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -693,9 +737,58 @@ impl Registry {
             .cloned()
     }
 
+    /// Whether workflow `name` can run now, as of the current catalogue.
+    pub fn workflow_availability(&self, name: &str) -> Option<Availability> {
+        self.availability
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Where workflow execution records go.
+    pub fn executions(&self) -> &Arc<dyn ExecutionStore> {
+        &self.executions
+    }
+
+    /// Gives workflow runs the tool stack their steps call through (the gateway's whole
+    /// stack, so a step is treated like a client's call), recording runs in
+    /// [`Registry::executions`] and their events in the event log.
+    pub fn set_tool_stack(&self, tools: BoxToolService) {
+        let engine = WorkflowEngine::new(tools)
+            .with_store(Arc::clone(&self.executions))
+            .with_observer(Arc::new(EventObserver::new(self.events.clone())));
+        *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Some(engine);
+    }
+
+    /// The engine workflow runs use, once a tool stack was given.
+    pub fn workflow_engine(&self) -> Option<WorkflowEngine> {
+        self.engine.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Drops the workflow engine (and with it the tool stack, which refers back to the
+    /// registry).
+    pub(crate) fn clear_tool_stack(&self) {
+        self.engine.write().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
     /// Why `name`, absent from the catalogue, cannot run: it belongs (by its exposed prefix) to a
     /// defined server that is not connected. `None` when no defined server claims it.
     pub fn unavailable_tool(&self, name: &str) -> Option<ToolError> {
+        if let Some(workflow) = NameRules::workflow_of(name)
+            && let Some(availability) = self.workflow_availability(workflow)
+            && !availability.available
+        {
+            self.events.emit(Event::workflow(
+                workflow,
+                reasons::WORKFLOW_UNAVAILABLE,
+                format!(
+                    "Workflow {workflow} cannot run: missing required tools {}",
+                    availability.missing.join(", ")
+                ),
+            ));
+            return Some(workflows::unavailable(workflow, &availability.missing));
+        }
         let servers = self.read_servers();
         servers
             .values()
@@ -770,14 +863,14 @@ impl Registry {
                 conn.call_tool(&tool, arguments, &call.ctx).await
             }
             ToolKind::Core => core_tools::call(self, &call).await,
-            ToolKind::Workflow => Err(ToolError::not_found(&call.name)),
+            ToolKind::Workflow => workflows::run(self, call).await,
         }
     }
 
     /// Rebuilds the catalogue from the connected servers and the core tools, and records name
     /// collisions on the servers that lost them.
     pub fn rebuild_catalog(&self) {
-        let (catalog, collisions) = {
+        let (catalog, collisions, availability) = {
             let home_namespace = self.config.read().unwrap_or_else(|e| e.into_inner()).namespace.clone();
             let servers = self.read_servers();
             let contributions: Vec<Contribution<'_>> = servers
@@ -790,9 +883,11 @@ impl Registry {
                     })
                 })
                 .collect();
-            surface::build(&self.names, &contributions, core_tools::entries())
+            let workflows = self.workflows.read().unwrap_or_else(|e| e.into_inner());
+            surface::build(&self.names, &contributions, core_tools::entries(), &workflows)
         };
         *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
+        *self.availability.write().unwrap_or_else(|e| e.into_inner()) = availability;
         if !collisions.is_empty() {
             let mut by_server: BTreeMap<&str, Vec<&surface::Collision>> = BTreeMap::new();
             for c in &collisions {

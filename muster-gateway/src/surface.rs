@@ -11,14 +11,22 @@
 //! back to per-server names. Two servers producing the same exposed name is a collision: the
 //! first server (by name) keeps it and the other is reported, never silently overwritten.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use muster_catalog::{Catalog, CatalogBuilder};
 use muster_core::{FamilyRoute, NameRules, PromptEntry, ResourceEntry, ToolEntry, crd::MCPServer};
 use rmcp::model::Tool;
 use serde_json::{Map, Value, json};
 
-use crate::upstream::UpstreamConnection;
+use muster_workflow::engine::CompiledWorkflow;
+
+use crate::{
+    upstream::UpstreamConnection,
+    workflows::{self, Availability},
+};
 
 /// One connected server's contribution.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +68,8 @@ pub(crate) fn build(
     names: &NameRules,
     contributions: &[Contribution<'_>],
     builtin: &[ToolEntry],
-) -> (Catalog, Vec<Collision>) {
+    workflows: &BTreeMap<String, Arc<CompiledWorkflow>>,
+) -> (Catalog, Vec<Collision>, BTreeMap<String, Availability>) {
     let mut builder = Catalog::builder();
     let mut collisions = Vec::new();
     let mut families: BTreeMap<&str, Vec<Contribution<'_>>> = BTreeMap::new();
@@ -107,6 +116,13 @@ pub(crate) fn build(
     for entry in builtin {
         builder.push_tool(entry.clone());
     }
+    // Workflows last: whether one is available depends on the tools above.
+    let availability = workflows::assess(workflows, |name| builder.tool(name));
+    for (name, workflow) in workflows {
+        if let Some(a) = availability.get(name).filter(|a| a.available) {
+            builder.push_tool(workflows::entry(names, workflow, a.read_only));
+        }
+    }
     let catalog = builder.build();
     // Name the server that kept each colliding name.
     for collision in &mut collisions {
@@ -114,7 +130,7 @@ pub(crate) fn build(
             collision.kept_by = winner.server.clone().unwrap_or_default();
         }
     }
-    (catalog, collisions)
+    (catalog, collisions, availability)
 }
 
 /// One member's offer of a tool.

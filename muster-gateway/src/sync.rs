@@ -69,8 +69,16 @@ pub fn apply(registry: &Arc<Registry>, loaded: &LoadedConfig) -> SyncSummary {
         .collect();
     let wanted: BTreeSet<&str> = loaded.workflows.iter().map(|w| w.metadata.name.as_str()).collect();
     for workflow in &loaded.workflows {
-        if registry.apply_workflow(workflow.clone()) {
-            summary.workflows_changed += 1;
+        match registry.apply_workflow(workflow.clone()) {
+            Ok(true) => summary.workflows_changed += 1,
+            Ok(false) => {}
+            // The loader compiles workflows too, so this is a definition that changed between
+            // the two reads; it is left out and said so.
+            Err(errors) => tracing::warn!(
+                workflow = %workflow.metadata.name,
+                "workflow left out: {}",
+                errors.to_lines().join("; ")
+            ),
         }
     }
     for workflow in registry.workflows() {

@@ -27,6 +27,9 @@
 //! ```
 
 pub mod template;
+pub mod jq;
+
+pub mod engine;
 
 pub mod record;
 

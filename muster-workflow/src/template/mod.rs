@@ -49,22 +49,21 @@
 //! ```
 
 mod check;
-mod path;
+mod context;
+pub(crate) mod path;
 mod sprig;
 mod typed;
 
 #[cfg(test)]
 mod tests;
 
-use std::{
-    fmt,
-    sync::{Arc, OnceLock},
-};
+use std::{fmt, sync::Arc};
 
 use gotmpl::{MissingKey, Template, Value as TValue};
 use serde_json::Value;
 
 pub use self::{
+    context::Context,
     path::{PathError, resolve_path},
     sprig::SPRIG_FUNCTIONS,
 };
@@ -110,130 +109,20 @@ pub enum TemplateError {
     },
 }
 
-/// The result type of this module.
-pub type Result<T, E = TemplateError> = std::result::Result<T, E>;
-
-/// The data templates see: exactly `.input`, `.results`, `.vars` and `.context` (an alias of
-/// `.results`). Any other top-level key (a bare `.foo`) is a missing key.
-pub struct Context {
-    input: Value,
-    results: Value,
-    vars: Value,
-    data: OnceLock<TValue>,
-}
-
-impl Context {
-    /// A context from the workflow input, the step results so far and the loop variables.
-    pub fn new(input: Value, results: Value, vars: Value) -> Self {
-        Self {
-            input,
-            results,
-            vars,
-            data: OnceLock::new(),
+impl TemplateError {
+    /// The name of the template that failed (for a value, the leaf: `args.items[0]`).
+    pub fn template(&self) -> &str {
+        match self {
+            Self::Parse { template, .. }
+            | Self::UndefinedFunction { template, .. }
+            | Self::Render { template, .. }
+            | Self::Path { template, .. } => template,
         }
     }
-
-    /// The workflow input (`.input`).
-    pub fn input(&self) -> &Value {
-        &self.input
-    }
-
-    /// The step results (`.results`, also `.context`).
-    pub fn results(&self) -> &Value {
-        &self.results
-    }
-
-    /// The loop variables (`.vars`).
-    pub fn vars(&self) -> &Value {
-        &self.vars
-    }
-
-    /// Records a step result (`.results.<step_id>`), turning `.results` into an object if it
-    /// is not one.
-    pub fn insert_result(&mut self, step_id: impl Into<String>, result: Value) {
-        insert(&mut self.results, step_id.into(), result);
-        self.data = OnceLock::new();
-    }
-
-    /// Sets a loop variable (`.vars.<name>`), turning `.vars` into an object if it is not one.
-    pub fn set_var(&mut self, name: impl Into<String>, value: Value) {
-        insert(&mut self.vars, name.into(), value);
-        self.data = OnceLock::new();
-    }
-
-    /// Resolves a path whose first key is one of the four context keys.
-    pub fn resolve(&self, path: &str) -> Result<&Value, PathError> {
-        let segments = path::segments(path)?;
-        let (first, rest) = segments
-            .split_first()
-            .ok_or_else(|| PathError::Invalid { path: path.to_owned() })?;
-        let root = match first {
-            path::Segment::Key("input") => &self.input,
-            path::Segment::Key("results" | "context") => &self.results,
-            path::Segment::Key("vars") => &self.vars,
-            path::Segment::Key(_) => {
-                return Err(PathError::NotFound { path: path.to_owned() });
-            }
-            path::Segment::Index(index) => {
-                return Err(PathError::NotAnArray {
-                    index: *index,
-                    path: path.to_owned(),
-                });
-            }
-        };
-        path::walk(root, rest, path)
-    }
-
-    /// The template value, converted once on first use.
-    fn data(&self) -> &TValue {
-        self.data.get_or_init(|| {
-            let results = typed::to_template(&self.results);
-            let map = [
-                ("input", typed::to_template(&self.input)),
-                ("context", results.clone()),
-                ("results", results),
-                ("vars", typed::to_template(&self.vars)),
-            ];
-            TValue::Map(Arc::new(map.into_iter().map(|(k, v)| (Arc::from(k), v)).collect()))
-        })
-    }
 }
 
-fn insert(target: &mut Value, key: String, value: Value) {
-    if !target.is_object() {
-        *target = Value::Object(serde_json::Map::new());
-    }
-    if let Value::Object(map) = target {
-        map.insert(key, value);
-    }
-}
-
-impl Default for Context {
-    /// Empty `.input`, `.results` and `.vars` objects.
-    fn default() -> Self {
-        Self::new(
-            Value::Object(Default::default()),
-            Value::Object(Default::default()),
-            Value::Object(Default::default()),
-        )
-    }
-}
-
-impl Clone for Context {
-    fn clone(&self) -> Self {
-        Self::new(self.input.clone(), self.results.clone(), self.vars.clone())
-    }
-}
-
-impl fmt::Debug for Context {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context")
-            .field("input", &self.input)
-            .field("results", &self.results)
-            .field("vars", &self.vars)
-            .finish()
-    }
-}
+/// The result type of this module.
+pub type Result<T, E = TemplateError> = std::result::Result<T, E>;
 
 /// A template compiled once and rendered many times. Cheap to clone (shared), `Send + Sync`.
 #[derive(Clone)]
@@ -293,6 +182,17 @@ impl CompiledTemplate {
         })
     }
 
+    /// A template that renders `source` unchanged.
+    pub(crate) fn literal(source: &str) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                name: source.to_owned(),
+                source: source.to_owned(),
+                kind: Kind::Literal,
+            }),
+        }
+    }
+
     /// The template's name.
     pub fn name(&self) -> &str {
         &self.inner.name
@@ -323,7 +223,7 @@ impl CompiledTemplate {
     fn string_in(&self, scope: &impl Scope) -> Result<String> {
         match &self.inner.kind {
             Kind::Literal => Ok(self.inner.source.clone()),
-            Kind::Path(path) => Ok(typed::print_form(&typed::to_template(self.resolve(scope, path)?))),
+            Kind::Path(path) => Ok(typed::print_form(&typed::to_template(&self.resolve(scope, path)?))),
             Kind::Single { text, .. } | Kind::Text(text) => self.execute(text, scope),
         }
     }
@@ -331,7 +231,7 @@ impl CompiledTemplate {
     fn value_in(&self, scope: &impl Scope) -> Result<Value> {
         match &self.inner.kind {
             Kind::Literal => Ok(Value::String(self.inner.source.clone())),
-            Kind::Path(path) => Ok(self.resolve(scope, path)?.clone()),
+            Kind::Path(path) => self.resolve(scope, path),
             Kind::Single { capture, .. } => {
                 typed::reset_capture();
                 self.execute(capture, scope)?;
@@ -341,7 +241,7 @@ impl CompiledTemplate {
         }
     }
 
-    fn resolve<'s>(&self, scope: &'s impl Scope, path: &str) -> Result<&'s Value> {
+    fn resolve(&self, scope: &impl Scope, path: &str) -> Result<Value> {
         scope.resolve(path).map_err(|source| TemplateError::Path {
             template: self.inner.name.clone(),
             source,
@@ -361,7 +261,7 @@ impl CompiledTemplate {
 /// What a template renders against: the template data and the bare-path resolver.
 trait Scope {
     fn data(&self) -> &TValue;
-    fn resolve(&self, path: &str) -> Result<&Value, PathError>;
+    fn resolve(&self, path: &str) -> Result<Value, PathError>;
 }
 
 impl Scope for Context {
@@ -369,7 +269,7 @@ impl Scope for Context {
         Context::data(self)
     }
 
-    fn resolve(&self, path: &str) -> Result<&Value, PathError> {
+    fn resolve(&self, path: &str) -> Result<Value, PathError> {
         Context::resolve(self, path)
     }
 }
@@ -396,10 +296,10 @@ impl Scope for ResultScope<'_> {
         &self.data
     }
 
-    fn resolve(&self, path: &str) -> Result<&Value, PathError> {
+    fn resolve(&self, path: &str) -> Result<Value, PathError> {
         let segments = path::segments(path)?;
         match segments.split_first() {
-            Some((path::Segment::Key("result"), rest)) => path::walk(self.result, rest, path),
+            Some((path::Segment::Key("result"), rest)) => path::walk(self.result, rest, path).cloned(),
             _ => Err(PathError::NotFound { path: path.to_owned() }),
         }
     }

@@ -84,32 +84,70 @@ pub(crate) fn segments(path: &str) -> Result<Vec<Segment<'_>>, PathError> {
     Ok(out)
 }
 
+/// What a path can be walked through: JSON values and template values.
+pub(crate) trait Node: Sized {
+    /// The member `key`: `None` when this is not an object, `Some(None)` when the key is absent.
+    fn member(&self, key: &str) -> Option<Option<&Self>>;
+    /// The element `index`: `None` when this is not an array, `Some(None)` when out of range.
+    fn element(&self, index: usize) -> Option<Option<&Self>>;
+}
+
+impl Node for Value {
+    fn member(&self, key: &str) -> Option<Option<&Self>> {
+        self.as_object().map(|map| map.get(key))
+    }
+
+    fn element(&self, index: usize) -> Option<Option<&Self>> {
+        self.as_array().map(|items| items.get(index))
+    }
+}
+
+impl Node for gotmpl::Value {
+    fn member(&self, key: &str) -> Option<Option<&Self>> {
+        match self {
+            Self::Map(map) => Some(map.get(key)),
+            _ => None,
+        }
+    }
+
+    fn element(&self, index: usize) -> Option<Option<&Self>> {
+        match self {
+            Self::List(items) => Some(items.get(index)),
+            _ => None,
+        }
+    }
+}
+
 /// Walks `segments` from `start`; `path` is only used in errors.
-pub(crate) fn walk<'v>(start: &'v Value, segments: &[Segment<'_>], path: &str) -> Result<&'v Value, PathError> {
+pub(crate) fn walk<'v, N: Node>(start: &'v N, segments: &[Segment<'_>], path: &str) -> Result<&'v N, PathError> {
     let mut current = start;
     for segment in segments {
-        current = match (*segment, current) {
-            (Segment::Key(key), Value::Object(map)) => map
-                .get(key)
-                .ok_or_else(|| PathError::NotFound { path: path.to_owned() })?,
-            (Segment::Key(key), _) => {
-                return Err(PathError::NotAnObject {
-                    segment: key.to_owned(),
-                    path: path.to_owned(),
-                });
-            }
-            (Segment::Index(index), Value::Array(items)) => {
-                items.get(index).ok_or_else(|| PathError::IndexOutOfRange {
-                    index,
-                    path: path.to_owned(),
-                })?
-            }
-            (Segment::Index(index), _) => {
-                return Err(PathError::NotAnArray {
-                    index,
-                    path: path.to_owned(),
-                });
-            }
+        current = match *segment {
+            Segment::Key(key) => match current.member(key) {
+                Some(Some(next)) => next,
+                Some(None) => return Err(PathError::NotFound { path: path.to_owned() }),
+                None => {
+                    return Err(PathError::NotAnObject {
+                        segment: key.to_owned(),
+                        path: path.to_owned(),
+                    });
+                }
+            },
+            Segment::Index(index) => match current.element(index) {
+                Some(Some(next)) => next,
+                Some(None) => {
+                    return Err(PathError::IndexOutOfRange {
+                        index,
+                        path: path.to_owned(),
+                    });
+                }
+                None => {
+                    return Err(PathError::NotAnArray {
+                        index,
+                        path: path.to_owned(),
+                    });
+                }
+            },
         };
     }
     Ok(current)

@@ -55,6 +55,7 @@ pub const SPRIG_FUNCTIONS: &[&str] = &[
     "quote",
     "regexMatch",
     "regexReplaceAll",
+    "repeat",
     "replace",
     "set",
     "split",
@@ -79,7 +80,7 @@ pub(crate) fn func_map() -> &'static FuncMap {
 }
 
 fn build() -> FuncMap {
-    let entries: [(&str, SprigFn); 47] = [
+    let entries: [(&str, SprigFn); 48] = [
         ("add", add),
         ("atoi", atoi),
         ("b64dec", b64dec),
@@ -112,6 +113,7 @@ fn build() -> FuncMap {
         ("quote", quote),
         ("regexMatch", regex_match),
         ("regexReplaceAll", regex_replace_all),
+        ("repeat", repeat),
         ("replace", replace),
         ("set", set),
         ("split", split),
@@ -361,6 +363,28 @@ fn trim_suffix(args: &[Value]) -> Res {
 fn replace(args: &[Value]) -> Res {
     let [old, new, s] = str_args::<3>("replace", args)?;
     Ok(string(s.replace(old.as_str(), &new)))
+}
+
+/// Most bytes `repeat` produces; a bigger result is refused rather than exhausting memory.
+pub(crate) const MAX_REPEAT_BYTES: usize = 10_000_000;
+
+/// `repeat COUNT STR`: STR COUNT times (`{{ "ab" | repeat 3 }}` is `ababab`). A negative
+/// count is an error, as in Go; so is a result over [`MAX_REPEAT_BYTES`].
+fn repeat(args: &[Value]) -> Res {
+    arity("repeat", args, 2)?;
+    let count = to_i64(&args[0]);
+    let s = strval(&args[1]);
+    let count = usize::try_from(count).map_err(|_| fail("repeat", format_args!("negative repeat count {count}")))?;
+    match count.checked_mul(s.len()) {
+        Some(bytes) if bytes <= MAX_REPEAT_BYTES => Ok(string(s.repeat(count))),
+        _ => Err(fail(
+            "repeat",
+            format_args!(
+                "{count} copies of a {}-byte string exceed the {MAX_REPEAT_BYTES}-byte limit",
+                s.len()
+            ),
+        )),
+    }
 }
 
 fn contains(args: &[Value]) -> Res {

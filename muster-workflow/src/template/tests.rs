@@ -503,10 +503,10 @@ fn inserting_results_and_vars_is_visible_to_the_next_render() {
     let mut ctx = Context::default();
     let t = CompiledTemplate::compile("t", "{{ .results.build.id }}-{{ .vars.item }}").expect("compiles");
     assert!(t.render_value(&ctx).is_err());
-    ctx.insert_result("build", json!({"id": 7}));
-    ctx.set_var("item", json!("a"));
+    ctx.insert_result("build", &json!({"id": 7}));
+    ctx.set_var("item", &json!("a"));
     assert_eq!(t.render_value(&ctx).expect("renders"), json!("7-a"));
-    ctx.set_var("item", json!("b"));
+    ctx.set_var("item", &json!("b"));
     assert_eq!(t.render_value(&ctx).expect("renders"), json!("7-b"));
     assert_eq!(
         CompiledTemplate::compile("u", "{{ .context.build }}")
@@ -520,4 +520,29 @@ fn inserting_results_and_vars_is_visible_to_the_next_render() {
 fn malformed_bare_paths_are_refused_at_compile_time() {
     let err = CompiledTemplate::compile("t", "{{ .input..x }}").expect_err("must fail");
     assert_eq!(err.to_string(), "template 't': invalid path 'input..x'");
+}
+
+#[test]
+fn repeat_takes_the_count_first_and_refuses_a_result_over_the_byte_limit() {
+    cases(&[
+        (r#"{{ repeat 3 "ab" }}"#, json!("ababab")),
+        (r#"{{ "ab" | repeat 3 }}"#, json!("ababab")),
+        (r#"{{ repeat 0 "ab" }}"#, json!("")),
+        ("{{ repeat .input.replicas .input.app_name }}", json!("shopshopshop")),
+        (r#"{{ len (repeat 400000 "x") }}"#, json!(400_000)),
+    ]);
+    let limit = sprig::MAX_REPEAT_BYTES;
+    assert_eq!(
+        text(&format!(r#"{{{{ len (repeat {limit} "x") }}}}"#)),
+        limit.to_string()
+    );
+    let over = error(&format!(r#"{{{{ repeat {} "ab" }}}}"#, limit / 2 + 1));
+    assert!(
+        over.contains("repeat") && over.contains("10000000-byte limit"),
+        "{over}"
+    );
+    let huge = error(r#"{{ repeat 9223372036854775807 "ab" }}"#);
+    assert!(huge.contains("10000000-byte limit"), "{huge}");
+    let negative = error(r#"{{ repeat -1 "ab" }}"#);
+    assert!(negative.contains("negative repeat count"), "{negative}");
 }

@@ -1,0 +1,241 @@
+//! One run: the top-level steps in order, onFailure on a fatal stop, then the response and
+//! the final record.
+
+use std::time::Instant;
+
+use chrono::Utc;
+use muster_core::{
+    BoxToolService, CallContext, JsonObject, ToolCall,
+    call::ProgressUpdate,
+    crd::{ExecutionStatus, WorkflowExecution, WorkflowExecutionStep},
+};
+use serde_json::{Map, Value};
+use tower::ServiceExt;
+
+use super::{
+    CompiledWorkflow, RunEvent, RunEventKind, RunObserver, RunOutcome, WorkflowEngine,
+    plan::Body,
+    response::{DefaultResponse, StepMeta, StepStatus, error_text, result_value},
+};
+use crate::template::Context;
+
+/// What the steps of a run leave behind: response entries and record entries, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Trail {
+    pub(crate) metas: Vec<StepMeta>,
+    pub(crate) records: Vec<WorkflowExecutionStep>,
+}
+
+impl Trail {
+    pub(crate) fn append(&mut self, other: Trail) {
+        self.metas.extend(other.metas);
+        self.records.extend(other.records);
+    }
+}
+
+/// How the steps ended.
+pub(crate) struct Finished {
+    scope: Context,
+    trail: Trail,
+    failure: Option<String>,
+}
+
+/// The state of one run shared by its steps.
+pub(crate) struct Run<'a> {
+    tools: BoxToolService,
+    observer: Option<&'a dyn RunObserver>,
+    pub(crate) workflow: &'a CompiledWorkflow,
+    pub(crate) execution_id: &'a str,
+    pub(crate) ctx: CallContext,
+    pub(crate) debug: bool,
+    pub(crate) input: Value,
+    started: Instant,
+}
+
+impl<'a> Run<'a> {
+    pub(crate) fn new(
+        engine: &'a WorkflowEngine,
+        workflow: &'a CompiledWorkflow,
+        execution_id: &'a str,
+        ctx: CallContext,
+        debug: bool,
+        input: Value,
+    ) -> Self {
+        Self {
+            tools: engine.tools.clone(),
+            observer: engine.observer.as_deref(),
+            workflow,
+            execution_id,
+            ctx,
+            debug,
+            input,
+            started: Instant::now(),
+        }
+    }
+
+    /// An event of this run, to fill in and [`Run::notify`].
+    pub(crate) fn event(&self, kind: RunEventKind) -> RunEvent<'_> {
+        RunEvent {
+            kind,
+            workflow: self.workflow.name(),
+            execution_id: self.execution_id,
+            step_id: None,
+            tool: None,
+            error: None,
+            passed: None,
+            duration_ms: None,
+        }
+    }
+
+    pub(crate) fn notify(&self, event: &RunEvent<'_>) {
+        if let Some(observer) = self.observer {
+            observer.on_event(event);
+        }
+    }
+
+    /// Calls `tool` with `args` through the engine's service in the caller's context: the
+    /// result as JSON, or the error text (an error result counts as a failure).
+    pub(crate) async fn call(&self, tool: &str, args: Value) -> Result<Value, String> {
+        let arguments = match args {
+            Value::Object(map) => map,
+            Value::Null => JsonObject::new(),
+            other => return Err(format!("arguments must render to an object, not {other}")),
+        };
+        let call = ToolCall::new(tool, arguments, self.ctx.clone());
+        match self.tools.clone().oneshot(call).await {
+            Ok(result) if result.is_error == Some(true) => Err(error_text(&result)),
+            Ok(result) => Ok(result_value(&result)),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Runs the steps in order; on a fatal failure, the onFailure handlers.
+    pub(crate) async fn execute(&self) -> Finished {
+        let mut scope = Context::with_input(&self.input);
+        let mut trail = Trail::default();
+        let mut failure = None;
+        let total = self.workflow.steps.len();
+        for (i, step) in self.workflow.steps.iter().enumerate() {
+            if self.ctx.cancellation.is_cancelled() {
+                failure = Some("execution cancelled by the caller".to_owned());
+                break;
+            }
+            if let Some(progress) = &self.ctx.progress {
+                progress.report(ProgressUpdate::new(i as f64, Some(total as f64)).with_message(format!("step {}", step.id)));
+            }
+            let outcome = self.step(step, &mut scope, &mut trail, None).await;
+            if outcome.status == StepStatus::Failed && !step.allow_failure {
+                failure = Some(format!(
+                    "step {} failed: {}",
+                    step.id,
+                    outcome.error.as_deref().unwrap_or("unknown error")
+                ));
+                break;
+            }
+        }
+        if failure.is_some() {
+            for handler in &self.workflow.on_failure {
+                // Best effort: a handler's failure is recorded and the next one runs.
+                self.step(handler, &mut scope, &mut trail, None).await;
+            }
+        }
+        Finished { scope, trail, failure }
+    }
+
+    /// The response and the final record of a run that ended as `finished`.
+    pub(crate) async fn finish(&self, mut record: WorkflowExecution, finished: Finished, engine: &WorkflowEngine) -> RunOutcome {
+        let Finished { scope, trail, failure } = finished;
+        let mut default = DefaultResponse {
+            execution_id: self.execution_id,
+            workflow: self.workflow.name(),
+            status: "completed",
+            input: &self.input,
+            steps: &trail.metas,
+            all_results: self.debug,
+            merge: None,
+            error: None,
+            template_vars: &self.workflow.template_vars,
+        };
+        let (response, error) = match &failure {
+            Some(error) => {
+                default.status = "failed";
+                default.error = Some(error);
+                (default.to_json(), Some(error.clone()))
+            }
+            None => match &self.workflow.output {
+                Some(template) => match template.render(&scope) {
+                    Ok(rendered) if self.debug => {
+                        let mut doc = default.to_json();
+                        if let Value::Object(map) = &mut doc {
+                            map.insert("output".into(), rendered);
+                        }
+                        (doc, None)
+                    }
+                    Ok(rendered) => (rendered, None),
+                    Err(e) => {
+                        let message = format!("output template: {e}");
+                        default.all_results = true;
+                        let mut doc = default.to_json();
+                        if let Value::Object(map) = &mut doc {
+                            map.insert("output_error".into(), Value::String(message.clone()));
+                        }
+                        (doc, Some(message))
+                    }
+                },
+                None => {
+                    let last = self.last_result(&scope);
+                    default.merge = last.as_ref();
+                    (default.to_json(), None)
+                }
+            },
+        };
+        let status = if error.is_some() {
+            ExecutionStatus::Failed
+        } else {
+            ExecutionStatus::Completed
+        };
+        let spec = &mut record.spec;
+        let now = Utc::now();
+        spec.status = status;
+        spec.completed_at = Some(now);
+        spec.duration_ms = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        spec.steps = trail.records;
+        match &error {
+            Some(error) => spec.error = Some(error.clone()),
+            None => spec.result = Some(response.clone()),
+        }
+        record.metadata.labels.insert(
+            muster_core::crd::WORKFLOW_STATUS_LABEL.to_owned(),
+            status.as_str().to_owned(),
+        );
+        let duration = spec.duration_ms;
+        engine.persist(&record).await;
+        let mut event = self.event(if error.is_some() {
+            RunEventKind::ExecutionFailed
+        } else {
+            RunEventKind::ExecutionCompleted
+        });
+        event.error = error.as_deref();
+        event.duration_ms = Some(duration);
+        self.notify(&event);
+        RunOutcome {
+            execution_id: self.execution_id.to_owned(),
+            status,
+            response,
+            is_error: error.is_some(),
+        }
+    }
+
+    /// The last step's result when it is merged into the default response: a plain tool
+    /// step without the output flag whose result is an object.
+    fn last_result(&self, scope: &Context) -> Option<Map<String, Value>> {
+        let last = self.workflow.steps.last()?;
+        if last.output || !matches!(last.body, Body::Tool(_)) {
+            return None;
+        }
+        match scope.result(&last.id)? {
+            Value::Object(map) => Some(map),
+            _ => None,
+        }
+    }
+}
