@@ -599,6 +599,37 @@ spec:
 }
 
 #[test]
+fn a_workflow_written_with_a_legacy_input_schema_loads_and_is_reported() {
+    // As muster's scenario runner writes it: the older `input_schema` copied into `spec`.
+    let doc = r#"
+apiVersion: muster.giantswarm.io/v1alpha1
+kind: Workflow
+metadata: {name: deploy-test-app, namespace: default}
+spec:
+  input_schema:
+    type: object
+    args:
+      app_name: {type: string}
+    required: [app_name]
+  steps:
+    - id: list_existing_pods
+      tool: x_kubernetes-mock_k8s_pod_list
+      args: {namespace: "{{ .input.namespace }}"}
+"#;
+    let workflow: Workflow = serde_saphyr::from_str(doc).expect("the legacy key is tolerated");
+    assert_valid_workflow(&workflow);
+    assert!(workflow.spec.args.is_empty());
+    let raw: Value = serde_saphyr::from_str(doc).expect("parses");
+    let found: Vec<String> = deprecated_spellings(&raw).iter().map(ToString::to_string).collect();
+    assert_eq!(
+        found,
+        ["spec.input_schema is deprecated: use spec.args instead of input_schema"]
+    );
+    let written = serde_json::to_value(&workflow).expect("serializes");
+    assert!(written["spec"].get("input_schema").is_none(), "{written}");
+}
+
+#[test]
 fn unknown_field_in_a_workflow_step_is_refused_with_its_name() {
     let doc = "metadata: {name: a}\nspec:\n  steps:\n    - id: a\n      tool: t\n      outputs: true\n";
     let error = serde_saphyr::from_str::<Workflow>(doc)

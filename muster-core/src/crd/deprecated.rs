@@ -30,6 +30,9 @@ impl fmt::Display for DeprecatedField {
     }
 }
 
+/// Deprecated keys of the spec itself and their replacements. `input_schema` is ignored, not
+/// translated: the arguments belong in `spec.args`.
+const SPEC_SPELLINGS: [(&str, &str); 1] = [("input_schema", "spec.args")];
 /// Deprecated spellings of a step or sub-step and their replacements.
 const STEP_SPELLINGS: [(&str, &str); 2] = [("allow_failure", "allowFailure"), ("store", "output")];
 /// Deprecated spellings of a condition and their replacements.
@@ -37,7 +40,8 @@ const CONDITION_SPELLINGS: [(&str, &str); 2] = [("from_step", "fromStep"), ("exp
 /// Deprecated spellings of an expectation and their replacements.
 const EXPECTATION_SPELLINGS: [(&str, &str); 1] = [("json_path", "jsonPath")];
 
-/// Every deprecated spelling a Workflow document uses, step by step in document order.
+/// Every deprecated spelling a Workflow document uses: keys of the spec itself (the legacy
+/// `input_schema`) first, then step by step in document order.
 ///
 /// `doc` is a whole Workflow document (the spec is read from its `spec` key) or, when it
 /// has no `spec` key, a bare spec (`steps`, `onFailure` at the top, as the structured
@@ -60,6 +64,15 @@ pub fn deprecated_spellings(doc: &Value) -> Vec<DeprecatedField> {
 }
 
 fn scan_spec(spec: &Map<String, Value>, prefix: &str, found: &mut Vec<DeprecatedField>) {
+    for &(deprecated, replacement) in &SPEC_SPELLINGS {
+        if spec.contains_key(deprecated) {
+            found.push(DeprecatedField {
+                path: format!("{prefix}{deprecated}"),
+                deprecated,
+                replacement,
+            });
+        }
+    }
     scan_steps(spec.get("steps"), &format!("{prefix}steps"), found);
     scan_steps(spec.get("onFailure"), &format!("{prefix}onFailure"), found);
 }

@@ -81,6 +81,14 @@ pub struct WorkflowSpec {
     /// response; each leaf is a template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Map<String, Value>>,
+    /// The legacy spelling of the argument schema: older muster wrote `spec.input_schema`,
+    /// and Go muster ignores keys it does not know. It is accepted so such files still load,
+    /// then ignored: never read, never written back. [`deprecated_spellings`] reports it so
+    /// loaders warn; declare arguments in [`args`](Self::args).
+    ///
+    /// [`deprecated_spellings`]: super::deprecated_spellings
+    #[serde(rename = "input_schema", default, skip_serializing)]
+    pub input_schema: Option<Value>,
 }
 
 /// JSON type of a workflow argument.

@@ -2,7 +2,7 @@
 //!
 //! Messages that the Go implementation's structured create/validate path produces are
 //! reproduced word for word (`step 0: step ID cannot be empty`, `duplicate step ID 'x'
-//! found`, ...). Templates and jq programs are not compiled here.
+//! found`, `duplicate sub-step id 'x' found`, ...). Templates and jq programs are not compiled here.
 
 use std::collections::HashSet;
 use std::ops::RangeInclusive;
@@ -125,7 +125,7 @@ impl Walker<'_> {
             self.errors
                 .push(format!("{p}.id"), format!("step {i}: step ID cannot be empty"));
         } else {
-            self.check_id(&format!("{p}.id"), &format!("step {i} ({id})"), id);
+            self.check_id(&format!("{p}.id"), &format!("step {i} ({id})"), id, false);
         }
         let label = if id.is_empty() {
             format!("step {i}")
@@ -198,7 +198,7 @@ impl Walker<'_> {
             format!("sub-step {j}")
         } else {
             let label = format!("sub-step {j} ({id})");
-            self.check_id(&format!("{p}.id"), &label, id);
+            self.check_id(&format!("{p}.id"), &label, id, true);
             label
         };
 
@@ -293,8 +293,9 @@ impl Walker<'_> {
         }
     }
 
-    /// Records a malformed or duplicate id.
-    fn check_id(&mut self, path: &str, label: &str, id: &str) {
+    /// Records a malformed or duplicate id. A duplicate met on a sub-step (a `parallel` group,
+    /// a `forEach` body or `onFailure`) says `duplicate sub-step id`, as Go muster does.
+    fn check_id(&mut self, path: &str, label: &str, id: &str, sub_step: bool) {
         if !STEP_ID_RE.is_match(id) {
             self.errors
                 .push(path, format!("{label}: step ID '{id}' must match {STEP_ID_PATTERN}"));
@@ -306,7 +307,12 @@ impl Walker<'_> {
             );
         }
         if !self.ids.insert(id.to_owned()) {
-            self.errors.push(path, format!("duplicate step ID '{id}' found"));
+            let message = if sub_step {
+                format!("duplicate sub-step id '{id}' found")
+            } else {
+                format!("duplicate step ID '{id}' found")
+            };
+            self.errors.push(path, message);
         }
     }
 

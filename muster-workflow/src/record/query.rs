@@ -12,6 +12,9 @@ use super::store::ExecutionStore;
 /// Page size when `limit` is not given.
 pub const DEFAULT_LIST_LIMIT: usize = 50;
 
+/// The largest `limit` a listing accepts.
+const MAX_LIST_LIMIT: i128 = 1000;
+
 /// A status a listing can be filtered by, as `core_workflow_execution_list` spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -94,35 +97,40 @@ impl ExecutionQuery {
         self
     }
 
-    /// The query of a `core_workflow_execution_list` call: `workflow_name`, `status`
-    /// (`running|completed|failed|cancelled`), `limit` (default 50, at least 1) and `offset`
-    /// (default 0). A bad value is an error naming the argument.
+    /// The query of a `core_workflow_execution_list` call: `workflow_name` (`""` means no
+    /// filter), `status` (`inprogress`, `completed` or `failed`; `running` and `cancelled` are
+    /// accepted too), `limit` (default 50, 1 to 1000) and `offset` (default 0).
+    /// A bad value is an error naming the argument, worded as Go muster words it.
     pub fn from_args(args: &Map<String, Value>) -> Result<Self, String> {
         let mut query = Self::default();
         if let Some(value) = present(args, "workflow_name") {
-            let name = value.as_str().ok_or("argument 'workflow_name' must be a string")?;
+            let name = value.as_str().ok_or("workflow_name must be a string")?;
             if !name.is_empty() {
                 query.workflow_name = Some(name.to_owned());
             }
         }
         if let Some(value) = present(args, "status") {
-            let text = value
-                .as_str()
-                .ok_or("argument 'status' must be a string: one of running, completed, failed, cancelled")?;
-            if !text.is_empty() {
-                query.status = Some(StatusFilter::parse(text).ok_or_else(|| {
-                    format!("argument 'status' must be one of running, completed, failed, cancelled; got '{text}'")
-                })?);
-            }
+            let bad_status = || "status must be one of the enum values: inprogress, completed, failed".to_owned();
+            let text = value.as_str().ok_or_else(bad_status)?;
+            query.status = Some(StatusFilter::parse(text).ok_or_else(bad_status)?);
         }
         if let Some(value) = present(args, "limit") {
-            query.limit = count(value, "limit")?;
-            if query.limit == 0 {
-                return Err("argument 'limit' must be at least 1".to_owned());
+            let limit = integer(value, "limit")?;
+            if limit < 1 {
+                return Err("limit must be at least 1 (minimum value)".to_owned());
             }
+            if limit > MAX_LIST_LIMIT {
+                return Err(format!("limit must be at most {MAX_LIST_LIMIT} (maximum value)"));
+            }
+            query.limit = usize::try_from(limit).expect("a limit within 1..=MAX_LIST_LIMIT fits usize");
         }
         if let Some(value) = present(args, "offset") {
-            query.offset = count(value, "offset")?;
+            let offset = integer(value, "offset")?;
+            if offset < 0 {
+                return Err("offset must be at least 0 (minimum value)".to_owned());
+            }
+            // An offset past every record is an empty page, however large it is.
+            query.offset = usize::try_from(offset).unwrap_or(usize::MAX);
         }
         Ok(query)
     }
@@ -140,15 +148,19 @@ fn present<'a>(args: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     args.get(key).filter(|v| !v.is_null())
 }
 
-fn count(value: &Value, name: &str) -> Result<usize, String> {
-    let bad = || format!("argument '{name}' must be a non-negative integer; got {value}");
-    if let Some(n) = value.as_u64() {
-        return usize::try_from(n).map_err(|_| bad());
+/// The integer `value` holds, or an error naming `name`. Clients built on JavaScript send
+/// `10.0` for 10, so whole floats count; a float too big for `i128` saturates, which the
+/// callers' range checks then refuse or clamp.
+fn integer(value: &Value, name: &str) -> Result<i128, String> {
+    if let Some(n) = value.as_i64() {
+        return Ok(i128::from(n));
     }
-    // Clients built on JavaScript send 10.0 for 10.
+    if let Some(n) = value.as_u64() {
+        return Ok(i128::from(n));
+    }
     match value.as_f64() {
-        Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u32::MAX as f64 => Ok(f as usize),
-        _ => Err(bad()),
+        Some(f) if f.is_finite() && f.fract() == 0.0 => Ok(f as i128),
+        _ => Err(format!("{name} must be an integer")),
     }
 }
 
@@ -250,24 +262,30 @@ pub fn execution_list_result(store: &dyn ExecutionStore, args: &Map<String, Valu
 }
 
 /// The answer of `core_workflow_execution_get` for `args`: the record (Go JSON shape,
-/// snake_case keys) with its steps unless `include_steps` is false, or only the step named by
-/// `step_id`. An unknown execution or step is an error naming it.
+/// snake_case keys) with its steps, or only the step named by `step_id`. Every step carries an
+/// `input` (`{}` when none was recorded). With `include_steps: false` the steps are left out,
+/// and so are the `steps` and `template_vars` keys of an object `result` (the default workflow
+/// answer embeds them), as Go muster's `filterStepDataFromResult` does. An unknown execution or
+/// step is an error naming it.
 pub fn execution_get_result(store: &dyn ExecutionStore, args: &Map<String, Value>) -> Result<Value, String> {
     let execution_id = match present(args, "execution_id") {
-        None => return Err("argument 'execution_id' is required".to_owned()),
-        Some(Value::String(id)) if !id.trim().is_empty() => id.clone(),
-        Some(_) => return Err("argument 'execution_id' must be a non-empty string".to_owned()),
+        None => return Err("execution_id is required".to_owned()),
+        Some(Value::String(id)) if id.trim().is_empty() => return Err("execution_id must not be empty".to_owned()),
+        Some(Value::String(id)) => id.clone(),
+        Some(_) => return Err("execution_id must be a string".to_owned()),
     };
     let include_steps = match present(args, "include_steps") {
         None => true,
         Some(Value::Bool(b)) => *b,
-        Some(other) => return Err(format!("argument 'include_steps' must be a boolean; got {other}")),
+        Some(_) => return Err("include_steps must be a boolean".to_owned()),
     };
-    let step_id = match present(args, "step_id") {
+    // Unlike the other arguments, an explicit null or empty step_id is refused, as Go muster does.
+    let step_id = match args.get("step_id") {
         None => None,
-        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::Null) => return Err("step_id cannot be null".to_owned()),
+        Some(Value::String(s)) if s.is_empty() => return Err("step_id is invalid: cannot be empty".to_owned()),
         Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => return Err(format!("argument 'step_id' must be a string; got {other}")),
+        Some(_) => return Err("step_id must be a string".to_owned()),
     };
     let execution = store
         .get(&execution_id)
@@ -280,12 +298,27 @@ pub fn execution_get_result(store: &dyn ExecutionStore, args: &Map<String, Value
             .steps
             .iter()
             .find(|s| s.step_id == step_id)
-            .ok_or_else(|| format!("step '{step_id}' not found in workflow execution '{execution_id}'"))?;
-        return serde_json::to_value(StepDoc::from_step(step)).map_err(encode);
+            .ok_or_else(|| format!("step '{step_id}' not found in execution '{execution_id}'"))?;
+        return serde_json::to_value(answer_step(StepDoc::from_step(step))).map_err(encode);
     }
     let mut doc = RecordDoc::from_execution(&execution);
-    if !include_steps {
+    if include_steps {
+        doc.steps = doc.steps.map(|steps| steps.into_iter().map(answer_step).collect());
+    } else {
         doc.steps = None;
+        if let Some(Value::Object(result)) = &mut doc.result {
+            result.remove("steps");
+            result.remove("template_vars");
+        }
     }
     serde_json::to_value(doc).map_err(encode)
+}
+
+/// `step` as a `get` answer shows it: with an `input`, `{}` when none was recorded (Go muster
+/// always writes one).
+fn answer_step(mut step: StepDoc) -> StepDoc {
+    if step.input.is_none() {
+        step.input = Some(Value::Object(Map::new()));
+    }
+    step
 }

@@ -477,24 +477,66 @@ fn the_filesystem_store_lists_like_the_memory_store() {
 }
 
 #[test]
-fn bad_list_arguments_are_errors_naming_the_argument() {
-    for (bad, name) in [
-        (json!({"status": "sleeping"}), "'status'"),
-        (json!({"status": 3}), "'status'"),
-        (json!({"limit": -1}), "'limit'"),
-        (json!({"limit": 0}), "'limit'"),
-        (json!({"limit": "ten"}), "'limit'"),
-        (json!({"offset": 1.5}), "'offset'"),
-        (json!({"workflow_name": 7}), "'workflow_name'"),
+fn bad_list_arguments_are_errors_worded_as_go_muster_words_them() {
+    const ENUM: &str = "status must be one of the enum values: inprogress, completed, failed";
+    for (bad, expected) in [
+        (json!({"status": "sleeping"}), ENUM),
+        (json!({"status": ""}), ENUM),
+        (json!({"status": 3}), ENUM),
+        (json!({"limit": 0}), "limit must be at least 1 (minimum value)"),
+        (json!({"limit": -1}), "limit must be at least 1 (minimum value)"),
+        (json!({"limit": -1.0}), "limit must be at least 1 (minimum value)"),
+        (json!({"limit": 1001}), "limit must be at most 1000 (maximum value)"),
+        (json!({"limit": 1e30}), "limit must be at most 1000 (maximum value)"),
+        (json!({"limit": u64::MAX}), "limit must be at most 1000 (maximum value)"),
+        (json!({"limit": "ten"}), "limit must be an integer"),
+        (json!({"limit": 2.5}), "limit must be an integer"),
+        (json!({"limit": true}), "limit must be an integer"),
+        (json!({"offset": -1}), "offset must be at least 0 (minimum value)"),
+        (json!({"offset": 1.5}), "offset must be an integer"),
+        (json!({"workflow_name": 7}), "workflow_name must be a string"),
     ] {
         let error = ExecutionQuery::from_args(&args(bad.clone())).expect_err("a bad argument");
-        assert!(error.contains(name), "{bad}: {error}");
+        assert_eq!(error, expected, "{bad}");
     }
-    let query = ExecutionQuery::from_args(&args(json!({"status": "running", "offset": 3, "limit": null})))
-        .expect("valid arguments");
-    assert_eq!(query.status, Some(StatusFilter::Running));
-    assert_eq!(query.offset, 3);
-    assert_eq!(query.limit, DEFAULT_LIST_LIMIT);
+}
+
+#[test]
+fn list_arguments_at_the_bounds_and_the_aliases_are_accepted() {
+    for (good, limit, offset) in [
+        (json!({"limit": 1}), 1, 0),
+        (json!({"limit": 1000, "offset": 0}), 1000, 0),
+        (json!({"limit": 10.0, "offset": 2.0}), 10, 2),
+        (json!({"limit": null, "offset": 999_999}), DEFAULT_LIST_LIMIT, 999_999),
+        (json!({"offset": 1e30}), DEFAULT_LIST_LIMIT, usize::MAX),
+    ] {
+        let query = ExecutionQuery::from_args(&args(good.clone())).expect("valid arguments");
+        assert_eq!((query.limit, query.offset), (limit, offset), "{good}");
+    }
+    for (status, filter) in [
+        ("inprogress", StatusFilter::Running),
+        ("running", StatusFilter::Running),
+        ("completed", StatusFilter::Completed),
+        ("failed", StatusFilter::Failed),
+        ("cancelled", StatusFilter::Cancelled),
+    ] {
+        let query = ExecutionQuery::from_args(&args(json!({"status": status}))).expect("a known status");
+        assert_eq!(query.status, Some(filter), "{status}");
+    }
+    let query = ExecutionQuery::from_args(&args(json!({"workflow_name": "", "status": null}))).expect("no filter");
+    assert_eq!(query, ExecutionQuery::default());
+}
+
+#[test]
+fn an_empty_workflow_name_lists_everything_and_a_huge_offset_an_empty_page() {
+    let store = MemoryExecutionStore::new();
+    seeded(&store);
+    let all = execution_list_result(&store, &args(json!({"workflow_name": ""}))).expect("list");
+    assert_eq!(all["total"], 5);
+    let past = execution_list_result(&store, &args(json!({"limit": 1, "offset": 999_999}))).expect("list");
+    assert_eq!(past["total"], 5);
+    assert_eq!(past["executions"], json!([]));
+    assert_eq!(past["has_more"], false);
 }
 
 #[test]
@@ -527,13 +569,93 @@ fn get_answers_the_whole_record_without_steps_or_one_step() {
 #[test]
 fn get_errors_name_the_missing_id_or_argument() {
     let store = MemoryExecutionStore::new();
-    let error = execution_get_result(&store, &args(json!({"execution_id": "nope"}))).expect_err("unknown");
-    assert_eq!(error, "workflow execution 'nope' not found");
-    let error = execution_get_result(&store, &args(json!({}))).expect_err("missing");
-    assert!(error.contains("'execution_id'"), "{error}");
-    let error = execution_get_result(&store, &args(json!({"execution_id": "x", "include_steps": "yes"})))
-        .expect_err("bad flag");
-    assert!(error.contains("'include_steps'"), "{error}");
+    seeded(&store);
+    for (bad, expected) in [
+        (json!({"execution_id": "nope"}), "workflow execution 'nope' not found"),
+        (json!({}), "execution_id is required"),
+        (json!({"execution_id": null}), "execution_id is required"),
+        (json!({"execution_id": ""}), "execution_id must not be empty"),
+        (json!({"execution_id": 12}), "execution_id must be a string"),
+        (
+            json!({"execution_id": "r2", "include_steps": "not-boolean"}),
+            "include_steps must be a boolean",
+        ),
+        (
+            json!({"execution_id": "r2", "include_steps": 1}),
+            "include_steps must be a boolean",
+        ),
+        (
+            json!({"execution_id": "r2", "step_id": ""}),
+            "step_id is invalid: cannot be empty",
+        ),
+        (json!({"execution_id": "r2", "step_id": null}), "step_id cannot be null"),
+        (json!({"execution_id": "r2", "step_id": 3}), "step_id must be a string"),
+        (
+            json!({"execution_id": "r2", "step_id": "zz"}),
+            "step 'zz' not found in execution 'r2'",
+        ),
+    ] {
+        let error = execution_get_result(&store, &args(bad.clone())).expect_err("a bad argument");
+        assert_eq!(error, expected, "{bad}");
+    }
+}
+
+#[test]
+fn get_without_steps_strips_steps_and_template_vars_from_the_result() {
+    let store = MemoryExecutionStore::new();
+    let mut run = record("run-1", "deploy", ExecutionStatus::Completed, at(0));
+    run.spec.result = Some(json!({
+        "execution_id": "run-1",
+        "status": "completed",
+        "steps": [{"id": "a", "status": "completed"}],
+        "template_vars": ["input.env"],
+        "summary": "ok",
+    }));
+    store.put(&run).expect("put");
+
+    let bare =
+        execution_get_result(&store, &args(json!({"execution_id": "run-1", "include_steps": false}))).expect("get");
+    assert_eq!(
+        bare["result"],
+        json!({"execution_id": "run-1", "status": "completed", "summary": "ok"})
+    );
+    let text = bare.to_string();
+    assert!(!text.contains("steps") && !text.contains("x_a"), "{text}");
+    assert_eq!(bare["input"], json!({"env": "prod"}));
+
+    let whole = execution_get_result(&store, &args(json!({"execution_id": "run-1"}))).expect("get");
+    assert_eq!(
+        whole["result"]["template_vars"],
+        json!(["input.env"]),
+        "kept by default"
+    );
+    assert_eq!(whole["result"]["steps"][0]["id"], "a");
+
+    // A result that is not an object is left alone.
+    run.spec.result = Some(json!("steps done"));
+    store.put(&run).expect("put");
+    let bare =
+        execution_get_result(&store, &args(json!({"execution_id": "run-1", "include_steps": false}))).expect("get");
+    assert_eq!(bare["result"], "steps done");
+}
+
+#[test]
+fn every_step_in_a_get_answer_has_an_input() {
+    let store = MemoryExecutionStore::new();
+    let mut run = record("run-1", "deploy", ExecutionStatus::Completed, at(0));
+    run.spec.steps[1].input = None;
+    store.put(&run).expect("put");
+
+    let whole = execution_get_result(&store, &args(json!({"execution_id": "run-1"}))).expect("get");
+    assert_eq!(whole["steps"][0]["input"], json!({"step": "a"}));
+    assert_eq!(whole["steps"][1]["input"], json!({}));
+    let one = execution_get_result(&store, &args(json!({"execution_id": "run-1", "step_id": "b"}))).expect("get");
+    assert_eq!(one["input"], json!({}));
+    assert_eq!(
+        store.get("run-1").expect("get").expect("the record").spec.steps[1].input,
+        None,
+        "the stored record is unchanged"
+    );
 }
 
 #[test]

@@ -112,6 +112,56 @@ fn unknown_spec_field_is_refused_and_named() {
 }
 
 #[test]
+fn legacy_input_schema_in_the_spec_is_accepted_ignored_and_never_written() {
+    let wf: Workflow = yaml(
+        r#"
+metadata: {name: legacy}
+spec:
+  input_schema:
+    type: object
+    properties: {who: {type: string}}
+  steps:
+    - id: hello
+      tool: x_hello
+"#,
+    );
+    assert_valid(wf.validate());
+    assert!(wf.spec.args.is_empty(), "the legacy schema does not become args");
+    assert_eq!(
+        wf.spec.input_schema.as_ref().map(|v| v["type"].clone()),
+        Some(json!("object"))
+    );
+    let written = serde_json::to_value(&wf).expect("serializes");
+    assert!(written["spec"].get("input_schema").is_none(), "{written}");
+    assert!(written["spec"].get("inputSchema").is_none(), "{written}");
+    // Only the snake_case legacy key is tolerated; other unknown keys stay errors.
+    let error = yaml_error::<Workflow>("metadata: {name: a}\nspec: {steps: [], inputSchema: {}}");
+    assert!(error.contains("unknown field `inputSchema`"), "{error}");
+}
+
+#[test]
+fn legacy_input_schema_is_reported_as_deprecated() {
+    let doc: Value = yaml("metadata: {name: a}\nspec: {input_schema: {}, steps: [{id: a, tool: t, store: true}]}");
+    let found: Vec<String> = deprecated_spellings(&doc).iter().map(ToString::to_string).collect();
+    assert_eq!(
+        found,
+        vec![
+            "spec.input_schema is deprecated: use spec.args instead of input_schema",
+            "spec.steps[0].store is deprecated: use output instead of store",
+        ]
+    );
+    let bare = json!({"input_schema": {}, "steps": []});
+    assert_eq!(
+        deprecated_spellings(&bare),
+        vec![DeprecatedField {
+            path: "input_schema".to_owned(),
+            deprecated: "input_schema",
+            replacement: "spec.args",
+        }]
+    );
+}
+
+#[test]
 fn unknown_step_field_is_refused_and_named() {
     let error = yaml_error::<Workflow>("metadata: {name: a}\nspec: {steps: [{id: a, tool: t, allowFailures: true}]}");
     assert!(error.contains("unknown field `allowFailures`"), "{error}");
@@ -235,15 +285,55 @@ fn sub_step_id_equal_to_a_step_id_is_refused() {
     assert_only(
         wf.validate(),
         "spec.steps[1].parallel[0].id",
-        "duplicate step ID 'list' found",
+        "duplicate sub-step id 'list' found",
     );
+}
+
+#[test]
+fn duplicate_sub_step_ids_in_a_parallel_group_say_sub_step() {
+    let step = WorkflowStep {
+        id: "group".to_owned(),
+        parallel: Some(vec![tool_sub("dup"), tool_sub("dup")]),
+        ..Default::default()
+    };
+    assert_only(
+        with_step(step).validate(),
+        "spec.steps[0].parallel[1].id",
+        "duplicate sub-step id 'dup' found",
+    );
+}
+
+#[test]
+fn duplicate_sub_step_ids_in_a_for_each_body_say_sub_step() {
+    let step = loop_step("clusters", vec![tool_sub("dup"), tool_sub("dup")]);
+    assert_only(
+        with_step(step).validate(),
+        "spec.steps[0].forEach.steps[1].id",
+        "duplicate sub-step id 'dup' found",
+    );
+}
+
+#[test]
+fn a_step_id_equal_to_an_earlier_sub_step_id_says_step() {
+    let group = WorkflowStep {
+        id: "group".to_owned(),
+        parallel: Some(vec![tool_sub("fetch")]),
+        ..Default::default()
+    };
+    let mut wf = with_step(group);
+    wf.spec.steps.push(tool_step("fetch", "t"));
+    assert_only(wf.validate(), "spec.steps[1].id", "duplicate step ID 'fetch' found");
 }
 
 #[test]
 fn on_failure_id_equal_to_a_step_id_is_refused() {
     let mut wf = workflow();
     wf.spec.on_failure = vec![tool_sub("list")];
-    assert_only(wf.validate(), "spec.onFailure[0].id", "duplicate step ID 'list' found");
+    assert_only(
+        wf.validate(),
+        "spec.onFailure[0].id",
+        "duplicate sub-step id 'list' found",
+    );
 }
 
 #[test]
@@ -517,7 +607,7 @@ fn nested_sub_step_id_equal_to_an_outer_body_id_is_refused() {
     assert_only(
         with_step(step).validate(),
         "spec.steps[0].forEach.steps[1].forEach.steps[0].id",
-        "duplicate step ID 'pods' found",
+        "duplicate sub-step id 'pods' found",
     );
 }
 
