@@ -227,7 +227,14 @@ async fn a_downstream_that_cannot_start_is_failed_and_the_others_still_serve() {
         .await;
     assert_eq!(
         tool_names(&page),
-        ["x_demo_add", "x_demo_echo", "x_demo_fail", "x_demo_pid", "x_demo_sleep"]
+        [
+            "x_demo_add",
+            "x_demo_echo",
+            "x_demo_fail",
+            "x_demo_list_items",
+            "x_demo_pid",
+            "x_demo_sleep"
+        ]
     );
     h.stop().await;
 }

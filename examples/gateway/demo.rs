@@ -57,6 +57,34 @@ struct FailArgs {
     reason: Option<String>,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+struct ListItemsArgs {
+    /// How many items the whole list holds (default 5).
+    total: Option<u32>,
+    /// How many items one page holds (default 2).
+    page_size: Option<u32>,
+    /// The token of the page to read, from the previous page's `continue` (none: the first).
+    #[serde(rename = "continue")]
+    token: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct Item {
+    /// `item-<index>`.
+    name: String,
+    /// The item's position in the whole list.
+    index: u32,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+struct ItemPage {
+    /// This page's items.
+    items: Vec<Item>,
+    /// The token of the next page; empty on the last page.
+    #[serde(rename = "continue")]
+    token: String,
+}
+
 /// The demo server.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Demo;
@@ -114,6 +142,26 @@ impl Demo {
     )]
     fn pid(&self) -> String {
         std::process::id().to_string()
+    }
+
+    #[tool(
+        description = "List items page by page, Kubernetes style: pass the previous page's `continue` token to read the next.",
+        annotations(read_only_hint = true)
+    )]
+    fn list_items(&self, Parameters(args): Parameters<ListItemsArgs>) -> Result<Json<ItemPage>, McpError> {
+        let total = args.total.unwrap_or(5);
+        let size = args.page_size.unwrap_or(2).max(1);
+        let start = match args.token.as_deref().filter(|t| !t.is_empty()) {
+            None => 0,
+            Some(token) => token
+                .strip_prefix("from-")
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or_else(|| McpError::invalid_params(format!("invalid continue token {token:?}"), None))?,
+        };
+        let end = start.saturating_add(size).min(total);
+        let items = (start..end).map(|index| Item { name: format!("item-{index}"), index }).collect();
+        let token = if end < total { format!("from-{end}") } else { String::new() };
+        Ok(Json(ItemPage { items, token }))
     }
 
     #[tool(description = "Always fail, reporting the given reason as a tool error.")]

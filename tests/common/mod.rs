@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod scripted;
+
 use std::{
     io::{BufRead, BufReader},
     path::PathBuf,

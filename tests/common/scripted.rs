@@ -1,0 +1,152 @@
+//! A scripted downstream MCP server for the tests: tools whose answers a test writes as
+//! closures, served by rmcp over streamable HTTP on a loopback port, in process. It records every
+//! call it receives, so a test can see what the gateway sent.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+        ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    },
+    service::RequestContext,
+    transport::{
+        StreamableHttpServerConfig, StreamableHttpService, streamable_http_server::session::local::LocalSessionManager,
+    },
+};
+use serde_json::{Map, Value};
+
+/// What a scripted tool answers: `Ok(value)` is a success whose text is the value as JSON,
+/// `Err(text)` an error result with that text.
+pub type Script = Arc<dyn Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync>;
+
+#[derive(Clone, Default)]
+struct Scripted {
+    tools: Arc<BTreeMap<String, (Tool, Script)>>,
+    calls: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+/// A running scripted server.
+pub struct ScriptedServer {
+    pub url: String,
+    calls: Arc<Mutex<Vec<(String, Value)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Builds a scripted server tool by tool.
+#[derive(Default)]
+pub struct ScriptedBuilder {
+    tools: BTreeMap<String, (Tool, Script)>,
+}
+
+impl ScriptedBuilder {
+    /// Adds tool `name` answering with `script`; `read_only` sets its readOnlyHint.
+    pub fn tool(
+        mut self,
+        name: &str,
+        read_only: bool,
+        script: impl Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync + 'static,
+    ) -> Self {
+        let schema: Map<String, Value> =
+            serde_json::from_value(serde_json::json!({"type": "object"})).unwrap_or_default();
+        let tool = Tool::new(name.to_owned(), format!("scripted tool {name}"), Arc::new(schema))
+            .with_annotations(ToolAnnotations::new().read_only(read_only));
+        self.tools.insert(name.to_owned(), (tool, Arc::new(script)));
+        self
+    }
+
+    /// Serves the tools on a loopback port.
+    pub async fn serve(self) -> ScriptedServer {
+        let handler = Scripted {
+            tools: Arc::new(self.tools),
+            calls: Arc::default(),
+        };
+        let calls = Arc::clone(&handler.calls);
+        let service = StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            LocalSessionManager::default().into(),
+            StreamableHttpServerConfig::default(),
+        );
+        let app = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        ScriptedServer { url, calls, task }
+    }
+}
+
+impl ScriptedServer {
+    pub fn builder() -> ScriptedBuilder {
+        ScriptedBuilder::default()
+    }
+
+    /// The arguments of every call of `tool`, in order.
+    pub fn calls_of(&self, tool: &str) -> Vec<Value> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(n, _)| n == tool)
+            .map(|(_, a)| a.clone())
+            .collect()
+    }
+
+    /// Every call, in order, by tool name.
+    pub fn call_order(&self) -> Vec<String> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ServerHandler for Scripted {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(
+            self.tools.values().map(|(t, _)| t.clone()).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = request.arguments.unwrap_or_default();
+        self.calls
+            .lock()
+            .expect("lock")
+            .push((request.name.to_string(), Value::Object(args.clone())));
+        let (_, script) = self
+            .tools
+            .get(request.name.as_ref())
+            .ok_or_else(|| McpError::invalid_params(format!("no tool {}", request.name), None))?;
+        let result = match script(&args) {
+            Ok(value) => CallToolResult::success(vec![ContentBlock::text(value.to_string())]),
+            Err(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
+        };
+        Ok(result.into())
+    }
+}

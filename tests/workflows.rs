@@ -1,0 +1,374 @@
+//! Workflows through the gateway, with real downstream servers: the demo server over stdio and
+//! scripted servers over loopback HTTP. Every step is a real MCP call made by the gateway.
+
+mod common;
+
+use common::{Harness, demo_stdio, envelope, fast_supervision, remote, scripted::ScriptedServer, text, tool_names};
+use muster::core::{config::MusterConfig, crd::Workflow};
+use muster::gateway::Gateway;
+use serde_json::{Value, json};
+
+fn workflow(name: &str, spec: Value) -> Workflow {
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("a workflow")
+}
+
+async fn serve(servers: Vec<muster::core::crd::MCPServer>, workflows: Vec<Workflow>) -> Harness {
+    let gateway = Gateway::with_supervision(MusterConfig::default(), servers, workflows, fast_supervision())
+        .expect("valid configuration");
+    Harness::serve(gateway).await
+}
+
+/// Runs `workflow_<name>` through `call_tool`: (the inner result's isError, its document).
+async fn run(h: &Harness, name: &str, args: Value) -> (bool, Value) {
+    let result = h
+        .meta("call_tool", json!({"name": format!("workflow_{name}"), "arguments": args}))
+        .await;
+    let env = envelope(&result);
+    assert!(env.is_object(), "call_tool answered {}", text(&result));
+    let doc = env["structuredContent"].clone();
+    assert!(doc.is_object(), "no document in {env}");
+    (env["isError"] == true, doc)
+}
+
+#[tokio::test]
+async fn a_workflow_runs_every_kind_of_step_through_a_real_server_and_keeps_types() {
+    let wf = workflow(
+        "tour",
+        json!({
+            "description": "Greets, adds, loops, fans out and pages through the demo server.",
+            "args": {
+                "who": {"type": "string", "required": true, "description": "Whom to greet"},
+                "names": {"type": "array", "default": ["ann", "bob", "cy"]},
+                "count": {"type": "integer", "default": 2},
+                "version": {"type": "string", "default": "1.20"}
+            },
+            "steps": [
+                {"id": "hello", "tool": "x_demo_echo", "args": {"message": "hello {{ .input.who }}"}},
+                {"id": "sum", "tool": "x_demo_add", "args": {"a": "{{ .input.count }}", "b": 40}},
+                {"id": "never", "tool": "x_demo_echo", "args": {"message": "skipped"},
+                 "condition": {"template": "{{ gt .results.sum.sum 100.0 }}"}},
+                {"id": "each", "forEach": {"items": "{{ .input.names }}", "parallelism": 3, "steps": [
+                    {"id": "shout", "tool": "x_demo_echo", "args": {"message": "{{ .vars.item | upper }}-{{ .vars.item_index }}"}}
+                ]}},
+                {"id": "fan", "parallel": [
+                    {"id": "p1", "tool": "x_demo_add", "args": {"a": 1, "b": 2}},
+                    {"id": "p2", "tool": "x_demo_echo", "args": {"message": "{{ .results.hello }}!"}}
+                ]},
+                {"id": "pages", "tool": "x_demo_list_items", "args": {"total": 5, "page_size": 2}, "paginate": {}},
+                {"id": "names", "tool": "x_demo_list_items", "args": {"total": 3, "page_size": 3},
+                 "jq": "[.items[] | .name + $input.version]"}
+            ],
+            "output": {
+                "greeting": "{{ .results.hello }}",
+                "sum": "{{ .results.sum.sum }}",
+                "last_shout": "{{ .results.shout }}",
+                "first_shout": "{{ .results.shout_0 }}",
+                "loop": "{{ len .results.each }}",
+                "fan": "{{ .results.p1.sum }} {{ .results.p2 }}",
+                "items": "{{ .results.pages.items }}",
+                "pagination": "{{ .results.pages.pagination }}",
+                "names": "{{ .results.names }}",
+                "version": "{{ .input.version }}",
+                "padded": "{{ printf \"%02d\" 8 }}",
+                "count": "{{ len .results.pages.items }}",
+                "nested": {"who": "{{ .input.who }}", "list": ["{{ .input.count }}", "n={{ .input.count }}"]}
+            }
+        }),
+    );
+    let h = serve(vec![demo_stdio("demo")], vec![wf]).await;
+
+    let described = h.meta_json("describe_tool", json!({"name": "workflow_tour"})).await;
+    let tool = &described;
+    assert_eq!(tool["inputSchema"]["required"], json!(["who"]), "{described}");
+    assert_eq!(tool["inputSchema"]["properties"]["count"]["default"], 2);
+    assert_eq!(tool["annotations"]["readOnlyHint"], true, "every step tool is read-only");
+
+    let (failed, doc) = run(&h, "tour", json!({"who": "bob"})).await;
+    assert!(!failed, "{doc}");
+    let items: Vec<Value> = (0..5).map(|i| json!({"name": format!("item-{i}"), "index": i})).collect();
+    assert_eq!(
+        doc,
+        json!({
+            "greeting": "hello bob",
+            "sum": 42.0,
+            "last_shout": "CY-2",
+            "first_shout": "ANN-0",
+            "loop": 3,
+            "fan": "3 hello bob!",
+            "items": items,
+            "pagination": {"pages": 3, "truncated": false},
+            "names": ["item-01.20", "item-11.20", "item-21.20"],
+            "version": "1.20",
+            "padded": "08",
+            "count": 5,
+            "nested": {"who": "bob", "list": [2, "n=2"]}
+        })
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_default_response_lists_steps_and_debug_shows_every_result() {
+    let wf = workflow(
+        "plain",
+        json!({"steps": [
+            {"id": "a", "tool": "x_demo_add", "args": {"a": 1, "b": 1}, "output": true},
+            {"id": "b", "tool": "x_demo_add", "args": {"a": "{{ .results.a.sum }}", "b": 1}}
+        ]}),
+    );
+    let h = serve(vec![demo_stdio("demo")], vec![wf]).await;
+    let (failed, doc) = run(&h, "plain", json!({})).await;
+    assert!(!failed);
+    assert_eq!(doc["workflow"], "plain");
+    assert_eq!(doc["status"], "completed");
+    assert!(doc["execution_id"].as_str().is_some_and(|id| id.len() == 36));
+    assert_eq!(doc["steps"][0], json!({"id": "a", "tool": "x_demo_add", "status": "completed", "result": {"sum": 2.0}}));
+    assert_eq!(doc["steps"][1], json!({"id": "b", "tool": "x_demo_add", "status": "completed"}));
+    assert_eq!(doc["sum"], 3.0, "the last step's object result is merged in");
+
+    let (_, debug) = run(&h, "plain", json!({"_debug": true})).await;
+    assert_eq!(debug["steps"][1]["result"], json!({"sum": 3.0}));
+    assert_eq!(debug["input"], json!({}));
+
+    // The run is recorded and can be read back.
+    let id = doc["execution_id"].as_str().unwrap_or_default();
+    let got = h
+        .meta("call_tool", json!({"name": "core_workflow_execution_get", "arguments": {"execution_id": id}}))
+        .await;
+    let record: Value = serde_json::from_str(envelope(&got)["content"][0]["text"].as_str().unwrap_or("null"))
+        .unwrap_or(Value::Null);
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["steps"][1]["input"], json!({"a": 2.0, "b": 1}));
+    h.stop().await;
+}
+
+/// The documented database-migration workflow, with a scripted postgres server.
+fn migration() -> Workflow {
+    let yaml = r#"
+apiVersion: muster.giantswarm.io/v1alpha1
+kind: Workflow
+metadata:
+  name: database-migration
+  namespace: default
+spec:
+  description: "Perform database migration with rollback capability"
+  args:
+    database_name: {type: string, required: true, description: "Target database name"}
+    migration_version: {type: string, required: true, description: "Target migration version"}
+    dry_run: {type: boolean, default: false, description: "Perform dry run without applying changes"}
+  steps:
+    - id: check_database
+      tool: x_postgres_status
+      args: {database: "{{.input.database_name}}"}
+      store: true
+      description: "Verify database connectivity"
+    - id: backup_database
+      tool: x_postgres_backup
+      args:
+        database: "{{.input.database_name}}"
+        backup_name: "pre-migration-{{.input.migration_version}}"
+      condition:
+        fromStep: "check_database"
+        expect: {success: true, jsonPath: {status: "connected"}}
+      store: true
+      description: "Create backup before migration"
+    - id: run_migration
+      tool: x_postgres_migrate
+      args:
+        database: "{{.input.database_name}}"
+        version: "{{.input.migration_version}}"
+        dry_run: "{{.input.dry_run}}"
+      condition: {fromStep: "backup_database", expect: {success: true}}
+      store: true
+      description: "Execute database migration"
+    - id: verify_migration
+      tool: x_postgres_verify
+      args:
+        database: "{{.input.database_name}}"
+        expected_version: "{{.input.migration_version}}"
+      condition: {fromStep: "run_migration", expect: {success: true}}
+      description: "Verify migration completed successfully"
+  onFailure:
+    - id: rollback_migration
+      tool: x_postgres_restore
+      args:
+        database: "{{.input.database_name}}"
+        backup_name: "{{.results.backup_database.backup_name}}"
+      description: "Restore the pre-migration backup if the workflow fails"
+"#;
+    serde_saphyr::from_str(yaml).expect("the documented example parses")
+}
+
+async fn postgres() -> ScriptedServer {
+    ScriptedServer::builder()
+        .tool("status", true, |a| {
+            Ok(json!({"database": a["database"], "status": if a["database"] == "down" { "unreachable" } else { "connected" }}))
+        })
+        .tool("backup", false, |a| Ok(json!({"backup_name": a["backup_name"], "size": 1024})))
+        .tool("migrate", false, |a| match a["version"].as_str() {
+            Some("bad") => Err("migration 'bad' failed: syntax error at line 3".to_owned()),
+            _ => Ok(json!({"applied": a["version"], "dry_run": a["dry_run"]})),
+        })
+        .tool("verify", true, |a| Ok(json!({"version": a["expected_version"], "ok": true})))
+        .tool("restore", false, |a| Ok(json!({"restored": a["backup_name"]})))
+        .serve()
+        .await
+}
+
+#[tokio::test]
+async fn the_documented_migration_workflow_rolls_back_on_failure() {
+    let pg = postgres().await;
+    let h = serve(vec![remote("postgres", &pg.url)], vec![migration()]).await;
+
+    let (failed, doc) = run(
+        &h,
+        "database-migration",
+        json!({"database_name": "shop", "migration_version": "v42"}),
+    )
+    .await;
+    assert!(!failed, "{doc}");
+    assert_eq!(pg.call_order(), ["status", "backup", "migrate", "verify"]);
+    assert_eq!(pg.calls_of("migrate"), [json!({"database": "shop", "version": "v42", "dry_run": false})]);
+    assert_eq!(doc["version"], "v42", "the verify result is merged into the response");
+    assert_eq!(doc["steps"][1]["result"], json!({"backup_name": "pre-migration-v42", "size": 1024}));
+
+    let (failed, doc) = run(
+        &h,
+        "database-migration",
+        json!({"database_name": "shop", "migration_version": "bad"}),
+    )
+    .await;
+    assert!(failed, "{doc}");
+    assert_eq!(doc["status"], "failed");
+    assert!(
+        doc["error"].as_str().is_some_and(|e| e.contains("syntax error at line 3")),
+        "{doc}"
+    );
+    assert_eq!(
+        pg.calls_of("restore"),
+        [json!({"database": "shop", "backup_name": "pre-migration-bad"})]
+    );
+    let statuses: Vec<(String, String)> = doc["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| (s["id"].as_str().unwrap_or("").to_owned(), s["status"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("check_database".to_owned(), "completed".to_owned()),
+            ("backup_database".to_owned(), "completed".to_owned()),
+            ("run_migration".to_owned(), "failed".to_owned()),
+            ("rollback_migration".to_owned(), "completed".to_owned())
+        ]
+    );
+
+    // An unreachable database: the backup is skipped, so is everything after it, and nothing
+    // fails (no rollback).
+    let (failed, doc) = run(&h, "database-migration", json!({"database_name": "down", "migration_version": "v1"})).await;
+    assert!(!failed, "{doc}");
+    let skipped = doc["steps"].as_array().into_iter().flatten().filter(|s| s["status"] == "skipped").count();
+    assert_eq!(skipped, 3, "{doc}");
+    assert_eq!(pg.calls_of("restore").len(), 1, "no second rollback");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn availability_and_read_only_follow_the_tools_a_workflow_names() {
+    let pg = postgres().await;
+    let workflows = vec![
+        workflow("reads", json!({"steps": [{"id": "s", "tool": "x_postgres_status"}]})),
+        workflow("writes", json!({"steps": [{"id": "s", "tool": "x_postgres_status"}],
+            "onFailure": [{"id": "undo", "tool": "x_postgres_restore"}]})),
+        workflow("nested_reads", json!({"steps": [{"id": "n", "tool": "workflow_reads"}]})),
+        workflow("lacks", json!({"steps": [{"id": "s", "tool": "x_postgres_status"},
+            {"id": "t", "tool": "x_nowhere_tool"}]})),
+        workflow("lacks_nested", json!({"steps": [{"id": "n", "tool": "workflow_lacks"}]})),
+        workflow("loops", json!({"steps": [{"id": "again", "tool": "workflow_loops"}]})),
+    ];
+    let h = serve(vec![remote("postgres", &pg.url)], workflows).await;
+
+    let page = h.meta_json("filter_tools", json!({"pattern": "workflow_*", "limit": 50})).await;
+    assert_eq!(
+        tool_names(&page),
+        ["workflow_loops", "workflow_nested_reads", "workflow_reads", "workflow_writes"]
+    );
+    let hints: Vec<(String, Value)> = page["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| (t["name"].as_str().unwrap_or("").to_owned(), t["annotations"]["readOnlyHint"].clone()))
+        .collect();
+    assert_eq!(
+        hints,
+        [
+            ("workflow_loops".to_owned(), Value::Null),
+            ("workflow_nested_reads".to_owned(), json!(true)),
+            ("workflow_reads".to_owned(), json!(true)),
+            ("workflow_writes".to_owned(), Value::Null)
+        ]
+    );
+
+    let refused = h
+        .meta("call_tool", json!({"name": "workflow_lacks_nested", "arguments": {}}))
+        .await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(
+        text(&refused).contains("workflow lacks_nested is not available (missing required tools: workflow_lacks)"),
+        "{}",
+        text(&refused)
+    );
+
+    // A workflow that calls itself is stopped by the nesting bound, not left recursing.
+    let (failed, doc) = run(&h, "loops", json!({})).await;
+    assert!(failed);
+    assert!(doc["error"].as_str().is_some_and(|e| e.contains("nested more than 8 levels")), "{doc}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn step_events_are_written_to_the_event_log() {
+    let wf = workflow(
+        "evented",
+        json!({"steps": [
+            {"id": "first_step", "tool": "x_demo_echo", "args": {"message": "1"}},
+            {"id": "second_step", "tool": "x_demo_fail", "args": {"reason": "boom-intentional-failure"}, "allowFailure": true},
+            {"id": "third_step", "tool": "x_demo_echo", "args": {"message": "3"}, "condition": {"template": "false"}}
+        ]}),
+    );
+    let h = serve(vec![demo_stdio("demo")], vec![wf]).await;
+    let (failed, _) = run(&h, "evented", json!({})).await;
+    assert!(!failed);
+    let events = h
+        .meta_json(
+            "call_tool",
+            json!({"name": "core_events", "arguments": {"resourceType": "Workflow", "resourceName": "evented", "limit": 50}}),
+        )
+        .await;
+    let inner: Value =
+        serde_json::from_str(events["content"][0]["text"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
+    let mut lines: Vec<String> = inner
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| format!("{} {}", e["reason"].as_str().unwrap_or(""), e["message"].as_str().unwrap_or("")))
+        .collect();
+    lines.reverse();
+    let expected = [
+        "WorkflowExecutionStarted Workflow evented execution",
+        "WorkflowStepStarted Workflow evented step first_step started (tool: x_demo_echo)",
+        "WorkflowStepCompleted Workflow evented step first_step completed successfully",
+        "WorkflowStepStarted Workflow evented step second_step started (tool: x_demo_fail)",
+        "WorkflowStepFailed Workflow evented step second_step failed: boom-intentional-failure",
+        "WorkflowStepConditionEvaluated Workflow evented step third_step condition (template) evaluated to false",
+        "WorkflowStepSkipped Workflow evented step third_step skipped",
+        "WorkflowExecutionCompleted Workflow evented execution",
+    ];
+    let run_lines: Vec<&String> = lines.iter().filter(|l| !l.starts_with("WorkflowCreated")).collect();
+    assert_eq!(run_lines.len(), expected.len(), "{lines:#?}");
+    for (line, want) in run_lines.iter().zip(expected) {
+        assert!(line.starts_with(want), "{line:?} does not start with {want:?}");
+    }
+    h.stop().await;
+}
