@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Harness, demo_stdio, envelope, fast_supervision, remote, scripted::ScriptedServer, text, tool_names};
+use common::{Harness, call_meta, demo_stdio, envelope, fast_supervision, remote, scripted::ScriptedServer, text, tool_names};
 use muster::core::{config::MusterConfig, crd::Workflow};
 use muster::gateway::Gateway;
 use serde_json::{Value, json};
@@ -82,6 +82,15 @@ async fn a_workflow_runs_every_kind_of_step_through_a_real_server_and_keeps_type
     assert_eq!(tool["inputSchema"]["required"], json!(["who"]), "{described}");
     assert_eq!(tool["inputSchema"]["properties"]["count"]["default"], 2);
     assert_eq!(tool["annotations"]["readOnlyHint"], true, "every step tool is read-only");
+
+    // A caller whose toolset admits only this workflow runs it whole, but cannot call its
+    // steps' tools directly.
+    let scoped = h.client_with_headers(&[("x-muster-toolset", "workflow:tour")]).await;
+    let direct = call_meta(&scoped, "call_tool", json!({"name": "x_demo_echo", "arguments": {"message": "x"}})).await;
+    assert!(text(&direct).contains("outside the toolset"), "{}", text(&direct));
+    let scoped_run = call_meta(&scoped, "call_tool", json!({"name": "workflow_tour", "arguments": {"who": "eve"}})).await;
+    assert_eq!(envelope(&scoped_run)["structuredContent"]["greeting"], "hello eve", "{}", text(&scoped_run));
+    let _ = scoped.cancel().await;
 
     let (failed, doc) = run(&h, "tour", json!({"who": "bob"})).await;
     assert!(!failed, "{doc}");

@@ -5,7 +5,10 @@
 //!   are read-only (every tool they name declares `readOnlyHint: true`; a cycle is not);
 //! - [`entries`] turns the available ones into catalogue entries: the input schema from
 //!   `spec.args`, the labels under `_meta`, the derived `readOnlyHint`;
-//! - [`run`] executes one through the engine, whose steps call the gateway's own tool stack;
+//! - [`run`] executes one through the engine, whose steps call the gateway's own tool stack in
+//!   the caller's context (session, identity, cancellation), except the caller's toolset: a
+//!   toolset decides which workflows a caller may run, and a workflow it allows runs its steps
+//!   whole (the read-only preset admits only workflows whose every step is read-only);
 //! - [`EventObserver`] writes each run's step events into the gateway's event log.
 
 use std::{
@@ -173,7 +176,10 @@ pub(crate) async fn run(registry: &Arc<Registry>, call: ToolCall) -> Result<Call
         server: "muster".to_owned(),
         reason: "the gateway is shutting down".to_owned(),
     })?;
-    let outcome = engine.run(&workflow, call.arguments, call.ctx).await?;
+    let mut ctx = call.ctx;
+    ctx.toolset = None;
+    ctx.extensions.remove::<muster_catalog::toolset::DeclaredToolset>();
+    let outcome = engine.run(&workflow, call.arguments, ctx).await?;
     Ok(outcome.into_call_result())
 }
 
