@@ -381,3 +381,26 @@ async fn step_events_are_written_to_the_event_log() {
     }
     h.stop().await;
 }
+
+#[tokio::test]
+async fn the_example_config_directory_loads_and_its_workflow_runs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config");
+    let loaded = muster::gateway::config_dir::load(&dir).expect("the example config directory reads");
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let names: Vec<&str> = loaded.workflows.iter().map(|w| w.metadata.name.as_str()).collect();
+    assert_eq!(names, ["demo-tour"]);
+    // The example's demo server runs through `cargo run`; the built binary serves the same tools.
+    let h = serve(vec![demo_stdio("demo")], loaded.workflows).await;
+    let (failed, doc) = run(&h, "demo-tour", json!({"who": "you"})).await;
+    assert!(!failed, "{doc}");
+    assert_eq!(
+        doc,
+        json!({
+            "greeting": "hello you",
+            "sum": 42.0,
+            "items": ["item-0", "item-1", "item-2", "item-3", "item-4"],
+            "count": 5
+        })
+    );
+    h.stop().await;
+}

@@ -1,18 +1,21 @@
 //! # muster-workflow
 //!
-//! The workflow side of muster: what a Workflow needs from the catalogue, and (as the engine
-//! lands) how it runs.
+//! The workflow side of muster: templates, the engine that runs a Workflow through a tool
+//! service, and the durable record of every run.
 //!
-//! This version provides the building blocks; the executor that runs steps through the caller's
-//! tool service, and the workflow tools, are still to come:
-//!
-//! - [`referenced_tools`] walks every place a Workflow names a tool (steps, conditions, forEach
-//!   bodies one level deep, parallel groups, onFailure), and [`missing_tools`] says which of them
-//!   a catalogue lacks (availability);
+//! - [`engine`]: [`engine::CompiledWorkflow`] (a Workflow checked against every documented rule,
+//!   its templates parsed and jq programs compiled once) and [`engine::WorkflowEngine`], which
+//!   runs it step by step through any [`ToolService`](muster_core::ToolService): conditions,
+//!   `forEach` (up to 50 iterations at once, one nested level), `parallel` groups, `paginate`,
+//!   `jq`, `allowFailure`, `onFailure` and the `output` template;
 //! - [`template`]: Go text/template syntax on gotmpl with `missingkey=error`, the sprig functions
 //!   workflows use, parse-once templates and the documented type preservation;
+//! - [`jq`]: jq programs on jaq, with `$input` and `$vars`;
 //! - [`record`]: execution records and their filesystem store (atomic writes, the 256 KB payload
-//!   guard, retention, recovery of executions a crash cut off, the list/get tool answers).
+//!   guard, retention, recovery of executions a crash cut off, the list/get tool answers);
+//! - [`referenced_tools`] walks every place a Workflow names a tool (steps, conditions, forEach
+//!   bodies one level deep, parallel groups, onFailure), and [`missing_tools`] says which of them
+//!   a catalogue lacks (availability).
 //!
 //! ```
 //! use muster_core::crd::{Workflow, WorkflowSpec, WorkflowStep};
