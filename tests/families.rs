@@ -24,7 +24,7 @@ async fn a_family_of_two_servers_is_one_tool_surface_routed_by_the_instance_argu
     let names = tool_names(&page);
     assert_eq!(
         names,
-        ["x_k8s_add", "x_k8s_echo", "x_k8s_fail", "x_k8s_pid", "x_k8s_sleep"]
+        ["x_k8s_add", "x_k8s_echo", "x_k8s_fail", "x_k8s_list_items", "x_k8s_pid", "x_k8s_sleep"]
     );
 
     let described = h.meta_json("describe_tool", json!({"name": "x_k8s_pid"})).await;
@@ -96,7 +96,7 @@ async fn a_family_of_two_servers_is_one_tool_surface_routed_by_the_instance_argu
     let scoped = h.client_with_headers(&[("x-muster-toolset", "server:east")]).await;
     let page = common::call_meta(&scoped, "list_tools", json!({})).await;
     let page: Value = serde_json::from_str(&text(&page)).expect("json");
-    assert_eq!(page["total"], 5, "{page}");
+    assert_eq!(page["total"], 6, "{page}");
     let _ = scoped.cancel().await;
     h.stop().await;
 }

@@ -142,6 +142,7 @@ async fn a_streamable_http_downstream_is_aggregated_beside_a_stdio_one() {
             "x_remote_add",
             "x_remote_echo",
             "x_remote_fail",
+            "x_remote_list_items",
             "x_remote_pid",
             "x_remote_sleep"
         ]
@@ -301,20 +302,22 @@ async fn list_tools_pages_to_the_end_without_gaps() {
     assert_eq!(unique.len(), seen.len(), "pages overlap: {seen:?}");
     // Server tools come first, by server name, each in its server's order; core tools follow.
     assert_eq!(
-        &seen[..10],
+        &seen[..12],
         [
             "x_a_add",
             "x_a_echo",
             "x_a_fail",
+            "x_a_list_items",
             "x_a_pid",
             "x_a_sleep",
             "x_b_add",
             "x_b_echo",
             "x_b_fail",
+            "x_b_list_items",
             "x_b_pid",
             "x_b_sleep"
         ]
     );
-    assert!(seen[10..].iter().all(|n| n.starts_with("core_")), "{seen:?}");
+    assert!(seen[12..].iter().all(|n| n.starts_with("core_")), "{seen:?}");
     h.stop().await;
 }

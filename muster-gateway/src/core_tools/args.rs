@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use muster_core::crd::{ArgDefinition, WorkflowStep, WorkflowSubStep};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The arguments of `core_mcpserver_create`, `_update` and `_validate` (the MCPServer spec
 /// fields, camelCase, plus `name` and `displayName`).
@@ -77,4 +78,87 @@ pub(crate) struct EventsArgs {
     pub(crate) until: Option<String>,
     /// The most events to return (default 50).
     pub(crate) limit: Option<u32>,
+}
+
+/// The arguments of `core_workflow_get`, `_available` and `_delete`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct WorkflowNameArgs {
+    /// Name of the workflow.
+    pub(crate) name: String,
+}
+
+/// The arguments of `core_workflow_create` and `core_workflow_validate`: the Workflow spec
+/// fields with the CRD's camelCase names (a step copied from a manifest works unchanged), plus
+/// `name` and `labels`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WorkflowArgs {
+    /// Unique workflow name; the workflow runs as the tool workflow_<name>.
+    pub(crate) name: String,
+    /// The steps, in order (at least one). Each is exactly one of a tool call (tool), a loop
+    /// (forEach) or a concurrent group (parallel), with a unique id. Step args are templates:
+    /// inputs as {{ .input.<arg> }}, earlier results as {{ .results.<step-id>.<field> }}. The
+    /// snake_case spellings allow_failure, from_step, expect_not and json_path are deprecated
+    /// aliases, still accepted.
+    pub(crate) steps: Vec<WorkflowStep>,
+    /// The optional fields.
+    #[serde(flatten)]
+    pub(crate) fields: WorkflowFields,
+}
+
+/// The arguments of `core_workflow_update`: the name, and the fields to replace.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WorkflowUpdateArgs {
+    /// Name of the workflow to update.
+    pub(crate) name: String,
+    /// Updated steps; replaces every existing step.
+    pub(crate) steps: Option<Vec<WorkflowStep>>,
+    /// The other fields to replace; a field not given keeps its value.
+    #[serde(flatten)]
+    pub(crate) fields: WorkflowFields,
+}
+
+/// The optional fields of a workflow definition.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WorkflowFields {
+    /// Workflow description (at most 1000 characters); the workflow tool's description.
+    pub(crate) description: Option<String>,
+    /// Argument schema, by argument name: each has type (string, integer, boolean, number,
+    /// object or array), required, default and description.
+    pub(crate) args: Option<BTreeMap<String, ArgDefinition>>,
+    /// Cleanup or rollback sub-steps run, each allowed to fail, when the workflow fails on a
+    /// step that does not allow failure.
+    pub(crate) on_failure: Option<Vec<WorkflowSubStep>>,
+    /// Output template rendered after all steps and returned in place of the default answer;
+    /// each leaf is a template over .input, .results and .vars, its JSON type preserved.
+    pub(crate) output: Option<Map<String, Value>>,
+    /// Labels of the workflow (shown on its tool and used by filter_tools).
+    pub(crate) labels: Option<BTreeMap<String, String>>,
+}
+
+/// The arguments of `core_workflow_execution_list`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct ExecutionListArgs {
+    /// Maximum number of executions to return (1 to 1000, default 50).
+    #[schemars(range(min = 1, max = 1000))]
+    pub(crate) limit: Option<u32>,
+    /// Number of executions to skip, newest first (pagination; default 0).
+    pub(crate) offset: Option<u32>,
+    /// Only executions with this status: inprogress (or running), completed or failed.
+    pub(crate) status: Option<String>,
+    /// Only executions of this workflow.
+    pub(crate) workflow_name: Option<String>,
+}
+
+/// The arguments of `core_workflow_execution_get`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct ExecutionGetArgs {
+    /// ID of the execution to retrieve.
+    pub(crate) execution_id: String,
+    /// Whether to include the steps (default true).
+    pub(crate) include_steps: Option<bool>,
+    /// Get only this step of the execution.
+    pub(crate) step_id: Option<String>,
 }

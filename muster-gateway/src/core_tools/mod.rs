@@ -2,16 +2,17 @@
 //!
 //! Each core tool declares the MCP annotations the reference documents (readOnly, destructive,
 //! idempotent, openWorld) so discovery reports them like a downstream server's. This version
-//! provides the services (`core_service_list`, `core_service_status`, `core_service_start`,
-//! `core_service_stop`, `core_service_restart`), and the reading tools of MCP servers
-//! (`core_mcpserver_list`, `core_mcpserver_get`), configuration (`core_config_get`,
-//! `core_config_get_aggregator`) and workflows (`core_workflow_list`, `core_workflow_get`).
+//! provides the services (`core_service_*`), the MCP server definitions (`core_mcpserver_*`),
+//! the configuration (`core_config_*`), the event log (`core_events`) and the workflows
+//! (`core_workflow_list`, `_get`, `_available`, `_create`, `_update`, `_delete`, `_validate`,
+//! `_execution_list`, `_execution_get`).
 
 mod args;
 mod config;
 pub mod detect;
 mod mcpservers;
 mod services;
+mod workflows;
 
 use services::Control;
 
@@ -58,12 +59,26 @@ enum CoreTool {
     Events,
     WorkflowList,
     WorkflowGet,
+    WorkflowAvailable,
+    WorkflowCreate,
+    WorkflowUpdate,
+    WorkflowDelete,
+    WorkflowValidate,
+    WorkflowExecutionList,
+    WorkflowExecutionGet,
 }
 
 impl CoreTool {
-    const ALL: [Self; 20] = [
+    const ALL: [Self; 27] = [
         Self::WorkflowList,
         Self::WorkflowGet,
+        Self::WorkflowAvailable,
+        Self::WorkflowCreate,
+        Self::WorkflowUpdate,
+        Self::WorkflowDelete,
+        Self::WorkflowValidate,
+        Self::WorkflowExecutionList,
+        Self::WorkflowExecutionGet,
         Self::ServiceList,
         Self::ServiceStatus,
         Self::ServiceStart,
@@ -106,6 +121,13 @@ impl CoreTool {
             Self::ConfigGetAggregator => "core_config_get_aggregator",
             Self::WorkflowList => "core_workflow_list",
             Self::WorkflowGet => "core_workflow_get",
+            Self::WorkflowAvailable => "core_workflow_available",
+            Self::WorkflowCreate => "core_workflow_create",
+            Self::WorkflowUpdate => "core_workflow_update",
+            Self::WorkflowDelete => "core_workflow_delete",
+            Self::WorkflowValidate => "core_workflow_validate",
+            Self::WorkflowExecutionList => "core_workflow_execution_list",
+            Self::WorkflowExecutionGet => "core_workflow_execution_get",
         }
     }
 
@@ -146,7 +168,27 @@ impl CoreTool {
             Self::ConfigGet => "Get the complete muster configuration.",
             Self::ConfigGetAggregator => "Get the aggregator configuration.",
             Self::WorkflowList => "List all workflow definitions with their availability.",
-            Self::WorkflowGet => "Get one workflow definition with all its steps.",
+            Self::WorkflowGet => "Get one workflow definition with all its steps and its availability.",
+            Self::WorkflowAvailable => {
+                "Check whether a workflow can run now (every tool it names is present) and which tools are missing."
+            }
+            Self::WorkflowCreate => {
+                "Create a workflow definition; it runs as the tool workflow_<name>. Step tools that do not exist yet \
+                 are reported, not refused."
+            }
+            Self::WorkflowUpdate => {
+                "Update a workflow definition; only the given fields change (steps replaces every step)."
+            }
+            Self::WorkflowDelete => "Delete a workflow definition; running executions and their history are kept.",
+            Self::WorkflowValidate => {
+                "Validate a workflow definition without creating it: errors, warnings and missing tools."
+            }
+            Self::WorkflowExecutionList => {
+                "List workflow executions, newest first, filtered by workflow and status, with paging."
+            }
+            Self::WorkflowExecutionGet => {
+                "Get one workflow execution with its input, result and steps, or only one of its steps."
+            }
         }
     }
 
@@ -157,10 +199,23 @@ impl CoreTool {
             | Self::ServiceStop
             | Self::ServiceRestart
             | Self::McpServerGet
-            | Self::McpServerDelete
-            | Self::WorkflowGet => {
+            | Self::McpServerDelete => {
                 Tool::new(self.name(), self.description(), Arc::new(Default::default())).with_input_schema::<NameArg>()
             }
+            Self::WorkflowGet | Self::WorkflowAvailable | Self::WorkflowDelete => {
+                Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                    .with_input_schema::<args::WorkflowNameArgs>()
+            }
+            Self::WorkflowCreate | Self::WorkflowValidate => {
+                Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                    .with_input_schema::<args::WorkflowArgs>()
+            }
+            Self::WorkflowUpdate => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                .with_input_schema::<args::WorkflowUpdateArgs>(),
+            Self::WorkflowExecutionList => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                .with_input_schema::<args::ExecutionListArgs>(),
+            Self::WorkflowExecutionGet => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                .with_input_schema::<args::ExecutionGetArgs>(),
             Self::McpServerCreate | Self::McpServerUpdate | Self::McpServerValidate => {
                 Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                     .with_input_schema::<args::McpServerArgs>()
@@ -178,11 +233,13 @@ impl CoreTool {
             Self::ServiceStart => (false, false, true),
             Self::ServiceStop => (false, true, true),
             Self::ServiceRestart => (false, true, false),
-            Self::McpServerCreate => (false, false, false),
-            Self::McpServerUpdate | Self::ConfigUpdateAggregator | Self::ConfigSave | Self::ConfigReload => {
-                (false, true, true)
-            }
-            Self::McpServerDelete => (false, true, false),
+            Self::McpServerCreate | Self::WorkflowCreate => (false, false, false),
+            Self::McpServerUpdate
+            | Self::WorkflowUpdate
+            | Self::ConfigUpdateAggregator
+            | Self::ConfigSave
+            | Self::ConfigReload => (false, true, true),
+            Self::McpServerDelete | Self::WorkflowDelete => (false, true, false),
             _ => (true, false, true),
         };
         tool.with_annotations(
@@ -231,8 +288,15 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
         CoreTool::Events => {
             crate::events::core_events_result(registry.events(), args).map_err(ToolError::invalid_arguments)?
         }
-        CoreTool::WorkflowList => services::workflow_list(registry),
-        CoreTool::WorkflowGet => services::workflow_get(registry, required_name(args)?)?,
+        CoreTool::WorkflowList => workflows::list(registry),
+        CoreTool::WorkflowGet => workflows::get(registry, required_name(args)?)?,
+        CoreTool::WorkflowAvailable => workflows::available(registry, required_name(args)?)?,
+        CoreTool::WorkflowCreate => workflows::create(registry, args).await?,
+        CoreTool::WorkflowUpdate => workflows::update(registry, args).await?,
+        CoreTool::WorkflowDelete => workflows::delete(registry, args).await?,
+        CoreTool::WorkflowValidate => return workflows::validate(registry, args),
+        CoreTool::WorkflowExecutionList => workflows::execution_list(registry, args).await?,
+        CoreTool::WorkflowExecutionGet => workflows::execution_get(registry, args).await?,
     };
     Ok(json_result(&value))
 }

@@ -1,4 +1,4 @@
-//! The reading core tools: services, MCP servers and workflows.
+//! The reading core tools: services and MCP servers.
 
 use muster_core::{
     ToolError,
@@ -147,39 +147,6 @@ pub(super) fn mcpserver_get(registry: &Registry, name: &str) -> Result<Value, To
         .server(name)
         .map(|s| server_definition(&s))
         .ok_or_else(|| ToolError::invalid_arguments(format!("MCP server {name} not found")))
-}
-
-pub(super) fn workflow_list(registry: &Registry) -> Value {
-    let catalog = registry.catalog();
-    let workflows: Vec<Value> = registry
-        .workflows()
-        .iter()
-        .map(|w| {
-            let missing = muster_workflow::missing_tools(w, |t| catalog.tool(t).is_some());
-            json!({
-                "name": w.metadata.name,
-                "description": w.spec.description.as_deref().unwrap_or_default(),
-                "available": missing.is_empty(),
-                "missing_tools": missing,
-                "steps": w.spec.steps.len(),
-            })
-        })
-        .collect();
-    json!({"workflows": workflows, "total": workflows.len()})
-}
-
-pub(super) fn workflow_get(registry: &Registry, name: &str) -> Result<Value, ToolError> {
-    let w = registry
-        .workflow(name)
-        .ok_or_else(|| ToolError::invalid_arguments(format!("workflow {name} not found")))?;
-    let mut value = serde_json::to_value(&w.spec).map_err(ToolError::internal)?;
-    if let Value::Object(map) = &mut value {
-        map.insert("name".into(), json!(w.metadata.name));
-        if !w.metadata.labels.is_empty() {
-            map.insert("labels".into(), json!(w.metadata.labels));
-        }
-    }
-    Ok(value)
 }
 
 pub(super) async fn service_control(registry: &Registry, name: &str, control: Control) -> Result<Value, ToolError> {
