@@ -404,3 +404,138 @@ async fn the_example_config_directory_loads_and_its_workflow_runs() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn an_oversized_result_is_truncated_in_the_record_but_not_in_the_answer() {
+    use muster::gateway::registry::RegistryOptions;
+    use muster::workflow::record::{ExecutionStore, FsExecutionStore, TRUNCATION_MARKER};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = std::sync::Arc::new(FsExecutionStore::open(dir.path()).expect("store opens"));
+    let wf = workflow(
+        "big",
+        json!({"steps": [{"id": "blob", "tool": "x_demo_echo", "args": {"message": "{{ repeat 400000 \"x\" }}"}, "output": true}]}),
+    );
+    let options = RegistryOptions::default()
+        .with_supervision(fast_supervision())
+        .with_executions(store.clone());
+    let gateway = Gateway::with_options(MusterConfig::default(), vec![demo_stdio("demo")], vec![wf], options)
+        .expect("valid configuration");
+    let h = Harness::serve(gateway).await;
+    let (failed, doc) = run(&h, "big", json!({})).await;
+    assert!(!failed);
+    assert_eq!(doc["steps"][0]["result"].as_str().map(str::len), Some(400_000), "the live answer is whole");
+
+    let id = doc["execution_id"].as_str().expect("an execution id");
+    let record = store.get(id).expect("reads").expect("recorded");
+    assert!(record.spec.truncated);
+    assert_eq!(record.spec.result, Some(json!(TRUNCATION_MARKER)));
+    let on_disk = std::fs::metadata(store.path_of(id)).expect("a record file").len();
+    assert!(on_disk < 256 * 1024, "record file is {on_disk} bytes");
+    h.stop().await;
+}
+
+/// The reference's core_workflow_create example request, verbatim.
+fn deploy_with_monitoring() -> Value {
+    json!({
+        "name": "deploy-with-monitoring",
+        "description": "Deploy application and setup monitoring with health checks",
+        "args": {
+            "app_name": {"type": "string", "required": true, "description": "Application name to deploy"},
+            "environment": {"type": "string", "default": "development", "description": "Target environment"},
+            "health_check": {"type": "boolean", "default": true, "description": "Enable health checking"}
+        },
+        "steps": [
+            {
+                "id": "deploy",
+                "tool": "x_kubernetes_apply",
+                "description": "Deploy the application",
+                "args": {"manifest": "{{ .input.manifest }}"}
+            },
+            {
+                "id": "health_check",
+                "tool": "core_service_status",
+                "description": "Verify service is healthy",
+                "condition": {
+                    "tool": "echo",
+                    "args": {"value": "{{ .input.health_check }}"},
+                    "expect": {"jsonPath": {"value": true}}
+                },
+                "args": {"name": "{{ .results.create_service.service_name }}"},
+                "store": true
+            }
+        ]
+    })
+}
+
+/// Calls core tool `name` through call_tool: (isError, the answer parsed from its text).
+async fn core(h: &Harness, name: &str, args: Value) -> (bool, Value) {
+    let result = h.meta("call_tool", json!({"name": name, "arguments": args})).await;
+    let env = envelope(&result);
+    if env.is_null() {
+        return (true, Value::String(text(&result)));
+    }
+    let body = env["content"][0]["text"].as_str().unwrap_or("null");
+    (env["isError"] == true, serde_json::from_str(body).unwrap_or(Value::String(body.to_owned())))
+}
+
+#[tokio::test]
+async fn the_documented_create_request_defines_a_workflow_that_waits_for_its_tools() {
+    let h = serve(vec![demo_stdio("demo")], Vec::new()).await;
+    let (failed, created) = core(&h, "core_workflow_create", deploy_with_monitoring()).await;
+    assert!(!failed, "{created}");
+    assert_eq!(created["available"], false);
+    assert_eq!(created["missing_tools"], json!(["echo", "x_kubernetes_apply"]));
+    assert!(
+        created["warnings"].as_array().is_some_and(|w| w.iter().any(|x| x.as_str().is_some_and(|s| s.contains("store")))),
+        "the deprecated store flag is warned about: {created}"
+    );
+
+    let (_, got) = core(&h, "core_workflow_get", json!({"name": "deploy-with-monitoring"})).await;
+    assert_eq!(got["steps"][1]["condition"]["expect"]["jsonPath"]["value"], true);
+    let refused = h
+        .meta("call_tool", json!({"name": "workflow_deploy-with-monitoring", "arguments": {"app_name": "shop"}}))
+        .await;
+    assert!(
+        text(&refused).contains("not available (missing required tools: echo, x_kubernetes_apply)"),
+        "{}",
+        text(&refused)
+    );
+
+    // The documented update request: only the steps and description change.
+    let (failed, updated) = core(
+        &h,
+        "core_workflow_update",
+        json!({
+            "name": "deploy-with-monitoring",
+            "description": "Updated: Enhanced deployment with advanced monitoring and rollback",
+            "steps": [{"id": "deploy", "tool": "x_demo_echo", "description": "Deploy the application",
+                       "args": {"message": "{{ .input.app_name }} to {{ .input.environment }}"}}]
+        }),
+    )
+    .await;
+    assert!(!failed, "{updated}");
+    assert_eq!(updated["available"], true);
+    assert_eq!(updated["args"]["environment"]["default"], "development", "args kept");
+    let (failed, doc) = run(&h, "deploy-with-monitoring", json!({"app_name": "shop"})).await;
+    assert!(!failed, "{doc}");
+    assert_eq!(doc["steps"][0]["status"], "completed");
+
+    let (failed, invalid) = core(
+        &h,
+        "core_workflow_validate",
+        json!({"name": "broken", "steps": [{"id": "a", "tool": "t", "jq": ".["}, {"id": "a"}]}),
+    )
+    .await;
+    assert!(failed);
+    let errors = invalid.to_string();
+    for needle in ["duplicate step ID 'a' found", "one of tool, forEach, or parallel is required", "jq: syntax error"] {
+        assert!(errors.contains(needle), "{needle:?} missing from {errors}");
+    }
+
+    let (failed, _) = core(&h, "core_workflow_delete", json!({"name": "deploy-with-monitoring"})).await;
+    assert!(!failed);
+    let (_, list) = core(&h, "core_workflow_list", json!({})).await;
+    assert_eq!(list["workflows"], json!([]));
+    h.stop().await;
+}

@@ -226,6 +226,32 @@ pub struct RegistryOptions {
     pub executions: Option<Arc<dyn ExecutionStore>>,
 }
 
+impl RegistryOptions {
+    /// Sets the reconnect backoff and health checks.
+    pub fn with_supervision(mut self, supervision: SupervisorConfig) -> Self {
+        self.supervision = supervision;
+        self
+    }
+
+    /// Sets where events go.
+    pub fn with_events(mut self, events: EventLog) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// Sets where definition writes go.
+    pub fn with_store(mut self, store: ConfigStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Sets where workflow execution records go.
+    pub fn with_executions(mut self, executions: Arc<dyn ExecutionStore>) -> Self {
+        self.executions = Some(executions);
+        self
+    }
+}
+
 /// What [`Registry::apply_server`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
