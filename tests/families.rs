@@ -24,7 +24,14 @@ async fn a_family_of_two_servers_is_one_tool_surface_routed_by_the_instance_argu
     let names = tool_names(&page);
     assert_eq!(
         names,
-        ["x_k8s_add", "x_k8s_echo", "x_k8s_fail", "x_k8s_list_items", "x_k8s_pid", "x_k8s_sleep"]
+        [
+            "x_k8s_add",
+            "x_k8s_echo",
+            "x_k8s_fail",
+            "x_k8s_list_items",
+            "x_k8s_pid",
+            "x_k8s_sleep"
+        ]
     );
 
     let described = h.meta_json("describe_tool", json!({"name": "x_k8s_pid"})).await;

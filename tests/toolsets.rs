@@ -102,7 +102,13 @@ async fn a_configured_preset_scopes_resources_and_prompts_by_server() {
     let page = json_text(&call_meta(&scoped, "filter_tools", json!({"limit": 10, "include_presets": true})).await);
     assert_eq!(
         names(&page),
-        ["x_demo_add", "x_demo_echo", "x_demo_list_items", "x_demo_pid", "x_demo_sleep"]
+        [
+            "x_demo_add",
+            "x_demo_echo",
+            "x_demo_list_items",
+            "x_demo_pid",
+            "x_demo_sleep"
+        ]
     );
     assert_eq!(page["toolset"], json!(["preset:demo-only"]));
     assert_eq!(page["toolset_unmatched"], json!([]));

@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{Harness, call_meta, demo_stdio, envelope, fast_supervision, remote, scripted::ScriptedServer, text, tool_names};
+use common::{
+    Harness, call_meta, demo_stdio, envelope, fast_supervision, remote, scripted::ScriptedServer, text, tool_names,
+};
 use muster::core::{config::MusterConfig, crd::Workflow};
 use muster::gateway::Gateway;
 use serde_json::{Value, json};
@@ -21,7 +23,10 @@ async fn serve(servers: Vec<muster::core::crd::MCPServer>, workflows: Vec<Workfl
 /// Runs `workflow_<name>` through `call_tool`: (the inner result's isError, its document).
 async fn run(h: &Harness, name: &str, args: Value) -> (bool, Value) {
     let result = h
-        .meta("call_tool", json!({"name": format!("workflow_{name}"), "arguments": args}))
+        .meta(
+            "call_tool",
+            json!({"name": format!("workflow_{name}"), "arguments": args}),
+        )
         .await;
     let env = envelope(&result);
     assert!(env.is_object(), "call_tool answered {}", text(&result));
@@ -81,20 +86,40 @@ async fn a_workflow_runs_every_kind_of_step_through_a_real_server_and_keeps_type
     let tool = &described;
     assert_eq!(tool["inputSchema"]["required"], json!(["who"]), "{described}");
     assert_eq!(tool["inputSchema"]["properties"]["count"]["default"], 2);
-    assert_eq!(tool["annotations"]["readOnlyHint"], true, "every step tool is read-only");
+    assert_eq!(
+        tool["annotations"]["readOnlyHint"], true,
+        "every step tool is read-only"
+    );
 
     // A caller whose toolset admits only this workflow runs it whole, but cannot call its
     // steps' tools directly.
     let scoped = h.client_with_headers(&[("x-muster-toolset", "workflow:tour")]).await;
-    let direct = call_meta(&scoped, "call_tool", json!({"name": "x_demo_echo", "arguments": {"message": "x"}})).await;
+    let direct = call_meta(
+        &scoped,
+        "call_tool",
+        json!({"name": "x_demo_echo", "arguments": {"message": "x"}}),
+    )
+    .await;
     assert!(text(&direct).contains("outside the toolset"), "{}", text(&direct));
-    let scoped_run = call_meta(&scoped, "call_tool", json!({"name": "workflow_tour", "arguments": {"who": "eve"}})).await;
-    assert_eq!(envelope(&scoped_run)["structuredContent"]["greeting"], "hello eve", "{}", text(&scoped_run));
+    let scoped_run = call_meta(
+        &scoped,
+        "call_tool",
+        json!({"name": "workflow_tour", "arguments": {"who": "eve"}}),
+    )
+    .await;
+    assert_eq!(
+        envelope(&scoped_run)["structuredContent"]["greeting"],
+        "hello eve",
+        "{}",
+        text(&scoped_run)
+    );
     let _ = scoped.cancel().await;
 
     let (failed, doc) = run(&h, "tour", json!({"who": "bob"})).await;
     assert!(!failed, "{doc}");
-    let items: Vec<Value> = (0..5).map(|i| json!({"name": format!("item-{i}"), "index": i})).collect();
+    let items: Vec<Value> = (0..5)
+        .map(|i| json!({"name": format!("item-{i}"), "index": i}))
+        .collect();
     assert_eq!(
         doc,
         json!({
@@ -131,8 +156,14 @@ async fn the_default_response_lists_steps_and_debug_shows_every_result() {
     assert_eq!(doc["workflow"], "plain");
     assert_eq!(doc["status"], "completed");
     assert!(doc["execution_id"].as_str().is_some_and(|id| id.len() == 36));
-    assert_eq!(doc["steps"][0], json!({"id": "a", "tool": "x_demo_add", "status": "completed", "result": {"sum": 2.0}}));
-    assert_eq!(doc["steps"][1], json!({"id": "b", "tool": "x_demo_add", "status": "completed"}));
+    assert_eq!(
+        doc["steps"][0],
+        json!({"id": "a", "tool": "x_demo_add", "status": "completed", "result": {"sum": 2.0}})
+    );
+    assert_eq!(
+        doc["steps"][1],
+        json!({"id": "b", "tool": "x_demo_add", "status": "completed"})
+    );
     assert_eq!(doc["sum"], 3.0, "the last step's object result is merged in");
 
     let (_, debug) = run(&h, "plain", json!({"_debug": true})).await;
@@ -142,10 +173,13 @@ async fn the_default_response_lists_steps_and_debug_shows_every_result() {
     // The run is recorded and can be read back.
     let id = doc["execution_id"].as_str().unwrap_or_default();
     let got = h
-        .meta("call_tool", json!({"name": "core_workflow_execution_get", "arguments": {"execution_id": id}}))
+        .meta(
+            "call_tool",
+            json!({"name": "core_workflow_execution_get", "arguments": {"execution_id": id}}),
+        )
         .await;
-    let record: Value = serde_json::from_str(envelope(&got)["content"][0]["text"].as_str().unwrap_or("null"))
-        .unwrap_or(Value::Null);
+    let record: Value =
+        serde_json::from_str(envelope(&got)["content"][0]["text"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
     assert_eq!(record["status"], "completed", "{record}");
     assert_eq!(record["steps"][1]["input"], json!({"a": 2.0, "b": 1}));
     h.stop().await;
@@ -237,9 +271,15 @@ async fn the_documented_migration_workflow_rolls_back_on_failure() {
     .await;
     assert!(!failed, "{doc}");
     assert_eq!(pg.call_order(), ["status", "backup", "migrate", "verify"]);
-    assert_eq!(pg.calls_of("migrate"), [json!({"database": "shop", "version": "v42", "dry_run": false})]);
+    assert_eq!(
+        pg.calls_of("migrate"),
+        [json!({"database": "shop", "version": "v42", "dry_run": false})]
+    );
     assert_eq!(doc["version"], "v42", "the verify result is merged into the response");
-    assert_eq!(doc["steps"][1]["result"], json!({"backup_name": "pre-migration-v42", "size": 1024}));
+    assert_eq!(
+        doc["steps"][1]["result"],
+        json!({"backup_name": "pre-migration-v42", "size": 1024})
+    );
 
     let (failed, doc) = run(
         &h,
@@ -250,7 +290,9 @@ async fn the_documented_migration_workflow_rolls_back_on_failure() {
     assert!(failed, "{doc}");
     assert_eq!(doc["status"], "failed");
     assert!(
-        doc["error"].as_str().is_some_and(|e| e.contains("syntax error at line 3")),
+        doc["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("syntax error at line 3")),
         "{doc}"
     );
     assert_eq!(
@@ -261,7 +303,12 @@ async fn the_documented_migration_workflow_rolls_back_on_failure() {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|s| (s["id"].as_str().unwrap_or("").to_owned(), s["status"].as_str().unwrap_or("").to_owned()))
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap_or("").to_owned(),
+                s["status"].as_str().unwrap_or("").to_owned(),
+            )
+        })
         .collect();
     assert_eq!(
         statuses,
@@ -275,9 +322,19 @@ async fn the_documented_migration_workflow_rolls_back_on_failure() {
 
     // An unreachable database: the backup is skipped, so is everything after it, and nothing
     // fails (no rollback).
-    let (failed, doc) = run(&h, "database-migration", json!({"database_name": "down", "migration_version": "v1"})).await;
+    let (failed, doc) = run(
+        &h,
+        "database-migration",
+        json!({"database_name": "down", "migration_version": "v1"}),
+    )
+    .await;
     assert!(!failed, "{doc}");
-    let skipped = doc["steps"].as_array().into_iter().flatten().filter(|s| s["status"] == "skipped").count();
+    let skipped = doc["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["status"] == "skipped")
+        .count();
     assert_eq!(skipped, 3, "{doc}");
     assert_eq!(pg.calls_of("restore").len(), 1, "no second rollback");
     h.stop().await;
@@ -288,26 +345,50 @@ async fn availability_and_read_only_follow_the_tools_a_workflow_names() {
     let pg = postgres().await;
     let workflows = vec![
         workflow("reads", json!({"steps": [{"id": "s", "tool": "x_postgres_status"}]})),
-        workflow("writes", json!({"steps": [{"id": "s", "tool": "x_postgres_status"}],
-            "onFailure": [{"id": "undo", "tool": "x_postgres_restore"}]})),
-        workflow("nested_reads", json!({"steps": [{"id": "n", "tool": "workflow_reads"}]})),
-        workflow("lacks", json!({"steps": [{"id": "s", "tool": "x_postgres_status"},
-            {"id": "t", "tool": "x_nowhere_tool"}]})),
-        workflow("lacks_nested", json!({"steps": [{"id": "n", "tool": "workflow_lacks"}]})),
+        workflow(
+            "writes",
+            json!({"steps": [{"id": "s", "tool": "x_postgres_status"}],
+            "onFailure": [{"id": "undo", "tool": "x_postgres_restore"}]}),
+        ),
+        workflow(
+            "nested_reads",
+            json!({"steps": [{"id": "n", "tool": "workflow_reads"}]}),
+        ),
+        workflow(
+            "lacks",
+            json!({"steps": [{"id": "s", "tool": "x_postgres_status"},
+            {"id": "t", "tool": "x_nowhere_tool"}]}),
+        ),
+        workflow(
+            "lacks_nested",
+            json!({"steps": [{"id": "n", "tool": "workflow_lacks"}]}),
+        ),
         workflow("loops", json!({"steps": [{"id": "again", "tool": "workflow_loops"}]})),
     ];
     let h = serve(vec![remote("postgres", &pg.url)], workflows).await;
 
-    let page = h.meta_json("filter_tools", json!({"pattern": "workflow_*", "limit": 50})).await;
+    let page = h
+        .meta_json("filter_tools", json!({"pattern": "workflow_*", "limit": 50}))
+        .await;
     assert_eq!(
         tool_names(&page),
-        ["workflow_loops", "workflow_nested_reads", "workflow_reads", "workflow_writes"]
+        [
+            "workflow_loops",
+            "workflow_nested_reads",
+            "workflow_reads",
+            "workflow_writes"
+        ]
     );
     let hints: Vec<(String, Value)> = page["tools"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|t| (t["name"].as_str().unwrap_or("").to_owned(), t["annotations"]["readOnlyHint"].clone()))
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or("").to_owned(),
+                t["annotations"]["readOnlyHint"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         hints,
@@ -332,7 +413,12 @@ async fn availability_and_read_only_follow_the_tools_a_workflow_names() {
     // A workflow that calls itself is stopped by the nesting bound, not left recursing.
     let (failed, doc) = run(&h, "loops", json!({})).await;
     assert!(failed);
-    assert!(doc["error"].as_str().is_some_and(|e| e.contains("nested more than 8 levels")), "{doc}");
+    assert!(
+        doc["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("nested more than 8 levels")),
+        "{doc}"
+    );
     h.stop().await;
 }
 
@@ -361,7 +447,13 @@ async fn step_events_are_written_to_the_event_log() {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|e| format!("{} {}", e["reason"].as_str().unwrap_or(""), e["message"].as_str().unwrap_or("")))
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["reason"].as_str().unwrap_or(""),
+                e["message"].as_str().unwrap_or("")
+            )
+        })
         .collect();
     lines.reverse();
     let expected = [
@@ -424,7 +516,11 @@ async fn an_oversized_result_is_truncated_in_the_record_but_not_in_the_answer() 
     let h = Harness::serve(gateway).await;
     let (failed, doc) = run(&h, "big", json!({})).await;
     assert!(!failed);
-    assert_eq!(doc["steps"][0]["result"].as_str().map(str::len), Some(400_000), "the live answer is whole");
+    assert_eq!(
+        doc["steps"][0]["result"].as_str().map(str::len),
+        Some(400_000),
+        "the live answer is whole"
+    );
 
     let id = doc["execution_id"].as_str().expect("an execution id");
     let record = store.get(id).expect("reads").expect("recorded");
@@ -476,7 +572,10 @@ async fn core(h: &Harness, name: &str, args: Value) -> (bool, Value) {
         return (true, Value::String(text(&result)));
     }
     let body = env["content"][0]["text"].as_str().unwrap_or("null");
-    (env["isError"] == true, serde_json::from_str(body).unwrap_or(Value::String(body.to_owned())))
+    (
+        env["isError"] == true,
+        serde_json::from_str(body).unwrap_or(Value::String(body.to_owned())),
+    )
 }
 
 #[tokio::test]
@@ -487,14 +586,19 @@ async fn the_documented_create_request_defines_a_workflow_that_waits_for_its_too
     assert_eq!(created["available"], false);
     assert_eq!(created["missing_tools"], json!(["echo", "x_kubernetes_apply"]));
     assert!(
-        created["warnings"].as_array().is_some_and(|w| w.iter().any(|x| x.as_str().is_some_and(|s| s.contains("store")))),
+        created["warnings"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|x| x.as_str().is_some_and(|s| s.contains("store")))),
         "the deprecated store flag is warned about: {created}"
     );
 
     let (_, got) = core(&h, "core_workflow_get", json!({"name": "deploy-with-monitoring"})).await;
     assert_eq!(got["steps"][1]["condition"]["expect"]["jsonPath"]["value"], true);
     let refused = h
-        .meta("call_tool", json!({"name": "workflow_deploy-with-monitoring", "arguments": {"app_name": "shop"}}))
+        .meta(
+            "call_tool",
+            json!({"name": "workflow_deploy-with-monitoring", "arguments": {"app_name": "shop"}}),
+        )
         .await;
     assert!(
         text(&refused).contains("not available (missing required tools: echo, x_kubernetes_apply)"),
@@ -529,7 +633,11 @@ async fn the_documented_create_request_defines_a_workflow_that_waits_for_its_too
     .await;
     assert!(failed);
     let errors = invalid.to_string();
-    for needle in ["duplicate step ID 'a' found", "one of tool, forEach, or parallel is required", "jq: syntax error"] {
+    for needle in [
+        "duplicate step ID 'a' found",
+        "one of tool, forEach, or parallel is required",
+        "jq: syntax error",
+    ] {
         assert!(errors.contains(needle), "{needle:?} missing from {errors}");
     }
 

@@ -159,8 +159,17 @@ impl Demo {
                 .ok_or_else(|| McpError::invalid_params(format!("invalid continue token {token:?}"), None))?,
         };
         let end = start.saturating_add(size).min(total);
-        let items = (start..end).map(|index| Item { name: format!("item-{index}"), index }).collect();
-        let token = if end < total { format!("from-{end}") } else { String::new() };
+        let items = (start..end)
+            .map(|index| Item {
+                name: format!("item-{index}"),
+                index,
+            })
+            .collect();
+        let token = if end < total {
+            format!("from-{end}")
+        } else {
+            String::new()
+        };
         Ok(Json(ItemPage { items, token }))
     }
 

@@ -29,8 +29,8 @@
 //! assert_eq!(muster_workflow::missing_tools(&wf, |t| t == "x_k8s_list_pods"), Vec::<String>::new());
 //! ```
 
-pub mod template;
 pub mod jq;
+pub mod template;
 
 pub mod engine;
 

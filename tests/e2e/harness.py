@@ -125,8 +125,17 @@ def default_servers() -> dict[str, tuple[str, list[str]]]:
     }
 
 
-def write_config(config_dir: Path, port: int, servers: StdioServers | None = None) -> None:
-    """Lay out a gateway configuration directory with `servers` (default: the two downstream servers)."""
+def write_config(
+    config_dir: Path,
+    port: int,
+    servers: StdioServers | None = None,
+    workflows: Mapping[str, str] | None = None,
+) -> None:
+    """Lay out a gateway configuration directory with `servers` (default: the two downstream servers).
+
+    `workflows` maps a workflow name to the text of its Workflow document (YAML), written to
+    `workflows/<name>.yaml`.
+    """
     (config_dir / "mcpservers").mkdir(parents=True, exist_ok=True)
     (config_dir / "config.yaml").write_text(f"aggregator:\n  port: {port}\n")
     if servers is None:
@@ -144,6 +153,10 @@ def write_config(config_dir: Path, port: int, servers: StdioServers | None = Non
             f"  command: {json.dumps(command)}\n"
             f"  args: {json.dumps(list(args))}\n"
         )
+    if workflows:
+        (config_dir / "workflows").mkdir(parents=True, exist_ok=True)
+        for name, document in workflows.items():
+            (config_dir / "workflows" / f"{name}.yaml").write_text(document)
 
 
 @dataclass
@@ -203,10 +216,16 @@ class GatewayStartError(RuntimeError):
     pass
 
 
-def start_gateway(workdir: Path, expected_tools: frozenset[str], servers: StdioServers | None = None) -> Gateway:
+def start_gateway(
+    workdir: Path,
+    expected_tools: frozenset[str],
+    servers: StdioServers | None = None,
+    workflows: Mapping[str, str] | None = None,
+) -> Gateway:
     """Start the gateway on a free loopback port and wait until it lists `expected_tools`.
 
-    `servers` replaces the default downstream servers (server-everything and mcp-server-time).
+    `servers` replaces the default downstream servers (server-everything and mcp-server-time);
+    `workflows` adds Workflow documents by name (see `write_config`).
     """
     needed = (GATEWAY_BIN, EVERYTHING_JS, TIME_BIN) if servers is None else (GATEWAY_BIN,)
     missing = [str(p) for p in needed if not p.exists()]
@@ -218,7 +237,7 @@ def start_gateway(workdir: Path, expected_tools: frozenset[str], servers: StdioS
         )
     config_dir = workdir / "config"
     port = free_port()
-    write_config(config_dir, port, servers)
+    write_config(config_dir, port, servers, workflows)
     stdout_path = workdir / "gateway.stdout.log"
     stderr_path = workdir / "gateway.stderr.log"
     env = dict(os.environ)

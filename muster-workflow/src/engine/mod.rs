@@ -246,14 +246,15 @@ impl WorkflowEngine {
         ctx.extensions.insert(Nesting(depth));
 
         let execution_id = uuid::Uuid::new_v4().to_string();
+        let clock = std::time::Instant::now();
         let mut spec = WorkflowExecutionSpec::started(workflow.name(), Utc::now());
         spec.input = Some(Value::Object(input.clone()));
-        let record = WorkflowExecution::new(&execution_id, spec);
+        let mut record = WorkflowExecution::new(&execution_id, spec);
         self.persist(&record).await;
 
-        let run = run::Run::new(self, workflow, &execution_id, ctx, debug, Value::Object(input));
+        let run = run::Run::new(self, workflow, &execution_id, ctx, debug, Value::Object(input), clock);
         run.notify(&run.event(RunEventKind::ExecutionStarted));
-        let finished = run.execute().await;
+        let finished = run.execute(&mut record, self).await;
         let outcome = run.finish(record, finished, self).await;
         Ok(outcome)
     }

@@ -70,11 +70,18 @@ impl CompiledWorkflow {
             .on_failure
             .iter()
             .enumerate()
-            .map(|(j, s)| compiler.sub_step(s, &format!("spec.onFailure[{j}]")))
+            .map(|(j, s)| {
+                // Handlers are best effort: each runs whatever the one before it did.
+                let mut handler = compiler.sub_step(s, &format!("spec.onFailure[{j}]"));
+                handler.allow_failure = true;
+                handler
+            })
             .collect();
-        let output = workflow.spec.output.as_ref().and_then(|o| {
-            compiler.value("spec.output", &Value::Object(o.clone()))
-        });
+        let output = workflow
+            .spec
+            .output
+            .as_ref()
+            .and_then(|o| compiler.value("spec.output", &Value::Object(o.clone())));
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -117,9 +124,8 @@ impl CompiledWorkflow {
 /// The `input.<arg>` references in the workflow's templates, in name order (the default
 /// response's `template_vars`).
 fn input_references(workflow: &Workflow) -> Vec<String> {
-    static INPUT_REF: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\.input\.([A-Za-z0-9_-]+)").expect("valid regex")
-    });
+    static INPUT_REF: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\.input\.([A-Za-z0-9_-]+)").expect("valid regex"));
     let text = serde_json::to_string(&workflow.spec).unwrap_or_default();
     let names: BTreeSet<String> = INPUT_REF
         .captures_iter(&text)
@@ -151,7 +157,11 @@ fn warnings(workflow: &Workflow) -> Vec<String> {
             .flat_map(|f| f.steps.iter())
             .chain(step.parallel.iter().flatten());
         for sub in subs {
-            flag(format!("spec.steps[{i}] ({}) sub-step {}", step.id, sub.id), sub.store, sub.output);
+            flag(
+                format!("spec.steps[{i}] ({}) sub-step {}", step.id, sub.id),
+                sub.store,
+                sub.output,
+            );
         }
     }
     out
@@ -262,7 +272,10 @@ impl Compiler<'_> {
         StepPlan {
             id: step.id.clone(),
             body,
-            condition: step.condition.as_ref().map(|c| self.condition(c, &format!("{p}.condition"))),
+            condition: step
+                .condition
+                .as_ref()
+                .map(|c| self.condition(c, &format!("{p}.condition"))),
             jq: self.jq(step.jq.as_deref(), p),
             output: step.returns_output(),
             allow_failure: step.allow_failure,
@@ -277,7 +290,10 @@ impl Compiler<'_> {
         StepPlan {
             id: sub.id.clone(),
             body,
-            condition: sub.condition.as_ref().map(|c| self.condition(c, &format!("{p}.condition"))),
+            condition: sub
+                .condition
+                .as_ref()
+                .map(|c| self.condition(c, &format!("{p}.condition"))),
             jq: self.jq(sub.jq.as_deref(), p),
             output: sub.returns_output(),
             allow_failure: sub.allow_failure,
@@ -387,9 +403,7 @@ impl Compiler<'_> {
     }
 
     fn template(&mut self, name: &str, source: &str) -> Option<CompiledTemplate> {
-        CompiledTemplate::compile(name, source)
-            .map_err(|e| self.report(e))
-            .ok()
+        CompiledTemplate::compile(name, source).map_err(|e| self.report(e)).ok()
     }
 
     fn value(&mut self, name: &str, value: &Value) -> Option<CompiledValue> {

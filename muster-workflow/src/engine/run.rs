@@ -19,6 +19,9 @@ use super::{
 };
 use crate::template::Context;
 
+/// How often a long run's record is rewritten with its steps so far.
+pub(crate) const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the steps of a run leave behind: response entries and record entries, in order.
 #[derive(Debug, Default)]
 pub(crate) struct Trail {
@@ -60,6 +63,7 @@ impl<'a> Run<'a> {
         ctx: CallContext,
         debug: bool,
         input: Value,
+        started: Instant,
     ) -> Self {
         Self {
             tools: engine.tools.clone(),
@@ -69,7 +73,7 @@ impl<'a> Run<'a> {
             ctx,
             debug,
             input,
-            started: Instant::now(),
+            started,
         }
     }
 
@@ -109,11 +113,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Runs the steps in order; on a fatal failure, the onFailure handlers.
-    pub(crate) async fn execute(&self) -> Finished {
+    /// Runs the steps in order; on a fatal failure, the onFailure handlers. With a store, the
+    /// record's steps so far are written after a step when [`CHECKPOINT_INTERVAL`] has passed
+    /// since the last write, so a crash loses at most that much of a long run's history.
+    pub(crate) async fn execute(&self, record: &mut WorkflowExecution, engine: &WorkflowEngine) -> Finished {
         let mut scope = Context::with_input(&self.input);
         let mut trail = Trail::default();
         let mut failure = None;
+        let mut checkpoint = Instant::now();
         let total = self.workflow.steps.len();
         for (i, step) in self.workflow.steps.iter().enumerate() {
             if self.ctx.cancellation.is_cancelled() {
@@ -121,9 +128,16 @@ impl<'a> Run<'a> {
                 break;
             }
             if let Some(progress) = &self.ctx.progress {
-                progress.report(ProgressUpdate::new(i as f64, Some(total as f64)).with_message(format!("step {}", step.id)));
+                progress.report(
+                    ProgressUpdate::new(i as f64, Some(total as f64)).with_message(format!("step {}", step.id)),
+                );
             }
             let outcome = self.step(step, &mut scope, &mut trail, None).await;
+            if engine.store.is_some() && checkpoint.elapsed() >= CHECKPOINT_INTERVAL {
+                record.spec.steps.clone_from(&trail.records);
+                engine.persist(record).await;
+                checkpoint = Instant::now();
+            }
             if outcome.status == StepStatus::Failed && !step.allow_failure {
                 failure = Some(format!(
                     "step {} failed: {}",
@@ -143,7 +157,12 @@ impl<'a> Run<'a> {
     }
 
     /// The response and the final record of a run that ended as `finished`.
-    pub(crate) async fn finish(&self, mut record: WorkflowExecution, finished: Finished, engine: &WorkflowEngine) -> RunOutcome {
+    pub(crate) async fn finish(
+        &self,
+        mut record: WorkflowExecution,
+        finished: Finished,
+        engine: &WorkflowEngine,
+    ) -> RunOutcome {
         let Finished { scope, trail, failure } = finished;
         let mut default = DefaultResponse {
             execution_id: self.execution_id,

@@ -22,6 +22,8 @@ pub(crate) struct StepOutcome {
     pub(crate) status: StepStatus,
     pub(crate) result: Option<Value>,
     pub(crate) error: Option<String>,
+    /// The per-iteration result keys a loop added (`<id>_<index>`, `<id>_<outer>_<inner>`).
+    pub(crate) keys: Vec<String>,
 }
 
 /// Where a sub-step runs inside a loop: its iteration, and the outer one for a nested loop.
@@ -76,11 +78,14 @@ impl Run<'_> {
                             event.step_id = Some(&plan.id);
                             event.tool = tool;
                             self.notify(&event);
-                            trail.metas.push(meta(plan, StepStatus::Skipped, Some((label, false)), None, None));
+                            trail
+                                .metas
+                                .push(meta(plan, StepStatus::Skipped, Some((label, false)), None, None));
                             return StepOutcome {
                                 status: StepStatus::Skipped,
                                 result: None,
                                 error: None,
+                                keys: Vec::new(),
                             };
                         }
                         condition = Some((label, true));
@@ -102,15 +107,18 @@ impl Run<'_> {
             let container = !matches!(plan.body, Body::Tool(_));
             let meta_at = trail.metas.len();
             if !container {
-                trail.metas.push(meta(plan, StepStatus::InProgress, condition.clone(), None, None));
+                trail
+                    .metas
+                    .push(meta(plan, StepStatus::InProgress, condition.clone(), None, None));
             }
             let record_at = trail.records.len();
             trail.records.push(record(plan, at, started_at));
 
             let mut input = None;
+            let mut keys = Vec::new();
             let produced = match &plan.body {
                 Body::Tool(call) => self.tool_step(call, scope, &mut input).await,
-                Body::ForEach(each) => self.for_each(plan, each, scope, trail, at).await,
+                Body::ForEach(each) => self.for_each(plan, each, scope, trail, at, &mut keys).await,
                 Body::Parallel(group) => self.parallel(group, scope, trail).await,
             };
             let produced = produced.and_then(|value| match &plan.jq {
@@ -166,6 +174,7 @@ impl Run<'_> {
                 status,
                 result: Some(result),
                 error,
+                keys,
             }
         })
     }
@@ -204,6 +213,7 @@ impl Run<'_> {
             status: StepStatus::Failed,
             result: Some(result),
             error: Some(error),
+            keys: Vec::new(),
         }
     }
 
@@ -255,7 +265,8 @@ impl Run<'_> {
         Ok(page)
     }
 
-    /// Runs a loop: one record per iteration that ran, in item order.
+    /// Runs a loop: one record per iteration that ran, in item order. `produced` receives
+    /// every per-iteration result key the loop added to `scope`.
     async fn for_each(
         &self,
         plan: &StepPlan,
@@ -263,6 +274,7 @@ impl Run<'_> {
         scope: &mut Context,
         trail: &mut Trail,
         at: Option<Iteration>,
+        produced: &mut Vec<String>,
     ) -> Result<Value, String> {
         let items = match each.items.render_value(scope).map_err(|e| e.to_string())? {
             Value::Array(items) => items,
@@ -282,6 +294,7 @@ impl Run<'_> {
         let mut last_ran: HashMap<&str, String> = HashMap::new();
         let mut stopped = None;
         let mut note = |outcome: IterationOutcome, records: &mut Vec<Value>| {
+            produced.extend(outcome.keys.iter().map(|(_, key)| key.clone()));
             for (id, key) in &outcome.keys {
                 if let Some(sub) = each.steps.iter().find(|s| &s.id == id) {
                     last_ran.insert(sub.id.as_str(), key.clone());
@@ -368,8 +381,15 @@ impl Run<'_> {
         let mut keys = Vec::new();
         let mut error = None;
         let mut fatal = None;
-        for sub in &each.steps {
+        if self.ctx.cancellation.is_cancelled() {
+            let message = "execution cancelled by the caller".to_owned();
+            error = Some(message.clone());
+            fatal = Some(message);
+        }
+        for sub in each.steps.iter().take(if fatal.is_some() { 0 } else { usize::MAX }) {
             let outcome = self.step(sub, scope, trail, Some(place)).await;
+            // A nested loop's own per-iteration keys travel with this iteration's.
+            keys.extend(outcome.keys.iter().map(|key| (String::new(), key.clone())));
             if outcome.status == StepStatus::Skipped {
                 continue;
             }
@@ -412,12 +432,7 @@ impl Run<'_> {
 
     /// Runs a group's sub-steps at once on a snapshot of the results; their results are
     /// merged in declaration order, and the group's result is an object of them.
-    async fn parallel(
-        &self,
-        group: &[StepPlan],
-        scope: &mut Context,
-        trail: &mut Trail,
-    ) -> Result<Value, String> {
+    async fn parallel(&self, group: &[StepPlan], scope: &mut Context, trail: &mut Trail) -> Result<Value, String> {
         let snapshot = scope.clone();
         let branches = group.iter().map(|sub| {
             let mut ctx = snapshot.clone();
@@ -516,7 +531,9 @@ fn set_path(page: &mut Value, field: &str, value: Value) -> Result<(), String> {
             map.insert((*key).to_owned(), value.take().unwrap_or(Value::Null));
             return Ok(());
         }
-        current = map.entry((*key).to_owned()).or_insert_with(|| Value::Object(Map::new()));
+        current = map
+            .entry((*key).to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
     }
     Ok(())
 }

@@ -160,7 +160,10 @@ async fn conditions_gate_steps_by_template_tool_and_earlier_step() {
     assert_eq!(steps[2]["result"], json!({"x": 2}));
     assert_eq!(steps[3]["condition_tool"], "echo");
     assert_eq!(steps[4]["status"], "skipped");
-    assert_eq!(steps[5]["status"], "skipped", "a skipped step does not count as a success");
+    assert_eq!(
+        steps[5]["status"], "skipped",
+        "a skipped step does not count as a success"
+    );
 }
 
 #[tokio::test]
@@ -248,7 +251,7 @@ async fn parallel_iterations_run_at_once_and_come_out_in_item_order() {
 async fn a_nested_loop_keys_results_by_outer_and_inner_index() {
     let (outcome, _) = run(
         json!({
-            "steps": [{"id": "outer", "forEach": {"items": "{{ .input.groups }}", "as": "g", "steps": [
+            "steps": [{"id": "outer", "forEach": {"items": "{{ .input.groups }}", "as": "g", "parallelism": 2, "steps": [
                 {"id": "members", "tool": "echo", "args": {"items": "{{ .vars.g.members }}"}},
                 {"id": "inner", "forEach": {"items": "{{ .results.members.items }}", "as": "m", "parallelism": 2, "steps": [
                     {"id": "visit", "tool": "echo", "args": {"who": "{{ .vars.g.name }}/{{ .vars.m }}"}}
@@ -364,7 +367,11 @@ async fn a_failure_runs_on_failure_handlers_and_fails_the_run() {
     assert_eq!(r["error"], "step explode failed: main step exploded");
     let statuses: Vec<(&str, &str)> = r["steps"]
         .as_array()
-        .map(|s| s.iter().map(|x| (x["id"].as_str().unwrap_or(""), x["status"].as_str().unwrap_or(""))).collect())
+        .map(|s| {
+            s.iter()
+                .map(|x| (x["id"].as_str().unwrap_or(""), x["status"].as_str().unwrap_or("")))
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(
         statuses,
@@ -393,7 +400,10 @@ async fn a_missing_key_fails_the_step_naming_the_key() {
     .await;
     assert!(outcome.is_error);
     let error = outcome.response["error"].as_str().unwrap_or_default();
-    assert!(error.contains("failed to render arguments") && error.contains("non_existent_value"), "{error}");
+    assert!(
+        error.contains("failed to render arguments") && error.contains("non_existent_value"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -415,7 +425,11 @@ async fn debug_shows_every_result_and_the_rendered_output() {
     )
     .await;
     assert!(broken.is_error);
-    assert!(broken.response["output_error"].as_str().is_some_and(|e| e.contains("missing")));
+    assert!(
+        broken.response["output_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("missing"))
+    );
 }
 
 #[tokio::test]
@@ -423,7 +437,9 @@ async fn bad_input_and_deep_nesting_are_refused_before_anything_runs() {
     let tools = Arc::new(Tools::default());
     let store = Arc::new(MemoryExecutionStore::new());
     let engine = WorkflowEngine::new(tools.service()).with_store(store.clone());
-    let wf = compile(json!({"args": {"name": {"type": "string", "required": true}}, "steps": [{"id": "a", "tool": "echo"}]}));
+    let wf = compile(
+        json!({"args": {"name": {"type": "string", "required": true}}, "steps": [{"id": "a", "tool": "echo"}]}),
+    );
     let err = engine
         .run(&wf, args(json!({})), CallContext::default())
         .await
@@ -466,7 +482,10 @@ async fn each_run_is_recorded_and_its_events_observed() {
         {"id": "a", "tool": "echo", "args": {"x": 1}, "condition": {"template": "true"}},
         {"id": "b", "tool": "fail", "args": {"message": "boom"}}
     ]}));
-    let outcome = engine.run(&wf, args(json!({"k": "v"})), CallContext::default()).await.expect("runs");
+    let outcome = engine
+        .run(&wf, args(json!({"k": "v"})), CallContext::default())
+        .await
+        .expect("runs");
     let record = store.get(&outcome.execution_id).expect("reads").expect("recorded");
     assert_eq!(record.spec.status, muster_core::crd::ExecutionStatus::Failed);
     assert_eq!(record.spec.error.as_deref(), Some("step b failed: boom"));

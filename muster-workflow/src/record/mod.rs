@@ -51,7 +51,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-pub use guard::{MAX_EXECUTION_PAYLOAD_BYTES, TRUNCATION_MARKER, guard_payload};
+pub use guard::{MAX_EXECUTION_PAYLOAD_BYTES, OMITTED_STEP_ID, TRUNCATION_MARKER, guard_payload};
 pub use query::{
     DEFAULT_LIST_LIMIT, ExecutionPage, ExecutionQuery, ExecutionSummary, StatusFilter, execution_get_result,
     execution_list_result,

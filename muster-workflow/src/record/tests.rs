@@ -696,3 +696,74 @@ fn ids_that_sanitize_alike(store: &dyn ExecutionStore) {
     assert!(!store.delete("a.b").expect("delete"), "the file belongs to a_b");
     assert!(store.get("a_b").expect("get").is_some());
 }
+
+#[test]
+fn many_small_steps_still_fit_the_limit_with_the_middle_ones_omitted() {
+    let mut many = record("run-1", "loop", ExecutionStatus::Completed, at(0));
+    let template = many.spec.steps[0].clone();
+    many.spec.steps = (0..10_000)
+        .map(|i| {
+            let mut step = template.clone();
+            step.step_id = "visit".into();
+            step.stored_as = Some(format!("visit_{i}"));
+            step.input = Some(json!({"item": format!("item-{i}"), "n": i}));
+            step.result = Some(json!({"ok": true, "i": i}));
+            step
+        })
+        .collect();
+    let guarded = guard_payload(&many);
+    assert!(guarded.spec.truncated);
+    let size = serde_json::to_vec(&*guarded).expect("json").len();
+    assert!(size <= MAX_EXECUTION_PAYLOAD_BYTES, "{size}");
+    let steps = &guarded.spec.steps;
+    assert_eq!(steps.first().and_then(|s| s.stored_as.as_deref()), Some("visit_0"));
+    assert_eq!(steps.last().and_then(|s| s.stored_as.as_deref()), Some("visit_9999"));
+    let omitted: Vec<_> = steps.iter().filter(|s| s.step_id == OMITTED_STEP_ID).collect();
+    assert_eq!(omitted.len(), 1);
+    let kept = steps.len() - 1;
+    let note = omitted[0]
+        .result
+        .as_ref()
+        .and_then(|r| r.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        note.starts_with(&format!("{} step records omitted", 10_000 - kept)),
+        "{note}"
+    );
+}
+
+#[test]
+fn large_payloads_under_an_eighth_of_the_limit_are_replaced_biggest_first_when_they_add_up() {
+    let mut record = record("run-1", "fan", ExecutionStatus::Completed, at(0));
+    let template = record.spec.steps[0].clone();
+    record.spec.steps = (0..12)
+        .map(|i| {
+            let mut step = template.clone();
+            step.step_id = format!("s{i}");
+            step.result = Some(big_value(if i == 5 { 30 * 1024 } else { 24 * 1024 }));
+            step
+        })
+        .collect();
+    let guarded = guard_payload(&record);
+    assert!(guarded.spec.truncated);
+    assert_eq!(
+        guarded.spec.steps[5].result,
+        Some(json!(TRUNCATION_MARKER)),
+        "the biggest goes first"
+    );
+    assert_eq!(
+        guarded.spec.steps.len(),
+        12,
+        "no step record is dropped when payloads suffice"
+    );
+    let size = serde_json::to_vec(&*guarded).expect("json").len();
+    assert!(size <= MAX_EXECUTION_PAYLOAD_BYTES, "{size}");
+    let kept = guarded
+        .spec
+        .steps
+        .iter()
+        .filter(|s| s.result != Some(json!(TRUNCATION_MARKER)))
+        .count();
+    assert!(kept >= 1, "only as many are replaced as needed");
+}
