@@ -79,6 +79,16 @@ pub enum StoreError {
         /// The serializer's message.
         message: String,
     },
+    /// The file a new definition would be written to defines something else.
+    #[error("{} already defines another {kind}; rename that file before writing {kind} {name:?}", path.display())]
+    Occupied {
+        /// The file.
+        path: PathBuf,
+        /// What kind of definition, e.g. `Workflow`.
+        kind: &'static str,
+        /// The definition that was to be written.
+        name: String,
+    },
     /// A file operation failed; the target file, if any, is unchanged.
     #[error("{action} {}: {source}", path.display())]
     Io {
@@ -154,7 +164,7 @@ impl ConfigStore {
         let mut document = server.clone();
         document.status = None;
         let folder = self.dir.join(MCPSERVERS_DIR);
-        let target = self.target(&folder, name)?;
+        let target = self.target(&folder, name, "MCPServer")?;
         write_document(&target, &document, &format!("MCPServer {name:?}"))?;
         Ok(target)
     }
@@ -173,7 +183,7 @@ impl ConfigStore {
         let mut document = workflow.clone();
         document.status = None;
         let folder = self.dir.join(WORKFLOWS_DIR);
-        let target = self.target(&folder, name)?;
+        let target = self.target(&folder, name, "Workflow")?;
         write_document(&target, &document, &format!("Workflow {name:?}"))?;
         Ok(target)
     }
@@ -192,12 +202,21 @@ impl ConfigStore {
     }
 
     /// Where a definition named `name` goes: the first file of `folder` that defines it,
-    /// else `<name>.yaml`.
-    fn target(&self, folder: &Path, name: &str) -> Result<PathBuf, StoreError> {
-        Ok(defining_files(folder, name)?
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| folder.join(format!("{name}.yaml"))))
+    /// else `<name>.yaml`, unless that file exists and defines something else (then the write
+    /// is refused rather than replacing another definition).
+    fn target(&self, folder: &Path, name: &str, kind: &'static str) -> Result<PathBuf, StoreError> {
+        if let Some(file) = defining_files(folder, name)?.into_iter().next() {
+            return Ok(file);
+        }
+        let fresh = folder.join(format!("{name}.yaml"));
+        if fresh.exists() {
+            return Err(StoreError::Occupied {
+                path: fresh,
+                kind,
+                name: name.to_owned(),
+            });
+        }
+        Ok(fresh)
     }
 
     fn delete(&self, folder: &str, name: &str) -> Result<bool, StoreError> {
@@ -239,7 +258,18 @@ fn defining_files(folder: &Path, name: &str) -> Result<Vec<PathBuf>, StoreError>
         .collect();
     yaml.sort();
     let by_file_name = [folder.join(format!("{name}.yaml")), folder.join(format!("{name}.yml"))];
-    let mut found: Vec<PathBuf> = by_file_name.iter().filter(|p| yaml.contains(p)).cloned().collect();
+    // A file named after `name` counts unless it names something else (a file that does not
+    // parse, or names nothing, is this definition's broken file).
+    let mut found: Vec<PathBuf> = by_file_name
+        .iter()
+        .filter(|p| {
+            yaml.contains(p)
+                && defined_name(p)
+                    .filter(|defined| !defined.is_empty())
+                    .is_none_or(|defined| defined == name)
+        })
+        .cloned()
+        .collect();
     found.extend(
         yaml.into_iter()
             .filter(|p| !by_file_name.contains(p) && defined_name(p).as_deref() == Some(name)),
@@ -370,6 +400,24 @@ mod tests {
         assert_eq!(loaded.config, config);
         assert!(temp_files(&dir.path().join(MCPSERVERS_DIR)).is_empty());
         assert!(temp_files(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_file_named_after_one_definition_but_defining_another_is_never_replaced_or_deleted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ConfigStore::new(dir.path());
+        let folder = dir.path().join(WORKFLOWS_DIR);
+        std::fs::create_dir_all(&folder).expect("folder");
+        let other = folder.join("bar.yaml");
+        write_document(&other, &workflow("wf"), "Workflow").expect("written");
+        let before = std::fs::read_to_string(&other).expect("readable");
+
+        let refused = store.write_workflow(&workflow("bar")).expect_err("refused");
+        assert!(matches!(refused, StoreError::Occupied { .. }), "{refused}");
+        assert!(!store.delete_workflow("bar").expect("deletes"), "nothing defines bar");
+        assert_eq!(std::fs::read_to_string(&other).expect("readable"), before);
+        // The definition it does hold is found by its name.
+        assert_eq!(store.write_workflow(&workflow("wf")).expect("written"), other);
     }
 
     #[test]

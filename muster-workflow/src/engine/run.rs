@@ -1,7 +1,7 @@
 //! One run: the top-level steps in order, onFailure on a fatal stop, then the response and
 //! the final record.
 
-use std::time::Instant;
+use std::{collections::HashMap, time::Instant};
 
 use chrono::Utc;
 use muster_core::{
@@ -52,6 +52,8 @@ pub(crate) struct Run<'a> {
     pub(crate) ctx: CallContext,
     pub(crate) debug: bool,
     pub(crate) input: Value,
+    /// Whether the run is recorded (step results are kept for the record only then).
+    pub(crate) recorded: bool,
     started: Instant,
 }
 
@@ -73,6 +75,7 @@ impl<'a> Run<'a> {
             ctx,
             debug,
             input,
+            recorded: engine.store.is_some(),
             started,
         }
     }
@@ -163,7 +166,30 @@ impl<'a> Run<'a> {
         finished: Finished,
         engine: &WorkflowEngine,
     ) -> RunOutcome {
-        let Finished { scope, trail, failure } = finished;
+        let Finished {
+            scope,
+            mut trail,
+            failure,
+        } = finished;
+        let output = match (&failure, &self.workflow.output) {
+            (None, Some(template)) => Some(template.render(&scope)),
+            _ => None,
+        };
+        if matches!(output, Some(Err(_))) && !self.debug {
+            // A failed output shows every step's result: the ones not kept for the response are
+            // read back from the results, for steps that ran once (a loop's sub-steps ran many
+            // times and only their records hold each run).
+            let mut runs: HashMap<&str, usize> = HashMap::new();
+            for meta in &trail.metas {
+                *runs.entry(meta.id.as_str()).or_default() += 1;
+            }
+            let once: Vec<String> = runs.into_iter().filter(|(_, n)| *n == 1).map(|(id, _)| id.to_owned()).collect();
+            for meta in &mut trail.metas {
+                if meta.result.is_none() && once.contains(&meta.id) {
+                    meta.result = scope.result(&meta.id);
+                }
+            }
+        }
         let mut default = DefaultResponse {
             execution_id: self.execution_id,
             workflow: self.workflow.name(),
@@ -181,8 +207,8 @@ impl<'a> Run<'a> {
                 default.error = Some(error);
                 (default.to_json(), Some(error.clone()))
             }
-            None => match &self.workflow.output {
-                Some(template) => match template.render(&scope) {
+            None => match output {
+                Some(rendered) => match rendered {
                     Ok(rendered) if self.debug => {
                         let mut doc = default.to_json();
                         if let Value::Object(map) = &mut doc {

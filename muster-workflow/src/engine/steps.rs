@@ -144,15 +144,19 @@ impl Run<'_> {
                 entry.duration_ms = duration_ms;
                 entry.input = Some(input.unwrap_or_else(|| Value::Object(Map::new())));
                 entry.error = error.clone();
-                // Inside a loop the result lives in the loop's records; keep it once.
-                if at.is_none() {
+                // Inside a loop the result lives in the loop's records; keep it once, and only
+                // when the run is recorded.
+                if at.is_none() && self.recorded {
                     entry.result = Some(result.clone());
                 }
             }
             if !container {
                 if let Some(entry) = trail.metas.get_mut(meta_at) {
                     entry.status = status;
-                    entry.result = Some(result.clone());
+                    // Only a result the response shows is kept for it.
+                    if plan.output || self.debug {
+                        entry.result = Some(result.clone());
+                    }
                     entry.error = error.clone();
                 }
             } else if status == StepStatus::Failed {
