@@ -13,13 +13,15 @@
 //! - `foreach/1000_items_p{1,50}[_store]`: a `forEach` over 1,000 small objects with one tool
 //!   sub-step whose arguments read `.vars.item`;
 //! - `output_template/{large,default_response}`: one step returning 1,000 items (about 110 KB of
-//!   JSON text), then an output template of 21 templated leaves (paths into the items, `len`,
-//!   `printf`, `index`, mixed text, the whole list once), or the default response;
-//! - `foreach_memory/10000_items`: a 10,000-item `forEach` run. Before it is timed, the peak
-//!   RSS growth of one run (`VmHWM` in `/proc/self/status`, reset through
+//!   JSON text), then an output template of 20 templated leaves and 2 constants (paths into the
+//!   items, `len`, `printf`, `index`, mixed text, the whole list once), or the default response;
+//! - `foreach_memory/10000_items`: a 10,000-item `forEach` run. When it is selected, first the
+//!   peak RSS growth of one run (`VmHWM` in `/proc/self/status`, reset through
 //!   `/proc/self/clear_refs`) is measured at 1,000 and 10,000 items, sequential and 50 at once,
 //!   each in a fresh child process of this binary (the allocator keeps freed memory, so runs in
-//!   one process would hide each other), and printed to stderr.
+//!   one process would hide each other), and printed to stderr; once more at 10,000 items with
+//!   a tool whose answer carries a 1,000-byte string, to count how many copies of each
+//!   iteration's result a run keeps.
 //!
 //! Before measuring, each workflow runs once against a recording tool and the rendered
 //! arguments and responses are checked; every measured run asserts it completed.
@@ -43,7 +45,7 @@ use muster::{
     core::{BoxToolService, CallContext, JsonObject, ToolCall, ToolError, crd::Workflow},
     workflow::{
         engine::{CompiledWorkflow, RunOutcome, WorkflowEngine},
-        record::{ExecutionStore, MemoryExecutionStore},
+        record::MemoryExecutionStore,
     },
 };
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -52,24 +54,29 @@ use tokio::runtime::Runtime;
 use tower::ServiceExt;
 
 /// The environment variable that makes this binary a memory-measuring child:
-/// `<items>:<parallelism>`.
+/// `<items>:<parallelism>:<tool>`.
 const MEMORY_CASE_ENV: &str = "MUSTER_BENCH_WORKFLOW_MEMORY_CASE";
 
 /// What the no-op tool answers.
 const OK_TEXT: &str = r#"{"ok":true}"#;
 
+/// The length of the `payload` string of the `kb` tool's answer (`foreach_memory` only).
+const KB_PAYLOAD: usize = 1_000;
+
 /// Items in the `list` tool's answer (`output_template`).
 const LIST_ITEMS: usize = 1_000;
 
 /// A tool service that answers every call at once with a fixed text: `list` with the
-/// 1,000-item document, anything else with `{"ok":true}`.
+/// 1,000-item document, `kb` with `{"ok":true,"payload":"xx..."}` (1,000 `x`), anything else
+/// with `{"ok":true}`.
 fn noop_tools() -> BoxToolService {
     let list: Arc<str> = Arc::from(list_document().to_string());
+    let kb: Arc<str> = Arc::from(json!({"ok": true, "payload": "x".repeat(KB_PAYLOAD)}).to_string());
     BoxToolService::new(tower::service_fn(move |call: ToolCall| {
-        let text = if call.name == "list" {
-            list.to_string()
-        } else {
-            OK_TEXT.to_owned()
+        let text = match call.name.as_str() {
+            "list" => list.to_string(),
+            "kb" => kb.to_string(),
+            _ => OK_TEXT.to_owned(),
         };
         std::future::ready(Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(
             text,
@@ -158,13 +165,14 @@ fn sequential_input() -> JsonObject {
     object(json!({"name": "shop"}))
 }
 
-fn foreach_workflow(parallelism: u32) -> CompiledWorkflow {
+/// A loop over `.input.items` whose one sub-step calls `tool`.
+fn foreach_workflow(parallelism: u32, tool: &str) -> CompiledWorkflow {
     compile(
         "foreach",
         json!({
             "args": {"items": {"type": "array", "required": true}, "env": {"type": "string", "default": "production"}},
             "steps": [{"id": "each", "forEach": {"items": "{{ .input.items }}", "parallelism": parallelism, "steps": [
-                {"id": "touch", "tool": "noop", "args": {
+                {"id": "touch", "tool": tool, "args": {
                     "name": "{{ .vars.item.name }}",
                     "zone": "{{ .vars.item.zone }}",
                     "label": "{{ .input.env }}-{{ .vars.item.name }}",
@@ -204,7 +212,10 @@ fn output_workflow(with_output: bool) -> CompiledWorkflow {
             "summary": "{{ printf \"%d pods in %s\" (len .results.list.items) .input.cluster }}",
             "title": "Pods of {{ .input.cluster }} (page {{ .results.list.page }})",
             "tenth": "{{ (index .results.list.items 10).name }}",
-            "ref": "{{ .input.cluster }}/{{ (index .results.list.items 3).namespace }}/{{ (index .results.list.items 3).name }}",
+            "ref": concat!(
+                "{{ .input.cluster }}/{{ (index .results.list.items 3).namespace }}/",
+                "{{ (index .results.list.items 3).name }}",
+            ),
             "cluster": "{{ .input.cluster }}",
             "pair": ["{{ .results.list.items[1].name }}", "{{ .results.list.items[2].name }}"],
             "meta": {"source": "{{ .input.cluster }}", "generated": true, "items": "{{ .results.list.items }}"},
@@ -260,7 +271,11 @@ fn check_workflows(rt: &Runtime) {
     );
 
     for parallelism in [1, 50] {
-        let outcome = rt.block_on(run_once(&engine, &foreach_workflow(parallelism), foreach_input(1_000)));
+        let outcome = rt.block_on(run_once(
+            &engine,
+            &foreach_workflow(parallelism, "noop"),
+            foreach_input(1_000),
+        ));
         assert_eq!(outcome.response, json!({"count": 1_000}));
         let seen = take();
         assert_eq!(seen.len(), 1_000);
@@ -283,7 +298,11 @@ fn check_workflows(rt: &Runtime) {
     assert_eq!(r["ref"], "eu-west/ns-3/pod-3");
     assert_eq!(r["pair"], json!(["pod-1", "pod-2"]));
     assert_eq!(r["meta"]["items"].as_array().map(Vec::len), Some(1_000));
-    assert_eq!(take().len(), 1);
+    let outcome = rt.block_on(run_once(&engine, &output_workflow(false), output_input()));
+    let r = &outcome.response;
+    assert_eq!(r["status"], "completed");
+    assert_eq!(r["items"].as_array().map(Vec::len), Some(1_000), "the list is merged");
+    assert_eq!(take().len(), 2);
     eprintln!("workflow_engine: every workflow renders the expected arguments and responses");
 }
 
@@ -340,7 +359,7 @@ fn foreach(c: &mut Criterion) {
     group.sampling_mode(SamplingMode::Flat).sample_size(20);
     group.throughput(Throughput::Elements(1_000));
     for parallelism in [1, 50] {
-        let workflow = foreach_workflow(parallelism);
+        let workflow = foreach_workflow(parallelism, "noop");
         let id = format!("1000_items_p{parallelism}");
         bench_engine_pair(&mut group, &rt, &id, &workflow, &args, parallelism == 1);
     }
@@ -367,15 +386,22 @@ fn status_kib(field: &str) -> Option<u64> {
     })
 }
 
-/// In a child: one run of the `items`-item forEach, printing the peak RSS growth.
+/// In a child: one run of the `items`-item forEach calling `tool`, printing the peak RSS
+/// growth. `case` is `<items>:<parallelism>:<tool>`.
 fn memory_child(case: &str) {
-    let (items, parallelism) = case
-        .split_once(':')
-        .and_then(|(n, p)| Some((n.parse::<usize>().ok()?, p.parse::<u32>().ok()?)))
-        .unwrap_or_else(|| panic!("{MEMORY_CASE_ENV} is <items>:<parallelism>, not {case:?}"));
+    let parsed = match case.split(':').collect::<Vec<_>>().as_slice() {
+        [n, p, tool] => n
+            .parse::<usize>()
+            .ok()
+            .zip(p.parse::<u32>().ok())
+            .map(|(n, p)| (n, p, *tool)),
+        _ => None,
+    };
+    let (items, parallelism, tool) =
+        parsed.unwrap_or_else(|| panic!("{MEMORY_CASE_ENV} is <items>:<parallelism>:<tool>, not {case:?}"));
     let rt = runtime();
     let engine = WorkflowEngine::new(noop_tools());
-    let workflow = foreach_workflow(parallelism);
+    let workflow = foreach_workflow(parallelism, tool);
     // Warm the engine (lazy statics, runtime threads) on a small run, then build the input.
     rt.block_on(run_once(&engine, &workflow, foreach_input(10)));
     let args = foreach_input(items);
@@ -389,7 +415,7 @@ fn memory_child(case: &str) {
     drop(outcome);
     let growth = peak.saturating_sub(before);
     eprintln!(
-        "foreach_memory/{items}_items_p{parallelism}: peak RSS growth during the run {growth} KiB \
+        "foreach_memory/{items}_items_p{parallelism} ({tool}): peak RSS growth during the run {growth} KiB \
          ({} bytes per item; input {input_bytes} bytes of JSON){}",
         growth * 1024 / items as u64,
         if reset {
@@ -400,25 +426,34 @@ fn memory_child(case: &str) {
     );
 }
 
-/// The memory figures, each from a fresh child process, then the 10,000-item run timed.
-fn foreach_memory(c: &mut Criterion) {
+/// The memory figures, each from a fresh child process of this binary.
+fn measure_memory_in_children() {
     let exe = std::env::current_exe().expect("the bench binary's path");
-    for case in ["1000:1", "10000:1", "10000:50"] {
+    for case in ["1000:1:noop", "10000:1:noop", "10000:50:noop", "10000:1:kb"] {
         let status = Command::new(&exe)
             .env(MEMORY_CASE_ENV, case)
             .status()
             .expect("the bench binary runs as a child");
         assert!(status.success(), "the memory child for {case} failed: {status}");
     }
+}
 
+/// The 10,000-item run timed; the memory figures first, when the benchmark is selected.
+fn foreach_memory(c: &mut Criterion) {
     let rt = runtime();
     let args = foreach_input(10_000);
-    let workflow = foreach_workflow(1);
+    let workflow = foreach_workflow(1, "noop");
     let mut group = c.benchmark_group("foreach_memory");
     group.sampling_mode(SamplingMode::Flat).sample_size(10);
     group.throughput(Throughput::Elements(10_000));
     let engine = WorkflowEngine::new(noop_tools());
+    let mut memory_measured = false;
     group.bench_function(BenchmarkId::from_parameter("10000_items"), |b| {
+        // Criterion calls this for warm-up and for every sample: measure once. Only what runs
+        // inside `iter_batched` is timed.
+        if !std::mem::replace(&mut memory_measured, true) {
+            measure_memory_in_children();
+        }
         b.iter_batched(
             || args.clone(),
             |args| rt.block_on(run_once(&engine, black_box(&workflow), args)),

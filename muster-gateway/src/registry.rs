@@ -16,6 +16,7 @@ use muster_catalog::{
     Catalog, CatalogSource,
     toolset::{Presets, ToolsetError},
 };
+use muster_core::{BoxToolService, crd::ValidationErrors};
 use muster_core::{
     NameRules, ToolCall, ToolError, ToolKind,
     config::MusterConfig,
@@ -24,7 +25,6 @@ use muster_core::{
         ServerType, Workflow,
     },
 };
-use muster_core::{BoxToolService, crd::ValidationErrors};
 use muster_workflow::{
     engine::{CompiledWorkflow, WorkflowEngine},
     record::{ExecutionStore, MemoryExecutionStore},
@@ -500,7 +500,10 @@ impl Registry {
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.clone(), Arc::clone(&compiled));
         let reason = match &previous {
-            Some(p) if p.workflow().spec == compiled.workflow().spec && p.workflow().metadata == compiled.workflow().metadata => {
+            Some(p)
+                if p.workflow().spec == compiled.workflow().spec
+                    && p.workflow().metadata == compiled.workflow().metadata =>
+            {
                 return Ok(false);
             }
             Some(_) => reasons::WORKFLOW_UPDATED,

@@ -55,10 +55,7 @@ pub fn assess<'c>(
         done: HashMap::new(),
         visiting: Vec::new(),
     };
-    workflows
-        .keys()
-        .map(|name| (name.clone(), walk.assess(name)))
-        .collect()
+    workflows.keys().map(|name| (name.clone(), walk.assess(name))).collect()
 }
 
 struct Walk<'w, 'c, F: Fn(&str) -> Option<&'c ToolEntry>> {
@@ -209,7 +206,11 @@ pub(crate) fn open_executions(dir: &Path, events: &EventLog) -> Result<Arc<dyn E
                 reasons::WORKFLOW_EXECUTION_FAILED,
                 format!("Workflow {workflow} execution {id} failed: {INTERRUPTED_ERROR}"),
             )
-            .with_details(EventDetails::default().with_execution_id(&id).with_error(INTERRUPTED_ERROR)),
+            .with_details(
+                EventDetails::default()
+                    .with_execution_id(&id)
+                    .with_error(INTERRUPTED_ERROR),
+            ),
         );
     }
     Ok(Arc::new(store))
