@@ -9,10 +9,9 @@ from harness import (
     EVERYTHING_TOOLS,
     TIME_TOOLS,
     Gateway,
-    GatewayStartError,
     connect,
     exposed,
-    start_gateway,
+    start_gateway_or_fail,
 )
 from mcp import Client
 
@@ -31,15 +30,7 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("gateway")
-    try:
-        gw = start_gateway(workdir, READY_TOOLS)
-    except GatewayStartError as e:
-        logs = ""
-        for name in ("gateway.stderr.log", "gateway.stdout.log"):
-            path = workdir / name
-            if path.exists():
-                logs += f"\n----- {name} -----\n{path.read_text(errors='replace')[-20_000:]}"
-        pytest.fail(f"the gateway did not come up: {e}{logs}", pytrace=False)
+    gw = start_gateway_or_fail(workdir, READY_TOOLS, "the gateway")
     yield gw
     gw.stop()
 

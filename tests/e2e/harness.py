@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
@@ -264,6 +265,25 @@ def start_gateway(
         raise
     gw.startup_seconds = time.monotonic() - started
     return gw
+
+
+def start_gateway_or_fail(
+    workdir: Path,
+    expected_tools: frozenset[str],
+    what: str,
+    servers: StdioServers | None = None,
+    workflows: Mapping[str, str] | None = None,
+) -> Gateway:
+    """`start_gateway`, failing the calling test (with the gateway's logs) when it cannot start."""
+    try:
+        return start_gateway(workdir, expected_tools, servers=servers, workflows=workflows)
+    except GatewayStartError as e:
+        logs = ""
+        for name in ("gateway.stderr.log", "gateway.stdout.log"):
+            path = workdir / name
+            if path.exists():
+                logs += f"\n----- {name} -----\n{path.read_text(errors='replace')[-20_000:]}"
+        pytest.fail(f"{what} did not come up: {e}{logs}", pytrace=False)
 
 
 def _wait_healthy(gw: Gateway, deadline: float) -> None:

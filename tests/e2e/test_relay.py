@@ -34,7 +34,6 @@ import json
 import shutil
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -42,12 +41,11 @@ import pytest
 from harness import (
     ROOT,
     Gateway,
-    GatewayStartError,
     connect,
     envelope,
     exposed,
     meta,
-    start_gateway,
+    start_gateway_or_fail,
 )
 from mcp import Client
 from mcp.types import (
@@ -393,15 +391,9 @@ def late_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     script.write_text(
         LATE_SERVER_JS.format(mcp=json.dumps((sdk / "mcp.js").as_uri()), stdio=json.dumps((sdk / "stdio.js").as_uri()))
     )
-    try:
-        gw = start_gateway(workdir, frozenset({REGISTER_LATE}), servers={"late": (node, [str(script)])})
-    except GatewayStartError as e:
-        logs = ""
-        for name in ("gateway.stderr.log", "gateway.stdout.log"):
-            path: Path = workdir / name
-            if path.exists():
-                logs += f"\n----- {name} -----\n{path.read_text(errors='replace')[-20_000:]}"
-        pytest.fail(f"the second gateway did not come up: {e}{logs}", pytrace=False)
+    gw = start_gateway_or_fail(
+        workdir, frozenset({REGISTER_LATE}), "the second gateway", servers={"late": (node, [str(script)])}
+    )
     yield gw
     gw.stop()
 

@@ -23,12 +23,11 @@ from typing import Any
 import pytest
 from harness import (
     Gateway,
-    GatewayStartError,
     connect,
     envelope,
     meta,
     meta_error,
-    start_gateway,
+    start_gateway_or_fail,
 )
 from mcp import Client
 from mcp.types import CallToolResult
@@ -228,15 +227,9 @@ def wf_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     tool list other tests pin). Its readiness waits for the workflow tools, which the catalogue
     lists only once every tool they name is there."""
     workdir = tmp_path_factory.mktemp("workflows")
-    try:
-        gw = start_gateway(workdir, frozenset(wf_tool(n) for n in WORKFLOWS), workflows=WORKFLOWS)
-    except GatewayStartError as e:
-        logs = ""
-        for name in ("gateway.stderr.log", "gateway.stdout.log"):
-            path = workdir / name
-            if path.exists():
-                logs += f"\n----- {name} -----\n{path.read_text(errors='replace')[-20_000:]}"
-        pytest.fail(f"the workflow gateway did not come up: {e}{logs}", pytrace=False)
+    gw = start_gateway_or_fail(
+        workdir, frozenset(wf_tool(n) for n in WORKFLOWS), "the workflow gateway", workflows=WORKFLOWS
+    )
     yield gw
     gw.stop()
 

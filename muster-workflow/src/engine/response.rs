@@ -10,12 +10,7 @@ pub fn result_value(result: &CallToolResult) -> Value {
     if let Some(structured) = &result.structured_content {
         return structured.clone();
     }
-    let texts: Vec<&str> = result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-        .collect();
-    match texts.as_slice() {
+    match texts(result).as_slice() {
         [] => serde_json::to_value(&result.content).unwrap_or(Value::Null),
         [one] => parse_text(one),
         many => parse_text(&many.join("\n")),
@@ -36,13 +31,18 @@ fn parse_text(text: &str) -> Value {
     Value::String(text.to_owned())
 }
 
-/// The text of an error result, for the step's error message.
-pub(crate) fn error_text(result: &CallToolResult) -> String {
-    let texts: Vec<&str> = result
+/// The text items of a tool result.
+fn texts(result: &CallToolResult) -> Vec<&str> {
+    result
         .content
         .iter()
         .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-        .collect();
+        .collect()
+}
+
+/// The text of an error result, for the step's error message.
+pub(crate) fn error_text(result: &CallToolResult) -> String {
+    let texts = texts(result);
     if texts.is_empty() {
         "the tool returned an error without a message".to_owned()
     } else {

@@ -183,7 +183,11 @@ impl<'a> Run<'a> {
             for meta in &trail.metas {
                 *runs.entry(meta.id.as_str()).or_default() += 1;
             }
-            let once: Vec<String> = runs.into_iter().filter(|(_, n)| *n == 1).map(|(id, _)| id.to_owned()).collect();
+            let once: Vec<String> = runs
+                .into_iter()
+                .filter(|(_, n)| *n == 1)
+                .map(|(id, _)| id.to_owned())
+                .collect();
             for meta in &mut trail.metas {
                 if meta.result.is_none() && once.contains(&meta.id) {
                     meta.result = scope.result(&meta.id);

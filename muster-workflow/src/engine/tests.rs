@@ -429,7 +429,12 @@ async fn debug_shows_every_result_and_the_rendered_output() {
         broken.response["output_error"]
             .as_str()
             .is_some_and(|e| e.contains("missing"))
-    );    assert_eq!(broken.response["steps"][0]["result"], json!({}), "a failed output shows every result");
+    );
+    assert_eq!(
+        broken.response["steps"][0]["result"],
+        json!({}),
+        "a failed output shows every result"
+    );
 }
 
 #[tokio::test]
