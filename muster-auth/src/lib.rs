@@ -1,9 +1,24 @@
 //! # muster-auth
 //!
-//! Sign-in of people to downstream MCP servers (OAuth discovery, registration, PKCE, grants per
-//! session or subject, refresh, revocation), front-door protection of the gateway, and token
+//! Sign-in of people to downstream MCP servers, front-door protection of the gateway, and token
 //! forwarding and exchange.
 //!
-//! This crate is reserved in the workspace so the dependency direction (core <- auth <- gateway)
-//! is fixed from the start; it has no public API yet. The gateway of this version connects only
-//! to downstream servers that need no sign-in.
+//! This version provides the OAuth client the sign-in is built on ([`oauth`]): discovery of a
+//! protected server's authorization server, client registration, PKCE sign-in links, the
+//! callback, refresh and revocation, tested against a real authorization server
+//! (`oidc-provider`). The gateway does not use it yet: sessions, the sign-in tools, per-session
+//! connections and visibility, and elicitation are the next steps.
+//!
+//! ```
+//! use muster_auth::oauth::discovery::Challenge;
+//!
+//! // A protected MCP server's 401 names its metadata document.
+//! let header = r#"Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource""#;
+//! let bearer = &Challenge::parse(header)[0];
+//! assert!(bearer.param("resource_metadata").is_some());
+//! ```
+
+pub mod oauth;
+mod secret;
+
+pub use secret::{Secret, constant_time_eq};

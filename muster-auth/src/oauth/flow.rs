@@ -1,0 +1,406 @@
+//! The sign-in flow: an authorization URL with PKCE (S256), a `state` that expires after 10
+//! minutes and remembers who asked, and the callback that turns the code into a [`Grant`].
+//!
+//! ```
+//! use muster_auth::oauth::{
+//!     discovery::AuthorizationServerMetadata, flow::{SignInRequest, SignIns},
+//!     registration::ClientRegistration,
+//! };
+//!
+//! let server = AuthorizationServerMetadata::pinned(
+//!     "https://idp.example.com", "https://idp.example.com/authorize", "https://idp.example.com/token", None,
+//! );
+//! let sign_ins = SignIns::new();
+//! let started = sign_ins.start(SignInRequest {
+//!     session: "s-1".into(),
+//!     owner: "s-1".into(),
+//!     server: "github".into(),
+//!     metadata: server,
+//!     client: ClientRegistration::pre_registered("muster", None),
+//!     redirect_uri: "https://muster.example.com/oauth/proxy/callback".into(),
+//!     resource: "https://mcp.github.example/mcp".into(),
+//!     scope: Some("repo".into()),
+//!     expected_issuer: None,
+//! })?;
+//! let query: std::collections::HashMap<_, _> = started.url.query_pairs().into_owned().collect();
+//! assert_eq!(query["code_challenge_method"], "S256");
+//! assert_eq!(query["resource"], "https://mcp.github.example/mcp");
+//! assert_eq!(query["state"], started.state);
+//! # Ok::<(), muster_auth::oauth::AuthError>(())
+//! ```
+
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use super::{
+    discovery::AuthorizationServerMetadata,
+    error::{AuthError, Result},
+    grant::{Grant, TokenResponse},
+    http::OAuthHttp,
+    registration::ClientRegistration,
+};
+use crate::{Secret, secret::constant_time_eq};
+
+/// How long a sign-in link stays valid.
+pub const STATE_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// Everything needed to start one person's sign-in to one server.
+#[derive(Debug, Clone)]
+pub struct SignInRequest {
+    /// The MCP session that asked (it is told when the sign-in completes).
+    pub session: String,
+    /// Whom the grant will belong to: the session, or the person's subject (`grantScope:
+    /// subject`).
+    pub owner: String,
+    /// The MCPServer.
+    pub server: String,
+    /// Its authorization server.
+    pub metadata: AuthorizationServerMetadata,
+    /// The gateway's client there.
+    pub client: ClientRegistration,
+    /// The gateway's callback URL.
+    pub redirect_uri: String,
+    /// The MCP endpoint the token is for (RFC 8707 `resource`).
+    pub resource: String,
+    /// The `scope` to ask for.
+    pub scope: Option<String>,
+    /// The issuer expected in the RFC 9207 `iss` parameter, when not the metadata's issuer.
+    pub expected_issuer: Option<String>,
+}
+
+/// A started sign-in: the link to open and when it stops working.
+#[derive(Debug, Clone)]
+pub struct StartedSignIn {
+    /// The authorization URL.
+    pub url: Url,
+    /// Its `state`.
+    pub state: String,
+    /// When the link expires.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What the authorization server sent to the callback.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Callback {
+    /// `code`.
+    pub code: Option<String>,
+    /// `state`.
+    pub state: Option<String>,
+    /// RFC 9207 `iss`.
+    pub iss: Option<String>,
+    /// `error`, when the person or the server refused.
+    pub error: Option<String>,
+    /// `error_description`.
+    pub error_description: Option<String>,
+}
+
+impl Callback {
+    /// The callback parameters of a query string.
+    pub fn from_query(query: &str) -> Self {
+        let mut callback = Self::default();
+        for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
+            let slot = match key.as_ref() {
+                "code" => &mut callback.code,
+                "state" => &mut callback.state,
+                "iss" => &mut callback.iss,
+                "error" => &mut callback.error,
+                "error_description" => &mut callback.error_description,
+                _ => continue,
+            };
+            *slot = Some(value.into_owned());
+        }
+        callback
+    }
+}
+
+/// A completed sign-in: whose grant it is and the grant.
+#[derive(Debug, Clone)]
+pub struct CompletedSignIn {
+    /// The session that asked.
+    pub session: String,
+    /// The grant's owner.
+    pub owner: String,
+    /// The MCPServer.
+    pub server: String,
+    /// The grant.
+    pub grant: Grant,
+}
+
+struct Pending {
+    request: SignInRequest,
+    verifier: Secret,
+    started: Instant,
+}
+
+/// The sign-ins in progress, by `state`. A state is used once: completing it (or finding it
+/// expired) forgets it.
+pub struct SignIns {
+    pending: Mutex<HashMap<String, Pending>>,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for SignIns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignIns")
+            .field("pending", &self.lock().len())
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+impl Default for SignIns {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SignIns {
+    /// No sign-in in progress; links last [`STATE_TTL`].
+    pub fn new() -> Self {
+        Self::with_ttl(STATE_TTL)
+    }
+
+    /// Links that last `ttl`.
+    pub fn with_ttl(ttl: Duration) -> Self {
+        Self {
+            pending: Mutex::new(HashMap::new()),
+            ttl,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts a sign-in: a fresh PKCE verifier and state, and the authorization URL. Refused
+    /// when the authorization endpoint is not a URL.
+    pub fn start(&self, request: SignInRequest) -> Result<StartedSignIn> {
+        let mut url = Url::parse(&request.metadata.authorization_endpoint).map_err(|e| {
+            AuthError::Unsupported(format!(
+                "the authorization endpoint {:?} of {} is not a URL: {e}",
+                request.metadata.authorization_endpoint, request.metadata.issuer
+            ))
+        })?;
+        let verifier = random_token();
+        let state = random_token();
+        let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("response_type", "code")
+                .append_pair("client_id", &request.client.client_id)
+                .append_pair("redirect_uri", &request.redirect_uri)
+                .append_pair("state", &state)
+                .append_pair("code_challenge", &challenge)
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("resource", &request.resource);
+            if let Some(scope) = &request.scope {
+                query.append_pair("scope", scope);
+            }
+        }
+        let expires_at = Utc::now() + chrono::TimeDelta::from_std(self.ttl).unwrap_or_default();
+        let mut pending = self.lock();
+        pending.retain(|_, p| p.started.elapsed() < self.ttl);
+        pending.insert(
+            state.clone(),
+            Pending {
+                request,
+                verifier: Secret::new(verifier),
+                started: Instant::now(),
+            },
+        );
+        Ok(StartedSignIn { url, state, expires_at })
+    }
+
+    /// How many sign-ins are waiting for their callback.
+    pub fn pending(&self) -> usize {
+        let mut pending = self.lock();
+        pending.retain(|_, p| p.started.elapsed() < self.ttl);
+        pending.len()
+    }
+
+    /// Completes the sign-in `callback` answers: checks the state, the RFC 9207 issuer and the
+    /// code, and exchanges the code (with the PKCE verifier and the resource) for a grant.
+    pub async fn complete(&self, http: &OAuthHttp, callback: &Callback) -> Result<CompletedSignIn> {
+        let state = callback.state.as_deref().ok_or(AuthError::UnknownState)?;
+        let pending = self
+            .lock()
+            .remove(state)
+            .filter(|p| p.started.elapsed() < self.ttl)
+            .ok_or(AuthError::UnknownState)?;
+        let request = pending.request;
+        let expected = request
+            .expected_issuer
+            .clone()
+            .unwrap_or_else(|| request.metadata.issuer.clone());
+        match &callback.iss {
+            Some(iss) if !constant_time_eq(iss, &expected) => {
+                return Err(AuthError::IssuerMismatch {
+                    expected,
+                    got: iss.clone(),
+                });
+            }
+            None if request.metadata.authorization_response_iss_parameter_supported => {
+                return Err(AuthError::IssuerMismatch {
+                    expected,
+                    got: String::new(),
+                });
+            }
+            _ => {}
+        }
+        if let Some(error) = &callback.error {
+            return Err(AuthError::OAuth {
+                endpoint: "the authorization endpoint",
+                error: error.clone(),
+                description: callback.error_description.clone(),
+            });
+        }
+        let code = callback
+            .code
+            .as_deref()
+            .ok_or_else(|| AuthError::MissingCode("the callback has no code parameter".to_owned()))?;
+        let response: TokenResponse = http
+            .post_form(
+                "the token endpoint",
+                &request.metadata.token_endpoint,
+                &[
+                    ("grant_type", "authorization_code"),
+                    ("code", code),
+                    ("redirect_uri", &request.redirect_uri),
+                    ("code_verifier", pending.verifier.expose()),
+                    ("resource", &request.resource),
+                ],
+                request.client.credentials(),
+            )
+            .await?;
+        let grant = Grant {
+            access_token: Secret::new(String::new()),
+            refresh_token: None,
+            expires_at: None,
+            scope: request.scope.clone(),
+            issuer: request.metadata.issuer.clone(),
+            token_endpoint: request.metadata.token_endpoint.clone(),
+            revocation_endpoint: request.metadata.revocation_endpoint.clone(),
+            client: request.client.clone(),
+            resource: request.resource.clone(),
+        }
+        .updated(response, Utc::now());
+        Ok(CompletedSignIn {
+            session: request.session,
+            owner: request.owner,
+            server: request.server,
+            grant,
+        })
+    }
+}
+
+/// 32 random bytes, base64url: a PKCE verifier (43 characters) or a state.
+fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    // The OS random source does not fail on the platforms the gateway runs on; if it ever did,
+    // a zeroed state would be refused by nothing, so fail loudly instead.
+    if let Err(e) = getrandom::fill(&mut bytes) {
+        panic!("the operating system's random source failed: {e}");
+    }
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> SignInRequest {
+        SignInRequest {
+            session: "s".into(),
+            owner: "s".into(),
+            server: "srv".into(),
+            metadata: AuthorizationServerMetadata::pinned(
+                "https://as.example",
+                "https://as.example/authorize",
+                "https://as.example/token",
+                None,
+            ),
+            client: ClientRegistration::pre_registered("c", None),
+            redirect_uri: "https://gw.example/cb".into(),
+            resource: "https://srv.example/mcp".into(),
+            scope: None,
+            expected_issuer: None,
+        }
+    }
+
+    #[test]
+    fn the_challenge_is_the_s256_of_the_verifier() {
+        let sign_ins = SignIns::new();
+        let started = sign_ins.start(request()).expect("starts");
+        let query: HashMap<String, String> = started.url.query_pairs().into_owned().collect();
+        let pending = sign_ins.lock();
+        let verifier = pending
+            .get(&started.state)
+            .map(|p| p.verifier.expose().to_owned())
+            .unwrap_or_default();
+        assert_eq!(verifier.len(), 43);
+        assert_eq!(
+            query["code_challenge"],
+            URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+        );
+        assert_eq!(started.state.len(), 43);
+    }
+
+    #[tokio::test]
+    async fn unknown_expired_and_foreign_issuer_callbacks_are_refused_without_a_token_request() {
+        let http = OAuthHttp::new();
+        let sign_ins = SignIns::with_ttl(Duration::from_millis(50));
+        let unknown = Callback::from_query("code=c&state=nope");
+        assert!(matches!(
+            sign_ins.complete(&http, &unknown).await,
+            Err(AuthError::UnknownState)
+        ));
+
+        let started = sign_ins.start(request()).expect("starts");
+        let foreign = Callback::from_query(&format!(
+            "code=c&state={}&iss=https%3A%2F%2Fevil.example",
+            started.state
+        ));
+        let err = sign_ins.complete(&http, &foreign).await.expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            r#"issuer mismatch: expected "https://as.example", got "https://evil.example""#
+        );
+        // A state is used once.
+        assert!(matches!(
+            sign_ins.complete(&http, &foreign).await,
+            Err(AuthError::UnknownState)
+        ));
+
+        let started = sign_ins.start(request()).expect("starts");
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        let late = Callback::from_query(&format!("code=c&state={}", started.state));
+        assert!(matches!(
+            sign_ins.complete(&http, &late).await,
+            Err(AuthError::UnknownState)
+        ));
+        assert_eq!(sign_ins.pending(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_by_the_person_is_reported_with_the_servers_words() {
+        let http = OAuthHttp::new();
+        let sign_ins = SignIns::new();
+        let started = sign_ins.start(request()).expect("starts");
+        let refused = Callback::from_query(&format!(
+            "error=access_denied&error_description=End-User+aborted&state={}",
+            started.state
+        ));
+        let err = sign_ins.complete(&http, &refused).await.expect_err("refused");
+        assert_eq!(err.oauth_error(), Some("access_denied"));
+        assert!(err.to_string().contains("End-User aborted"), "{err}");
+    }
+}

@@ -1,0 +1,208 @@
+//! [`OAuthHttp`]: the HTTP client of every OAuth request: no redirects followed, bounded time,
+//! JSON documents and form posts, OAuth error bodies turned into [`AuthError::OAuth`].
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use super::error::{AuthError, Result};
+use crate::Secret;
+
+/// How long one OAuth request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The largest document or token response read.
+const MAX_BODY: usize = 1024 * 1024;
+
+/// The HTTP client for discovery, registration and token requests. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct OAuthHttp {
+    client: reqwest::Client,
+}
+
+impl Default for OAuthHttp {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OAuthHttp {
+    /// A client that follows no redirects and gives up after [`REQUEST_TIMEOUT`].
+    pub fn new() -> Self {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .unwrap_or_default();
+        Self { client }
+    }
+
+    /// GETs the JSON document `what` at `url`; `None` when the server answers 404.
+    pub async fn get_json<T: DeserializeOwned>(&self, what: &'static str, url: &str) -> Result<Option<T>> {
+        let response = self
+            .client
+            .get(url)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| unreachable(url, &e))?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let body = read_body(url, response).await?;
+        if !status.is_success() {
+            return Err(AuthError::BadDocument {
+                what,
+                url: url.to_owned(),
+                reason: format!("HTTP {status}"),
+            });
+        }
+        serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| AuthError::BadDocument {
+                what,
+                url: url.to_owned(),
+                reason: format!("not the expected JSON: {e}"),
+            })
+    }
+
+    /// POSTs a JSON body to `endpoint` and reads the JSON answer (dynamic registration).
+    pub async fn post_json<T: DeserializeOwned>(
+        &self,
+        endpoint: &'static str,
+        url: &str,
+        body: &serde_json::Value,
+    ) -> Result<T> {
+        let response = self
+            .client
+            .post(url)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| unreachable(url, &e))?;
+        answer(endpoint, url, response).await
+    }
+
+    /// POSTs `form` to `endpoint` (token, revocation), authenticating the client with HTTP
+    /// Basic when it has a secret, and reads the JSON answer.
+    pub async fn post_form<T: DeserializeOwned>(
+        &self,
+        endpoint: &'static str,
+        url: &str,
+        form: &[(&str, &str)],
+        client: (&str, Option<&Secret>),
+    ) -> Result<T> {
+        let response = self.send_form(url, form, client).await?;
+        answer(endpoint, url, response).await
+    }
+
+    /// POSTs `form` and only checks the status (revocation answers 200 with no body).
+    pub async fn post_form_empty(
+        &self,
+        endpoint: &'static str,
+        url: &str,
+        form: &[(&str, &str)],
+        client: (&str, Option<&Secret>),
+    ) -> Result<()> {
+        let response = self.send_form(url, form, client).await?;
+        if response.status().is_success() {
+            return Ok(());
+        }
+        answer::<serde_json::Value>(endpoint, url, response).await.map(|_| ())
+    }
+
+    async fn send_form(
+        &self,
+        url: &str,
+        form: &[(&str, &str)],
+        (client_id, secret): (&str, Option<&Secret>),
+    ) -> Result<reqwest::Response> {
+        let mut fields: Vec<(&str, &str)> = form.to_vec();
+        let mut request = self
+            .client
+            .post(url)
+            .header(reqwest::header::ACCEPT, "application/json");
+        match secret {
+            Some(secret) => request = request.basic_auth(form_encode(client_id), Some(form_encode(secret.expose()))),
+            None => fields.push(("client_id", client_id)),
+        }
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(fields)
+            .finish();
+        request
+            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| unreachable(url, &e))
+    }
+}
+
+/// RFC 6749 §2.3.1: the client id and secret are form-encoded before Basic encoding.
+fn form_encode(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+async fn answer<T: DeserializeOwned>(endpoint: &'static str, url: &str, response: reqwest::Response) -> Result<T> {
+    let status = response.status();
+    let body = read_body(url, response).await?;
+    if !status.is_success() {
+        #[derive(serde::Deserialize)]
+        struct OAuthErrorBody {
+            error: String,
+            error_description: Option<String>,
+        }
+        return Err(match serde_json::from_slice::<OAuthErrorBody>(&body) {
+            Ok(e) => AuthError::OAuth {
+                endpoint,
+                error: e.error,
+                description: e.error_description,
+            },
+            Err(_) => AuthError::OAuth {
+                endpoint,
+                error: format!("HTTP {status}"),
+                description: None,
+            },
+        });
+    }
+    serde_json::from_slice(&body).map_err(|e| AuthError::BadDocument {
+        what: endpoint,
+        url: url.to_owned(),
+        reason: format!("not the expected JSON: {e}"),
+    })
+}
+
+async fn read_body(url: &str, response: reqwest::Response) -> Result<Vec<u8>> {
+    if response.content_length().is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_big(url));
+    }
+    let body = response.bytes().await.map_err(|e| unreachable(url, &e))?;
+    if body.len() > MAX_BODY {
+        return Err(too_big(url));
+    }
+    Ok(body.to_vec())
+}
+
+fn too_big(url: &str) -> AuthError {
+    AuthError::BadDocument {
+        what: "answer",
+        url: url.to_owned(),
+        reason: format!("larger than {MAX_BODY} bytes"),
+    }
+}
+
+fn unreachable(url: &str, error: &reqwest::Error) -> AuthError {
+    let reason = if error.is_timeout() {
+        format!("no answer within {}s", REQUEST_TIMEOUT.as_secs())
+    } else if error.is_connect() {
+        "connection refused or failed".to_owned()
+    } else {
+        // reqwest's message may carry the URL, never a body or header.
+        error.to_string()
+    };
+    AuthError::Unreachable {
+        url: url.to_owned(),
+        reason,
+    }
+}
