@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod oidc;
 pub mod scripted;
 
 use std::{

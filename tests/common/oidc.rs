@@ -1,0 +1,378 @@
+//! A real OAuth 2.1 / OpenID Connect authorization server for the tests: panva's `oidc-provider`
+//! (npm, pinned in `package.json`) run by `tests/fixtures/oidc/provider.mjs` on a loopback port,
+//! and a browserless sign-in through its development login and consent pages.
+//!
+//! ```ignore
+//! let provider = OidcProvider::start();
+//! // ... a client builds an authorization URL for `provider.issuer()` ...
+//! let callback = provider.sign_in(&authorization_url, "alice").await;
+//! // `callback` is the redirect to the client's redirect_uri with `code`, `state` and `iss`.
+//! ```
+//!
+//! The fixture script documents what the provider offers and the environment variables that
+//! configure it (`OidcProvider::start_with_env`).
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    thread,
+    time::Duration,
+};
+
+use reqwest::{
+    StatusCode,
+    header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE},
+    redirect::Policy,
+};
+use url::Url;
+
+/// How long the provider may take to print its issuer line.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Requests of one sign-in, at most: start link, authorization, login page, login post, resume,
+/// consent page, consent post, resume, plus slack.
+const MAX_SIGN_IN_STEPS: usize = 16;
+
+/// A running oidc-provider on `127.0.0.1`; killed on drop.
+#[derive(Debug)]
+pub struct OidcProvider {
+    issuer: String,
+    child: Child,
+}
+
+impl OidcProvider {
+    /// Starts the provider on a free loopback port with the default configuration.
+    pub fn start() -> Self {
+        Self::start_with_env(&[])
+    }
+
+    /// Starts the provider with extra environment variables (`OIDC_ACCESS_TTL`,
+    /// `OIDC_STATIC_CLIENT_ID`, ...; see `tests/fixtures/oidc/provider.mjs`).
+    pub fn start_with_env(env: &[(&str, &str)]) -> Self {
+        let root = repo_root();
+        assert!(
+            root.join("node_modules/oidc-provider/package.json").is_file(),
+            "{} has no node_modules/oidc-provider: run npm ci in {} (scripts/test does)",
+            root.display(),
+            root.display()
+        );
+        let mut command = Command::new("node");
+        command
+            .arg(root.join("tests/fixtures/oidc/provider.mjs"))
+            .arg("0")
+            .current_dir(&root)
+            .env_remove("OIDC_PORT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("spawn node (is Node.js on PATH?)");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        forward_lines(stderr, None);
+        let (first_line, rx) = mpsc::channel();
+        forward_lines(stdout, Some(first_line));
+
+        let line = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(line) => line,
+            Err(err) => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!(
+                    "oidc provider did not print its issuer line within {START_TIMEOUT:?} ({err}); exit: {status:?}; \
+                     see its stderr above (run npm ci if oidc-provider is missing)"
+                );
+            }
+        };
+        let issuer = match line.strip_prefix("issuer ") {
+            Some(issuer) => issuer.trim().to_owned(),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("oidc provider printed {line:?} instead of `issuer <url>`");
+            }
+        };
+        Self { issuer, child }
+    }
+
+    /// The issuer identifier, exactly as the provider states it: `http://127.0.0.1:<port>`, no
+    /// trailing slash (compare it as a string; `Url` would add one).
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// Signs `login` in (any password works) through the provider's login and consent pages,
+    /// starting at `authorization_url`: the provider's authorization URL, or a link of the client
+    /// that redirects to it. Redirects are followed by hand with a cookie jar of this sign-in only,
+    /// so every call is a fresh browser. Returns the provider's final redirect to the client's
+    /// redirect URI (with `code`, `state` and `iss`, or an `error`) without requesting it.
+    pub async fn sign_in(&self, authorization_url: &str, login: &str) -> Url {
+        let issuer = Url::parse(&self.issuer).expect("issuer is a URL");
+        let http = reqwest::Client::builder()
+            .redirect(Policy::none())
+            .timeout(Duration::from_secs(15))
+            .build()
+            .expect("reqwest client");
+        let mut jar = CookieJar::default();
+        let mut next = Request::Get(Url::parse(authorization_url).expect("authorization URL is a URL"));
+
+        for _ in 0..MAX_SIGN_IN_STEPS {
+            let url = next.url().clone();
+            let builder = match &next {
+                Request::Get(url) => http.get(url.clone()),
+                Request::Post(url, form) => http
+                    .post(url.clone())
+                    .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .body(form.clone()),
+            };
+            let builder = match jar.header_for(&url) {
+                Some(cookies) => builder.header(COOKIE, cookies),
+                None => builder,
+            };
+            let response = builder
+                .send()
+                .await
+                .unwrap_or_else(|err| panic!("sign-in request to {url}: {err}"));
+            for value in response.headers().get_all(SET_COOKIE) {
+                if let Ok(value) = value.to_str() {
+                    jar.store(&url, value);
+                }
+            }
+            let status = response.status();
+
+            if status.is_redirection() {
+                let location = response
+                    .headers()
+                    .get(LOCATION)
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or_else(|| panic!("{status} from {url} without a Location"));
+                let target = url
+                    .join(location)
+                    .unwrap_or_else(|err| panic!("Location {location:?}: {err}"));
+                // The provider sending the browser elsewhere is the answer to the client.
+                if same_origin(&url, &issuer) && !same_origin(&target, &issuer) {
+                    return target;
+                }
+                next = Request::Get(target);
+                continue;
+            }
+
+            let body = response.text().await.unwrap_or_default();
+            assert!(
+                status == StatusCode::OK,
+                "sign-in: {status} from {url}:\n{}",
+                truncate(&body, 2000)
+            );
+            let form = Form::find(&body).unwrap_or_else(|| {
+                panic!(
+                    "sign-in: no interaction form on the page at {url}:\n{}",
+                    truncate(&body, 2000)
+                )
+            });
+            let action = url
+                .join(&form.action)
+                .unwrap_or_else(|err| panic!("form action {:?}: {err}", form.action));
+            let mut fields = url::form_urlencoded::Serializer::new(String::new());
+            match form.prompt.as_str() {
+                "login" => {
+                    fields
+                        .append_pair("prompt", "login")
+                        .append_pair("login", login)
+                        .append_pair("password", "any password");
+                }
+                "consent" => {
+                    fields.append_pair("prompt", "consent");
+                }
+                other => panic!("sign-in: unexpected interaction prompt {other:?} at {url}"),
+            }
+            next = Request::Post(action, fields.finish());
+        }
+        panic!("sign-in did not reach the client's redirect URI in {MAX_SIGN_IN_STEPS} requests")
+    }
+}
+
+impl Drop for OidcProvider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+/// Copies the child's output lines to the test's stderr (captured per test); the first line goes
+/// to `first` instead, when given.
+fn forward_lines(output: impl Read + Send + 'static, mut first: Option<mpsc::Sender<String>>) {
+    thread::spawn(move || {
+        for line in BufReader::new(output).lines() {
+            let Ok(line) = line else { break };
+            match first.take() {
+                Some(tx) => {
+                    let _ = tx.send(line);
+                }
+                None => eprintln!("[oidc-provider] {line}"),
+            }
+        }
+    });
+}
+
+enum Request {
+    Get(Url),
+    Post(Url, String),
+}
+
+impl Request {
+    fn url(&self) -> &Url {
+        match self {
+            Request::Get(url) | Request::Post(url, _) => url,
+        }
+    }
+}
+
+fn same_origin(a: &Url, b: &Url) -> bool {
+    a.origin() == b.origin()
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+/// The interaction form of a devInteractions page: `<form ... action="URL" method="post">` with a
+/// hidden `<input type="hidden" name="prompt" value="login|consent"/>`.
+#[derive(Debug)]
+struct Form {
+    action: String,
+    prompt: String,
+}
+
+impl Form {
+    fn find(html: &str) -> Option<Form> {
+        let start = html.find("<form")?;
+        let rest = &html[start..];
+        let end = rest.find("</form>").unwrap_or(rest.len());
+        let form = &rest[..end];
+        let tag_end = form.find('>')?;
+        let action = attribute(&form[..tag_end], "action")?;
+        let prompt = form[tag_end..]
+            .split("<input")
+            .skip(1)
+            .find(|input| attribute(input, "name").as_deref() == Some("prompt"))
+            .and_then(|input| attribute(input, "value"))?;
+        Some(Form { action, prompt })
+    }
+}
+
+/// The value of attribute `name` in the start of a tag (`name="value"` or `name='value'`),
+/// with the entities a template engine writes decoded.
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let mut search = tag;
+    loop {
+        let at = search.find(name)?;
+        let before_ok = at == 0 || search[..at].ends_with(|c: char| c.is_ascii_whitespace());
+        let after = search[at + name.len()..].trim_start();
+        if before_ok && let Some(after) = after.strip_prefix('=') {
+            let after = after.trim_start();
+            let quote = after.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+            let value = &after[1..];
+            let close = value.find(quote)?;
+            return Some(decode_entities(&value[..close]));
+        }
+        search = &search[at + name.len()..];
+    }
+}
+
+fn decode_entities(text: &str) -> String {
+    text.replace("&#x2F;", "/")
+        .replace("&#47;", "/")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// Cookies of one sign-in, by origin and path: enough for oidc-provider's session and
+/// interaction cookies (which are scoped to `/interaction/<uid>` and `/auth/<uid>`).
+#[derive(Debug, Default)]
+struct CookieJar {
+    cookies: Vec<Cookie>,
+}
+
+#[derive(Debug)]
+struct Cookie {
+    origin: url::Origin,
+    path: String,
+    name: String,
+    value: String,
+}
+
+impl CookieJar {
+    /// Records one `Set-Cookie` header received from `url`; an empty value or an expiry in the
+    /// past (`max-age=0`, or the 1970 date koa writes) deletes the cookie.
+    fn store(&mut self, url: &Url, header: &str) {
+        let mut parts = header.split(';');
+        let Some((name, value)) = parts.next().and_then(|pair| pair.split_once('=')) else {
+            return;
+        };
+        let (name, value) = (name.trim().to_owned(), value.trim().to_owned());
+        let mut path = default_path(url);
+        let mut expired = value.is_empty();
+        for attribute in parts {
+            let (key, val) = attribute.split_once('=').unwrap_or((attribute, ""));
+            match key.trim().to_ascii_lowercase().as_str() {
+                "path" if val.trim().starts_with('/') => path = val.trim().to_owned(),
+                "max-age" => expired |= val.trim().parse::<i64>().is_ok_and(|age| age <= 0),
+                "expires" => expired |= val.contains("1970"),
+                _ => {}
+            }
+        }
+        let origin = url.origin();
+        self.cookies
+            .retain(|c| !(c.origin == origin && c.path == path && c.name == name));
+        if !expired {
+            self.cookies.push(Cookie {
+                origin,
+                path,
+                name,
+                value,
+            });
+        }
+    }
+
+    /// The `Cookie` header for a request to `url`, if any cookie applies.
+    fn header_for(&self, url: &Url) -> Option<String> {
+        let origin = url.origin();
+        let request_path = url.path();
+        let pairs: Vec<String> = self
+            .cookies
+            .iter()
+            .filter(|c| c.origin == origin && path_matches(request_path, &c.path))
+            .map(|c| format!("{}={}", c.name, c.value))
+            .collect();
+        (!pairs.is_empty()).then(|| pairs.join("; "))
+    }
+}
+
+/// RFC 6265 5.1.4 default-path: the request path up to its last `/`.
+fn default_path(url: &Url) -> String {
+    match url.path().rfind('/') {
+        Some(0) | None => "/".to_owned(),
+        Some(at) => url.path()[..at].to_owned(),
+    }
+}
+
+/// RFC 6265 5.1.4 path-match.
+fn path_matches(request_path: &str, cookie_path: &str) -> bool {
+    request_path == cookie_path
+        || (request_path.starts_with(cookie_path)
+            && (cookie_path.ends_with('/') || request_path[cookie_path.len()..].starts_with('/')))
+}
