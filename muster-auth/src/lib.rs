@@ -18,7 +18,9 @@
 //! assert!(bearer.param("resource_metadata").is_some());
 //! ```
 
+pub mod jwt;
 pub mod oauth;
+pub mod resource;
 mod secret;
 
 pub use secret::{Secret, constant_time_eq};

@@ -61,6 +61,16 @@ impl ScriptedBuilder {
 
     /// Serves the tools on a loopback port.
     pub async fn serve(self) -> ScriptedServer {
+        self.serve_inner(None).await
+    }
+
+    /// Serves the tools as an OAuth protected resource of `issuer`: `/mcp` wants a bearer JWT
+    /// of that issuer for this server's URL, and RFC 9728 metadata names the issuer.
+    pub async fn serve_protected(self, issuer: &str) -> ScriptedServer {
+        self.serve_inner(Some(issuer.to_owned())).await
+    }
+
+    async fn serve_inner(self, issuer: Option<String>) -> ScriptedServer {
         let handler = Scripted {
             tools: Arc::new(self.tools),
             calls: Arc::default(),
@@ -71,9 +81,20 @@ impl ScriptedBuilder {
             LocalSessionManager::default().into(),
             StreamableHttpServerConfig::default(),
         );
-        let app = axum::Router::new().nest_service("/mcp", service);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        let mut app = axum::Router::new().nest_service("/mcp", service);
+        if let Some(issuer) = issuer {
+            use muster::auth::{
+                jwt::{JwtValidator, TrustedIssuer},
+                resource::{BearerAuthLayer, ProtectedResource},
+            };
+            let resource = ProtectedResource::new(url.clone(), vec![issuer.clone()]);
+            let validator = JwtValidator::new(vec![TrustedIssuer::new(issuer).with_audience(url.clone())]);
+            app = app
+                .layer(BearerAuthLayer::new(validator, &resource))
+                .merge(resource.metadata_route());
+        }
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
