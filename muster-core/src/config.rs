@@ -1,9 +1,10 @@
 //! The types of muster's `config.yaml`.
 //!
 //! Every key has a default, so an empty file is a valid configuration. Keys this version
-//! does not know (sections later versions add, such as `aggregator.oauth`,
+//! does not know (sections later versions add, such as `aggregator.oauth.server`,
 //! `aggregator.admin` or `exposure`) are accepted and ignored; [`unknown_keys`] lists them
-//! so the loader can warn.
+//! so the loader can warn. `aggregator.oauth.mcpClient` (people signing in to downstream
+//! servers through the gateway) is read.
 //!
 //! ```
 //! use muster_core::config::{MusterConfig, Transport, unknown_keys};
@@ -16,7 +17,7 @@
 //! assert_eq!(config.aggregator.port, 9090);
 //! assert_eq!(config.aggregator.host, "localhost"); // the default
 //! assert_eq!(config.aggregator.transport, Transport::Sse);
-//! assert_eq!(unknown_keys(&doc), ["aggregator.oauth"]);
+//! assert_eq!(unknown_keys(&doc), ["aggregator.oauth.server"]);
 //! config.validate_config()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -41,7 +42,93 @@ pub const DEFAULT_MUSTER_PREFIX: &str = "x";
 /// Top-level keys of `config.yaml` this version knows.
 const KNOWN_TOP_LEVEL: [&str; 4] = ["aggregator", "namespace", "kubernetes", "toolsetPresets"];
 /// Keys of the `aggregator` section this version knows.
-const KNOWN_AGGREGATOR: [&str; 5] = ["port", "host", "transport", "musterPrefix", "enabled"];
+const KNOWN_AGGREGATOR: [&str; 6] = ["port", "host", "transport", "musterPrefix", "enabled", "oauth"];
+/// Keys of `aggregator.oauth` this version reads.
+const KNOWN_OAUTH: [&str; 1] = ["mcpClient"];
+
+/// Default of `aggregator.oauth.mcpClient.callbackPath`.
+pub const DEFAULT_CALLBACK_PATH: &str = "/oauth/proxy/callback";
+/// Default of `aggregator.oauth.mcpClient.cimd.path`.
+pub const DEFAULT_CIMD_PATH: &str = "/.well-known/oauth-client.json";
+/// Default of `aggregator.oauth.mcpClient.cimd.scopes`.
+pub const DEFAULT_CIMD_SCOPES: &str = "openid profile email groups offline_access";
+
+/// `aggregator.oauth`: OAuth around the gateway.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[non_exhaustive]
+pub struct OAuthConfig {
+    /// The gateway as an OAuth client of downstream servers' authorization servers: people
+    /// sign in to those servers through it.
+    pub mcp_client: McpClientConfig,
+}
+
+/// `aggregator.oauth.mcpClient`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[non_exhaustive]
+pub struct McpClientConfig {
+    /// Whether people can sign in to downstream servers. Default false.
+    pub enabled: bool,
+    /// The gateway's public base URL (sign-in links and the callback are under it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
+    /// A client id registered out of band with every authorization server, instead of
+    /// dynamic registration or the metadata document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Path of the OAuth callback. Default `/oauth/proxy/callback`.
+    pub callback_path: String,
+    /// The Client ID Metadata Document the gateway serves.
+    pub cimd: CimdConfig,
+    /// Where a browser may be sent after a sign-in (`redirect` of `/oauth/proxy/start`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub post_login_redirect_allowlist: Vec<String>,
+}
+
+impl Default for McpClientConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            public_url: None,
+            client_id: None,
+            callback_path: DEFAULT_CALLBACK_PATH.to_owned(),
+            cimd: CimdConfig::default(),
+            post_login_redirect_allowlist: Vec::new(),
+        }
+    }
+}
+
+impl McpClientConfig {
+    /// Enables sign-in with the gateway reachable at `public_url`.
+    pub fn enabled_at(public_url: impl Into<String>) -> Self {
+        Self {
+            enabled: true,
+            public_url: Some(public_url.into()),
+            ..Self::default()
+        }
+    }
+}
+
+/// `aggregator.oauth.mcpClient.cimd`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[non_exhaustive]
+pub struct CimdConfig {
+    /// Where the document is served. Default `/.well-known/oauth-client.json`.
+    pub path: String,
+    /// The scopes it declares. Default `openid profile email groups offline_access`.
+    pub scopes: String,
+}
+
+impl Default for CimdConfig {
+    fn default() -> Self {
+        Self {
+            path: DEFAULT_CIMD_PATH.to_owned(),
+            scopes: DEFAULT_CIMD_SCOPES.to_owned(),
+        }
+    }
+}
 
 /// The whole `config.yaml`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -158,6 +245,13 @@ pub struct AggregatorConfig {
     pub muster_prefix: String,
     /// Whether the aggregator runs. Default true.
     pub enabled: bool,
+    /// OAuth around the gateway.
+    #[serde(skip_serializing_if = "is_default_oauth")]
+    pub oauth: OAuthConfig,
+}
+
+fn is_default_oauth(oauth: &OAuthConfig) -> bool {
+    *oauth == OAuthConfig::default()
 }
 
 impl Default for AggregatorConfig {
@@ -168,6 +262,7 @@ impl Default for AggregatorConfig {
             transport: Transport::default(),
             muster_prefix: DEFAULT_MUSTER_PREFIX.to_owned(),
             enabled: true,
+            oauth: OAuthConfig::default(),
         }
     }
 }
@@ -200,6 +295,12 @@ impl AggregatorConfig {
     /// Sets whether the aggregator runs.
     pub fn with_enabled(mut self, enabled: bool) -> Self {
         self.enabled = enabled;
+        self
+    }
+
+    /// Sets `oauth.mcpClient`.
+    pub fn with_mcp_client(mut self, mcp_client: McpClientConfig) -> Self {
+        self.oauth.mcp_client = mcp_client;
         self
     }
 
@@ -241,6 +342,13 @@ pub fn unknown_keys(doc: &Value) -> Vec<String> {
         for key in aggregator.keys() {
             if !KNOWN_AGGREGATOR.contains(&key.as_str()) {
                 unknown.push(format!("aggregator.{key}"));
+            }
+        }
+        if let Some(Value::Object(oauth)) = aggregator.get("oauth") {
+            for key in oauth.keys() {
+                if !KNOWN_OAUTH.contains(&key.as_str()) {
+                    unknown.push(format!("aggregator.oauth.{key}"));
+                }
             }
         }
     }
@@ -343,6 +451,28 @@ toolsetPresets:
     }
 
     #[test]
+    fn the_mcp_client_section_is_read_with_muster_defaults() {
+        let config = parse(
+            r#"
+aggregator:
+  oauth:
+    mcpClient:
+      enabled: true
+      publicUrl: https://muster.example.com
+      postLoginRedirectAllowlist: [https://chat.example.com]
+"#,
+        );
+        let client = &config.aggregator.oauth.mcp_client;
+        assert!(client.enabled);
+        assert_eq!(client.public_url.as_deref(), Some("https://muster.example.com"));
+        assert_eq!(client.callback_path, "/oauth/proxy/callback");
+        assert_eq!(client.cimd.path, "/.well-known/oauth-client.json");
+        assert_eq!(client.cimd.scopes, "openid profile email groups offline_access");
+        assert_eq!(client.post_login_redirect_allowlist, ["https://chat.example.com"]);
+        assert!(!parse("aggregator: {port: 1}").aggregator.oauth.mcp_client.enabled);
+    }
+
+    #[test]
     fn unknown_keys_are_accepted_and_listed() {
         let doc = r#"
 aggregator:
@@ -355,7 +485,7 @@ kubernetes: false
         let config = parse(doc);
         assert_eq!(config.aggregator.port, 8090);
         let raw: serde_json::Value = serde_saphyr::from_str(doc).expect("parses");
-        assert_eq!(unknown_keys(&raw), ["aggregator.admin", "aggregator.oauth", "exposure"]);
+        assert_eq!(unknown_keys(&raw), ["aggregator.admin", "aggregator.oauth.server", "exposure"]);
         assert!(unknown_keys(&json!({"aggregator": {"port": 1}, "namespace": "a"})).is_empty());
         assert!(unknown_keys(&json!(null)).is_empty());
     }
