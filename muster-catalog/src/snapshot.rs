@@ -87,6 +87,13 @@ impl Catalog {
 pub trait CatalogSource: Send + Sync + 'static {
     /// The current snapshot.
     fn catalog(&self) -> Arc<Catalog>;
+
+    /// The snapshot session `session` sees (a session may see more than the shared catalogue:
+    /// the tools of servers it signed in to). The shared catalogue unless overridden.
+    fn catalog_for(&self, session: &muster_core::SessionId) -> Arc<Catalog> {
+        let _ = session;
+        self.catalog()
+    }
 }
 
 impl<F> CatalogSource for F

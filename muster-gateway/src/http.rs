@@ -36,12 +36,14 @@ pub fn router(registry: Arc<Registry>, tools: BoxToolService, shutdown: Cancella
         LocalSessionManager::default().into(),
         config,
     );
+    let sign_in = crate::auth::routes(Arc::clone(&registry));
     Router::new()
         .nest_service(
             MCP_PATH,
             tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp),
         )
         .route(HEALTH_PATH, get(move || health(Arc::clone(&registry))))
+        .merge(sign_in)
 }
 
 async fn health(registry: Arc<Registry>) -> Json<Value> {

@@ -4,6 +4,7 @@
 //! their tools and builds the catalogue, the core tools, the meta-tools MCP server, and the
 //! HTTP front, assembled by [`Gateway`].
 //!
+//! - [`auth`]: people signing in to downstream servers, and their per-session connections.
 //! - [`config_dir`]: filesystem mode, the muster config directory.
 //! - [`upstream`]: the gateway as an MCP client of each downstream server.
 //! - [`registry`]: servers, workflows, runtime state and the catalogue snapshot.
@@ -23,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod auth;
 pub mod config_dir;
 pub mod core_tools;
 pub mod dispatch;

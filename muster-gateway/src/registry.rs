@@ -16,7 +16,7 @@ use muster_catalog::{
     Catalog, CatalogSource,
     toolset::{Presets, ToolsetError},
 };
-use muster_core::{BoxToolService, crd::ValidationErrors};
+use muster_core::{BoxToolService, SessionId, crd::ValidationErrors};
 use muster_core::{
     NameRules, ToolCall, ToolError, ToolKind,
     config::MusterConfig,
@@ -69,6 +69,8 @@ pub struct ServerRuntime {
     pub state_since: DateTime<Utc>,
     /// The HTTP status the endpoint answered the last failed attempt with, when it answered.
     pub last_failure_http_status: Option<u16>,
+    /// The `WWW-Authenticate` challenge of a server that wants people to sign in.
+    pub auth_challenge: Option<String>,
 }
 
 impl ServerRuntime {
@@ -90,6 +92,7 @@ impl ServerRuntime {
             tool_count: 0,
             state_since: Utc::now(),
             last_failure_http_status: None,
+            auth_challenge: None,
         }
     }
 }
@@ -199,6 +202,13 @@ pub struct Registry {
     executions: Arc<dyn ExecutionStore>,
     catalog: RwLock<Arc<Catalog>>,
     sessions: std::sync::Mutex<Vec<Peer<RoleServer>>>,
+    /// The connections sessions hold to servers people sign in to, by session then server.
+    session_connections: RwLock<BTreeMap<String, BTreeMap<String, SharedConnection>>>,
+    /// The catalogue each of those sessions sees, built on first use after a change.
+    session_catalogs: RwLock<BTreeMap<String, Arc<Catalog>>>,
+    /// The client of each MCP session, for telling one session its lists changed.
+    session_peers: std::sync::Mutex<BTreeMap<String, Peer<RoleServer>>>,
+    sign_in: Option<Arc<crate::auth::SignInService>>,
     supervision: SupervisorConfig,
     started: std::sync::atomic::AtomicBool,
     events: EventLog,
@@ -290,6 +300,7 @@ impl Registry {
             })
             .collect();
         let events = options.events.unwrap_or_else(EventLog::in_memory);
+        let sign_in = crate::auth::SignInService::from_config(&config);
         let workflows = workflows
             .into_iter()
             .filter_map(|w| {
@@ -319,6 +330,10 @@ impl Registry {
                 .unwrap_or_else(|| Arc::new(MemoryExecutionStore::new())),
             catalog: RwLock::new(Arc::new(Catalog::empty())),
             sessions: std::sync::Mutex::new(Vec::new()),
+            session_connections: RwLock::new(BTreeMap::new()),
+            session_catalogs: RwLock::new(BTreeMap::new()),
+            session_peers: std::sync::Mutex::new(BTreeMap::new()),
+            sign_in,
             supervision,
             started: std::sync::atomic::AtomicBool::new(false),
             events,
@@ -575,6 +590,116 @@ impl Registry {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|p| !p.is_transport_closed());
         sessions.push(peer);
+    }
+
+    /// Remembers the client of MCP session `session`, to tell it alone when its lists change.
+    pub fn add_session_peer(&self, session: &SessionId, peer: Peer<RoleServer>) {
+        let mut peers = self.session_peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers.retain(|_, p| !p.is_transport_closed());
+        peers.insert(session.as_str().to_owned(), peer);
+    }
+
+    /// The sign-in service, when `aggregator.oauth.mcpClient` is enabled.
+    pub fn sign_in(&self) -> Option<&Arc<crate::auth::SignInService>> {
+        self.sign_in.as_ref()
+    }
+
+    /// The catalogue `session` sees: the shared one plus the tools of the servers it signed in
+    /// to.
+    pub fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
+        let has_own = self
+            .session_connections
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+            .is_some_and(|c| !c.is_empty());
+        if !has_own {
+            return self.catalog();
+        }
+        if let Some(catalog) = self
+            .session_catalogs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+        {
+            return Arc::clone(catalog);
+        }
+        let own = self
+            .session_connections
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+            .cloned()
+            .unwrap_or_default();
+        let (catalog, _, _) = self.build_catalog(&own);
+        let catalog = Arc::new(catalog);
+        self.session_catalogs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.as_str().to_owned(), Arc::clone(&catalog));
+        catalog
+    }
+
+    /// The connection `session` holds to `server`, when it signed in to it.
+    pub fn session_connection(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
+        self.session_connections
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+            .and_then(|c| c.get(server))
+            .cloned()
+    }
+
+    /// Gives `session` its own connection to `server` (after a sign-in); the session's catalogue
+    /// gains the server's tools and the session is told its lists changed.
+    pub fn install_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
+        let previous = self
+            .session_connections
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(session.as_str().to_owned())
+            .or_default()
+            .insert(server.to_owned(), conn);
+        if let Some(previous) = previous {
+            previous.close();
+        }
+        self.session_changed(session);
+    }
+
+    /// Drops the connection `session` holds to `server`; whether it held one.
+    pub fn remove_session_connection(&self, session: &SessionId, server: &str) -> bool {
+        let removed = self
+            .session_connections
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(session.as_str())
+            .and_then(|c| c.remove(server));
+        let held = removed.is_some();
+        if let Some(conn) = removed {
+            conn.close();
+            self.session_changed(session);
+        }
+        held
+    }
+
+    fn session_changed(&self, session: &SessionId) {
+        self.session_catalogs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(session.as_str());
+        let peer = self
+            .session_peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+            .cloned();
+        if let Some(peer) = peer {
+            tokio::spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+                let _ = peer.notify_resource_list_changed().await;
+                let _ = peer.notify_prompt_list_changed().await;
+            });
+        }
     }
 
     /// Tells every connected client session that the tools, resources and prompts changed.
@@ -848,7 +973,7 @@ impl Registry {
 
     /// Runs `call`: a downstream tool on its server, a core tool here.
     pub async fn dispatch(self: &Arc<Self>, call: ToolCall) -> Result<CallToolResult, ToolError> {
-        let catalog = self.catalog();
+        let catalog = self.catalog_for(&call.ctx.session);
         let entry = catalog
             .tool(&call.name)
             .ok_or_else(|| ToolError::not_found(&call.name))?;
@@ -883,12 +1008,15 @@ impl Registry {
                         entry.server_tool.clone().unwrap_or_default(),
                     ),
                 };
-                let conn = self.connection(&server).ok_or_else(|| ToolError::ServerUnavailable {
-                    server: server.clone(),
-                    reason: self
-                        .server(&server)
-                        .map_or_else(|| "not defined".to_owned(), |s| s.runtime.state.to_string()),
-                })?;
+                let conn = self
+                    .session_connection(&call.ctx.session, &server)
+                    .or_else(|| self.connection(&server))
+                    .ok_or_else(|| ToolError::ServerUnavailable {
+                        server: server.clone(),
+                        reason: self
+                            .server(&server)
+                            .map_or_else(|| "not defined".to_owned(), |s| s.runtime.state.to_string()),
+                    })?;
                 conn.call_tool(&tool, arguments, &call.ctx).await
             }
             ToolKind::Core => core_tools::call(self, &call).await,
@@ -899,23 +1027,9 @@ impl Registry {
     /// Rebuilds the catalogue from the connected servers and the core tools, and records name
     /// collisions on the servers that lost them.
     pub fn rebuild_catalog(&self) {
-        let (catalog, collisions, availability) = {
-            let home_namespace = self.config.read().unwrap_or_else(|e| e.into_inner()).namespace.clone();
-            let servers = self.read_servers();
-            let contributions: Vec<Contribution<'_>> = servers
-                .values()
-                .filter_map(|slot| {
-                    slot.connection.as_deref().map(|conn| Contribution {
-                        definition: &slot.definition,
-                        conn,
-                        home_namespace: home_namespace.as_deref(),
-                    })
-                })
-                .collect();
-            let workflows = self.workflows.read().unwrap_or_else(|e| e.into_inner());
-            surface::build(&self.names, &contributions, core_tools::entries(), &workflows)
-        };
+        let (catalog, collisions, availability) = self.build_catalog(&BTreeMap::new());
         *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
+        self.session_catalogs.write().unwrap_or_else(|e| e.into_inner()).clear();
         *self.availability.write().unwrap_or_else(|e| e.into_inner()) = availability;
         if !collisions.is_empty() {
             let mut by_server: BTreeMap<&str, Vec<&surface::Collision>> = BTreeMap::new();
@@ -947,6 +1061,32 @@ impl Registry {
         }
     }
 
+    /// A catalogue of the connected servers, plus `own` (a session's connections to servers
+    /// people sign in to), the core tools and the workflows.
+    fn build_catalog(
+        &self,
+        own: &BTreeMap<String, SharedConnection>,
+    ) -> (Catalog, Vec<surface::Collision>, BTreeMap<String, Availability>) {
+        let home_namespace = self.config.read().unwrap_or_else(|e| e.into_inner()).namespace.clone();
+        let servers = self.read_servers();
+        let contributions: Vec<Contribution<'_>> = servers
+            .values()
+            .filter_map(|slot| {
+                let conn = slot
+                    .connection
+                    .as_deref()
+                    .or_else(|| own.get(&slot.definition.metadata.name).map(|c| &**c))?;
+                Some(Contribution {
+                    definition: &slot.definition,
+                    conn,
+                    home_namespace: home_namespace.as_deref(),
+                })
+            })
+            .collect();
+        let workflows = self.workflows.read().unwrap_or_else(|e| e.into_inner());
+        surface::build(&self.names, &contributions, core_tools::entries(), &workflows)
+    }
+
     fn read_servers(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, ServerSlot>> {
         self.servers.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -959,6 +1099,10 @@ impl Registry {
 impl CatalogSource for Registry {
     fn catalog(&self) -> Arc<Catalog> {
         Registry::catalog(self)
+    }
+
+    fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
+        Registry::catalog_for(self, session)
     }
 }
 

@@ -136,6 +136,17 @@ pub fn http_status_in(message: &str) -> Option<u16> {
     })
 }
 
+/// Whether a connection error says the server answered 401 (rmcp reports `Auth required`, or
+/// `authorization required: <challenge>`), with the `WWW-Authenticate` challenge when the
+/// message carries it (empty when not: discovery then reads the well-known document).
+pub fn auth_challenge_in(message: &str) -> Option<String> {
+    const WITH_CHALLENGE: &str = "authorization required: ";
+    if let Some(at) = message.find(WITH_CHALLENGE) {
+        return Some(message[at + WITH_CHALLENGE.len()..].trim().to_owned());
+    }
+    message.contains("Auth required").then(String::new)
+}
+
 /// What a supervisor is asked to do.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -270,6 +281,39 @@ pub(crate) async fn supervise(
                     }
                 }
             }
+            Err(e) if auth_challenge_in(&e.to_string()).is_some() => {
+                // The server wants each person to sign in: nothing to retry until a session
+                // holds a grant (its connections are that session's, not this supervisor's).
+                let challenge = auth_challenge_in(&e.to_string()).unwrap_or_default();
+                tracing::info!(server = %key.name, "the server requires people to sign in");
+                with_registry(&registry, |r| {
+                    r.emit(Event::mcp_server(
+                        &key.name,
+                        reasons::MCP_SERVER_AUTH_REQUIRED,
+                        format!(
+                            "MCP server {} requires authentication; people sign in with core_auth_login",
+                            key.name
+                        ),
+                    ));
+                    r.mark(&key, |rt| {
+                        rt.state = MCPServerState::AuthRequired;
+                        rt.health = MCPServerHealth::Unknown;
+                        rt.last_error = None;
+                        rt.last_failure_http_status = Some(401);
+                        rt.consecutive_failures = 0;
+                        rt.auth_challenge = Some(challenge).filter(|c| !c.is_empty());
+                    });
+                });
+                if let Some(tx) = first_attempt.take() {
+                    let _ = tx.send(());
+                }
+                match commands.recv().await {
+                    Some(Command::Stop) => want_running = false,
+                    Some(Command::Start | Command::Restart) => {}
+                    None => return,
+                }
+                continue;
+            }
             Err(e) => {
                 failures += 1;
                 let state = if is_stdio || failures >= FAILED_THRESHOLD {
@@ -379,6 +423,19 @@ fn with_registry<T>(registry: &Weak<Registry>, f: impl FnOnce(&Registry) -> T) -
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_401_is_recognised_with_or_without_its_challenge() {
+        assert_eq!(
+            super::auth_challenge_in("initialize failed: authorization required: Bearer resource_metadata=\"x\""),
+            Some("Bearer resource_metadata=\"x\"".to_owned())
+        );
+        assert_eq!(
+            super::auth_challenge_in("Transport error: Auth required, when send initialize request"),
+            Some(String::new())
+        );
+        assert_eq!(super::auth_challenge_in("connection refused"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -131,7 +131,7 @@ impl<S> ToolsetService<S> {
         };
         let toolset =
             InlineToolset::parse(declared.to_vec()).map_err(|e| ToolError::invalid_arguments(e.to_string()))?;
-        let catalog = self.layer.catalog.catalog();
+        let catalog = self.layer.catalog.catalog_for(&call.ctx.session);
         if catalog.tool(&call.name).is_none() {
             // Not a tool of the catalogue at all: the inner service answers "not found".
             return Ok(());

@@ -32,6 +32,21 @@ pub struct NameArg {
     pub name: String,
 }
 
+/// The arguments of `core_auth_login` and `core_auth_logout`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ServerArg {
+    /// The MCP server to sign in to or out of.
+    pub server: String,
+}
+
+/// The arguments of `core_auth_status`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct AuthStatusArgs {
+    /// Also issue the sign-in link of every server the caller has not signed in to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_urls: Option<bool>,
+}
+
 /// The arguments of the core tools that take none.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct NoArgs {}
@@ -66,10 +81,13 @@ enum CoreTool {
     WorkflowValidate,
     WorkflowExecutionList,
     WorkflowExecutionGet,
+    AuthLogin,
+    AuthLogout,
+    AuthStatus,
 }
 
 impl CoreTool {
-    const ALL: [Self; 27] = [
+    const ALL: [Self; 30] = [
         Self::WorkflowList,
         Self::WorkflowGet,
         Self::WorkflowAvailable,
@@ -97,6 +115,9 @@ impl CoreTool {
         Self::McpServerValidate,
         Self::McpServerDetect,
         Self::Events,
+        Self::AuthLogin,
+        Self::AuthLogout,
+        Self::AuthStatus,
     ];
 
     fn name(self) -> &'static str {
@@ -128,6 +149,9 @@ impl CoreTool {
             Self::WorkflowValidate => "core_workflow_validate",
             Self::WorkflowExecutionList => "core_workflow_execution_list",
             Self::WorkflowExecutionGet => "core_workflow_execution_get",
+            Self::AuthLogin => "core_auth_login",
+            Self::AuthLogout => "core_auth_logout",
+            Self::AuthStatus => "core_auth_status",
         }
     }
 
@@ -189,6 +213,12 @@ impl CoreTool {
             Self::WorkflowExecutionGet => {
                 "Get one workflow execution with its input, result and steps, or only one of its steps."
             }
+            Self::AuthLogin => {
+                "Get a link to sign in to an MCP server that needs your own sign-in; once you completed it, the \
+                 server's tools appear in your session."
+            }
+            Self::AuthLogout => "Sign out of an MCP server: the grant is revoked and its tools leave your session.",
+            Self::AuthStatus => "Your sign-in state on every MCP server that needs one.",
         }
     }
 
@@ -226,6 +256,12 @@ impl CoreTool {
                 .with_input_schema::<args::UpdateAggregatorArgs>(),
             Self::Events => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                 .with_input_schema::<args::EventsArgs>(),
+            Self::AuthLogin | Self::AuthLogout => {
+                Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                    .with_input_schema::<ServerArg>()
+            }
+            Self::AuthStatus => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
+                .with_input_schema::<AuthStatusArgs>(),
             _ => Tool::new(self.name(), self.description(), Arc::new(Default::default())).with_input_schema::<NoArgs>(),
         };
         // (readOnly, destructive, idempotent, openWorld), as the reference's annotation table says.
@@ -240,6 +276,7 @@ impl CoreTool {
             | Self::ConfigSave
             | Self::ConfigReload => (false, true, true),
             Self::McpServerDelete | Self::WorkflowDelete => (false, true, false),
+            Self::AuthLogout => (false, false, true),
             _ => (true, false, true),
         };
         tool.with_annotations(
@@ -247,7 +284,10 @@ impl CoreTool {
                 .read_only(read_only)
                 .destructive(destructive)
                 .idempotent(idempotent)
-                .open_world(self == Self::McpServerDetect),
+                .open_world(matches!(
+                    self,
+                    Self::McpServerDetect | Self::AuthLogin | Self::AuthStatus
+                )),
         )
     }
 }
@@ -297,8 +337,28 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
         CoreTool::WorkflowValidate => return workflows::validate(registry, args),
         CoreTool::WorkflowExecutionList => workflows::execution_list(registry, args).await?,
         CoreTool::WorkflowExecutionGet => workflows::execution_get(registry, args).await?,
+        CoreTool::AuthLogin | CoreTool::AuthLogout | CoreTool::AuthStatus => {
+            let service = registry.sign_in().ok_or_else(|| {
+                ToolError::invalid_arguments(
+                    "OAuth is not configured: enable aggregator.oauth.mcpClient (enabled, publicUrl) in config.yaml",
+                )
+            })?;
+            let session = &call.ctx.session;
+            match tool {
+                CoreTool::AuthLogin => service.login(registry, session, required_server(args)?).await?,
+                CoreTool::AuthLogout => service.logout(registry, session, required_server(args)?).await?,
+                _ => service.status(registry, session),
+            }
+        }
     };
     Ok(json_result(&value))
+}
+
+fn required_server(args: &muster_core::JsonObject) -> Result<&str, ToolError> {
+    match args.get("server").and_then(|v| v.as_str()) {
+        Some(server) if !server.is_empty() => Ok(server),
+        _ => Err(ToolError::invalid_arguments("server argument is required")),
+    }
 }
 
 fn required_name(args: &muster_core::JsonObject) -> Result<&str, ToolError> {

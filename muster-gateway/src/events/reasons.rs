@@ -38,6 +38,8 @@ pub const MCP_SERVER_RECOVERY_SUCCEEDED: &str = "MCPServerRecoverySucceeded";
 pub const MCP_SERVER_RECOVERY_FAILED: &str = "MCPServerRecoveryFailed";
 /// An MCPServer requires OAuth authentication.
 pub const MCP_SERVER_AUTH_REQUIRED: &str = "MCPServerAuthRequired";
+/// A session signed in to an MCPServer that wants people to sign in (not in Go muster).
+pub const MCP_SERVER_AUTHENTICATED: &str = "MCPServerAuthenticated";
 /// A caller's ID token was forwarded to an MCPServer.
 pub const MCP_SERVER_TOKEN_FORWARDED: &str = "MCPServerTokenForwarded";
 /// Forwarding a caller's ID token to an MCPServer failed.

@@ -64,7 +64,7 @@ impl MetaTools {
     /// intersected with it, and an invalid one is the answer of every meta-tool.
     pub async fn call(&self, name: &str, args: JsonObject, ctx: CallContext) -> Option<CallToolResult> {
         let tool = MetaTool::from_name(name)?;
-        let catalog = self.registry.catalog();
+        let catalog = self.registry.catalog_for(&ctx.session);
         let presets = self.registry.presets();
         let (view, declared, unmatched) = match ctx.extensions.get::<DeclaredToolset>() {
             None => (catalog.view(), None, Vec::new()),
@@ -312,6 +312,15 @@ impl ServerHandler for MetaTools {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        let session = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(SessionId::new);
+        if let Some(session) = session {
+            self.registry.add_session_peer(&session, ctx.peer.clone());
+        }
         self.registry.add_session(ctx.peer);
     }
 

@@ -1,0 +1,338 @@
+//! People signing in to downstream servers through the gateway (`aggregator.oauth.mcpClient`).
+//!
+//! A remote server that answers 401 is `Auth Required`: it contributes no tools to the shared
+//! catalogue. `core_auth_login {server}` gives the calling session a link (under the gateway's
+//! `publicUrl`, `/oauth/proxy/start`); the person signs in at the server's authorization server,
+//! which redirects to the gateway's callback; the gateway then connects to the server with the
+//! person's token, as that session only, and tells the session its tool list changed.
+//! `core_auth_logout` revokes the grant at the authorization server and drops the connection.
+//!
+//! The OAuth client itself (discovery, registration, PKCE, the callback's checks, refresh,
+//! revocation) is [`muster_auth::oauth`]; this module keeps the state that joins it to the
+//! gateway: the links, the client registrations by issuer and the grants by session.
+
+mod routes;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+};
+
+use muster_auth::oauth::{
+    AuthError,
+    discovery::{AuthorizationServerMetadata, authorization_server_metadata, protected_resource_metadata},
+    flow::{Callback, CompletedSignIn, SignInRequest, SignIns},
+    grant::Grant,
+    http::OAuthHttp,
+    registration::{ClientMetadata, ClientRegistration, register},
+};
+use muster_core::{
+    SessionId, ToolError,
+    config::{McpClientConfig, MusterConfig},
+    crd::MCPServerState,
+};
+use serde_json::{Value, json};
+
+pub use routes::routes;
+
+use crate::{
+    events::{Event, reasons},
+    registry::Registry,
+    upstream::UpstreamConnection,
+};
+
+/// The state of sign-ins: links, client registrations and grants.
+pub struct SignInService {
+    config: McpClientConfig,
+    http: OAuthHttp,
+    flows: SignIns,
+    /// Authorization URL of each link, by state.
+    links: Mutex<HashMap<String, String>>,
+    /// The gateway's registration with each authorization server, by issuer.
+    registrations: Mutex<HashMap<String, ClientRegistration>>,
+    /// Grants by (session, server).
+    grants: Mutex<BTreeMap<(String, String), Grant>>,
+}
+
+impl std::fmt::Debug for SignInService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignInService")
+            .field("public_url", &self.config.public_url)
+            .field("flows", &self.flows)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SignInService {
+    /// The service `config` asks for, if sign-in is enabled.
+    pub fn from_config(config: &MusterConfig) -> Option<Arc<Self>> {
+        let client = &config.aggregator.oauth.mcp_client;
+        client.enabled.then(|| {
+            Arc::new(Self {
+                config: client.clone(),
+                http: OAuthHttp::new(),
+                flows: SignIns::new(),
+                links: Mutex::new(HashMap::new()),
+                registrations: Mutex::new(HashMap::new()),
+                grants: Mutex::new(BTreeMap::new()),
+            })
+        })
+    }
+
+    fn public_url(&self) -> Result<&str, ToolError> {
+        self.config
+            .public_url
+            .as_deref()
+            .map(|u| u.trim_end_matches('/'))
+            .ok_or_else(|| {
+                ToolError::invalid_arguments(
+                    "OAuth is not configured: set aggregator.oauth.mcpClient.publicUrl in config.yaml",
+                )
+            })
+    }
+
+    fn redirect_uri(&self) -> Result<String, ToolError> {
+        Ok(format!("{}{}", self.public_url()?, self.config.callback_path))
+    }
+
+    /// A sign-in link for `session` to `server`: the answer of `core_auth_login`.
+    pub async fn login(&self, registry: &Registry, session: &SessionId, server: &str) -> Result<Value, ToolError> {
+        let view = registry
+            .server(server)
+            .ok_or_else(|| ToolError::invalid_arguments(format!("server {server} not found")))?;
+        if view.definition.spec.suspended {
+            return Err(ToolError::invalid_arguments(format!(
+                "Server '{server}' is deactivated (spec.suspended=true); activate it with core_service_start before signing in."
+            )));
+        }
+        let auth = view.definition.spec.auth.as_ref();
+        if auth.is_some_and(|a| a.forward_token || a.token_exchange.as_ref().is_some_and(|t| t.enabled)) {
+            return Err(ToolError::invalid_arguments(format!(
+                "server {server} signs in with your muster sign-in (single sign-on); there is nothing to log in to"
+            )));
+        }
+        if registry.session_connection(session, server).is_some() {
+            return Ok(
+                json!({"server": server, "status": "connected", "message": format!("already authenticated to {server}")}),
+            );
+        }
+        if view.runtime.state != MCPServerState::AuthRequired {
+            return Ok(json!({
+                "server": server,
+                "status": view.runtime.state.to_string(),
+                "message": format!("server {server} does not require authentication"),
+            }));
+        }
+        let resource = view.definition.spec.url.clone().unwrap_or_default();
+        let pinned = auth.and_then(|a| a.authorization_server.as_ref());
+        let mut advertised_scopes = Vec::new();
+        let metadata = match pinned {
+            Some(pin) => match (&pin.authorization_endpoint, &pin.token_endpoint) {
+                (Some(authorize), Some(token)) => AuthorizationServerMetadata::pinned(
+                    &pin.issuer,
+                    authorize,
+                    token,
+                    pin.revocation_endpoint.as_deref(),
+                ),
+                _ => authorization_server_metadata(&self.http, &pin.issuer)
+                    .await
+                    .map_err(refused)?,
+            },
+            None => {
+                let described =
+                    protected_resource_metadata(&self.http, &resource, view.runtime.auth_challenge.as_deref())
+                        .await
+                        .map_err(refused)?;
+                let issuer = described.authorization_servers.first().cloned().unwrap_or_default();
+                advertised_scopes = described.scopes_supported;
+                authorization_server_metadata(&self.http, &issuer)
+                    .await
+                    .map_err(refused)?
+            }
+        };
+        // The pinned scopes, else the ones the server advertises, else the gateway's default.
+        let scope = pinned
+            .and_then(|p| p.scopes.clone())
+            .or_else(|| (!advertised_scopes.is_empty()).then(|| advertised_scopes.join(" ")))
+            .unwrap_or_else(|| self.config.cimd.scopes.clone());
+        // An authorization server that lists its scopes refuses others (at registration too).
+        let scope = if metadata.scopes_supported.is_empty() {
+            scope
+        } else {
+            scope
+                .split_whitespace()
+                .filter(|s| metadata.scopes_supported.iter().any(|known| known == s))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let client = self.client_for(&metadata, Some(&scope)).await?;
+        let started = self
+            .flows
+            .start(SignInRequest {
+                session: session.as_str().to_owned(),
+                owner: session.as_str().to_owned(),
+                server: server.to_owned(),
+                metadata: metadata.clone(),
+                client,
+                redirect_uri: self.redirect_uri()?,
+                resource,
+                scope: Some(scope),
+                expected_issuer: pinned.and_then(|p| p.expected_issuer.clone()),
+            })
+            .map_err(refused)?;
+        let link = format!("{}/oauth/proxy/start?state={}", self.public_url()?, started.state);
+        self.links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(started.state.clone(), started.url.to_string());
+        Ok(json!({
+            "server": server,
+            "status": "auth_required",
+            "issuer": metadata.issuer,
+            "authUrl": link,
+            "expires_at": started.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "message": format!("Open this link to sign in to {server}: {link}"),
+        }))
+    }
+
+    /// The gateway's client with `metadata`'s issuer: the configured client id, else a stored
+    /// dynamic registration, else a new one.
+    async fn client_for(
+        &self,
+        metadata: &AuthorizationServerMetadata,
+        scope: Option<&str>,
+    ) -> Result<ClientRegistration, ToolError> {
+        if let Some(id) = &self.config.client_id {
+            return Ok(ClientRegistration::pre_registered(id.clone(), None));
+        }
+        if let Some(known) = self
+            .registrations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&metadata.issuer)
+        {
+            return Ok(known.clone());
+        }
+        let registered = register(
+            &self.http,
+            metadata,
+            &ClientMetadata {
+                client_name: "muster".to_owned(),
+                redirect_uri: self.redirect_uri()?,
+                scope: scope.map(str::to_owned),
+            },
+        )
+        .await
+        .map_err(refused)?;
+        self.registrations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(metadata.issuer.clone(), registered.clone());
+        Ok(registered)
+    }
+
+    /// The authorization URL of link `state`, while it is valid.
+    pub(crate) fn authorization_url(&self, state: &str) -> Option<String> {
+        self.links.lock().unwrap_or_else(|e| e.into_inner()).get(state).cloned()
+    }
+
+    /// Completes the sign-in `callback` answers: the grant is kept for the session that asked,
+    /// which gets its own connection to the server.
+    pub(crate) async fn complete(&self, registry: &Registry, callback: &Callback) -> Result<CompletedSignIn, String> {
+        if let Some(state) = &callback.state {
+            self.links.lock().unwrap_or_else(|e| e.into_inner()).remove(state);
+        }
+        let completed = self
+            .flows
+            .complete(&self.http, callback)
+            .await
+            .map_err(|e| e.to_string())?;
+        let session = SessionId::new(&completed.session);
+        let view = registry
+            .server(&completed.server)
+            .ok_or_else(|| format!("server {} is no longer defined", completed.server))?;
+        let mut definition = view.definition;
+        definition.spec.headers.insert(
+            "Authorization".to_owned(),
+            format!("Bearer {}", completed.grant.access_token.expose()),
+        );
+        let conn = UpstreamConnection::connect(&definition, None)
+            .await
+            .map_err(|e| format!("signed in, but the connection to {} failed: {e}", completed.server))?;
+        self.grants.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            (completed.session.clone(), completed.server.clone()),
+            completed.grant.clone(),
+        );
+        registry.install_session_connection(&session, &completed.server, Arc::new(conn));
+        registry.emit(Event::mcp_server(
+            &completed.server,
+            reasons::MCP_SERVER_AUTHENTICATED,
+            format!("a session signed in to MCP server {}", completed.server),
+        ));
+        Ok(completed)
+    }
+
+    /// Signs `session` out of `server`: revokes the grant where the authorization server can
+    /// and drops the session's connection. The answer of `core_auth_logout`.
+    pub async fn logout(&self, registry: &Registry, session: &SessionId, server: &str) -> Result<Value, ToolError> {
+        let grant = self
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(session.as_str().to_owned(), server.to_owned()));
+        let dropped = registry.remove_session_connection(session, server);
+        let revoked = match &grant {
+            Some(grant) => match grant.revoke(&self.http).await {
+                Ok(revoked) => revoked,
+                Err(e) => {
+                    tracing::warn!(server, error = %e, "revocation failed; the grant is forgotten here");
+                    false
+                }
+            },
+            None => false,
+        };
+        Ok(json!({
+            "server": server,
+            "signed_out": grant.is_some() || dropped,
+            "revoked": revoked,
+            "message": if grant.is_some() || dropped {
+                format!("signed out of {server}")
+            } else {
+                format!("not signed in to {server}")
+            },
+        }))
+    }
+
+    /// The caller's state on every server that wants people to sign in: the answer of
+    /// `core_auth_status`.
+    pub fn status(&self, registry: &Registry, session: &SessionId) -> Value {
+        let servers: Vec<Value> = registry
+            .servers()
+            .into_iter()
+            .filter(|s| s.runtime.state == MCPServerState::AuthRequired || s.runtime.auth_challenge.is_some())
+            .map(|s| {
+                let name = s.definition.metadata.name.clone();
+                let connected = registry.session_connection(session, &name).is_some();
+                let issuer = self
+                    .grants
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&(session.as_str().to_owned(), name.clone()))
+                    .map(|g| g.issuer.clone());
+                json!({
+                    "name": name,
+                    "status": if connected { "connected" } else { "auth_required" },
+                    "kind": "grant",
+                    "issuer": issuer,
+                    "auth_tool": "core_auth_login",
+                    "suspended": s.definition.spec.suspended,
+                })
+            })
+            .collect();
+        json!({"servers": servers})
+    }
+}
+
+fn refused(error: AuthError) -> ToolError {
+    ToolError::invalid_arguments(format!("sign-in is not possible: {error}"))
+}

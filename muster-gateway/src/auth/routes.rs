@@ -1,0 +1,89 @@
+//! The browser side of a sign-in: `/oauth/proxy/start` sends the person to the authorization
+//! server, the callback completes the sign-in, and the Client ID Metadata Document tells
+//! authorization servers who the gateway is.
+
+use std::sync::Arc;
+
+use axum::{
+    Json, Router,
+    extract::{RawQuery, State},
+    http::{StatusCode, header},
+    response::{Html, IntoResponse, Redirect, Response},
+    routing::get,
+};
+use muster_auth::oauth::{flow::Callback, registration::ClientMetadata};
+
+use crate::registry::Registry;
+
+/// The sign-in routes, when sign-in is enabled: `/oauth/proxy/start`, the callback path and the
+/// client metadata document path of `aggregator.oauth.mcpClient`.
+pub fn routes(registry: Arc<Registry>) -> Router {
+    let Some(service) = registry.sign_in().cloned() else {
+        return Router::new();
+    };
+    let config = &service.config;
+    let document = config.public_url.as_deref().map(|base| {
+        let base = base.trim_end_matches('/');
+        let url = format!("{base}{}", config.cimd.path);
+        ClientMetadata {
+            client_name: "muster".to_owned(),
+            redirect_uri: format!("{base}{}", config.callback_path),
+            scope: Some(config.cimd.scopes.clone()),
+        }
+        .metadata_document(&url)
+    });
+    let mut router = Router::new()
+        .route("/oauth/proxy/start", get(start))
+        .route(&config.callback_path, get(callback));
+    if let Some(document) = document {
+        router = router.route(&config.cimd.path, get(move || async move { Json(document) }));
+    }
+    router.with_state(registry)
+}
+
+async fn start(State(registry): State<Arc<Registry>>, RawQuery(query): RawQuery) -> Response {
+    let state = query.as_deref().and_then(|q| {
+        url::form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "state")
+            .map(|(_, v)| v.into_owned())
+    });
+    let target = state.and_then(|s| registry.sign_in().and_then(|service| service.authorization_url(&s)));
+    match target {
+        Some(url) => Redirect::to(&url).into_response(),
+        None => page(
+            StatusCode::NOT_FOUND,
+            "This sign-in link is unknown or expired",
+            "Ask your agent to sign in again (core_auth_login) for a new link.",
+        ),
+    }
+}
+
+async fn callback(State(registry): State<Arc<Registry>>, RawQuery(query): RawQuery) -> Response {
+    let Some(service) = registry.sign_in().cloned() else {
+        return page(StatusCode::NOT_FOUND, "Sign-in is not enabled", "");
+    };
+    let callback = Callback::from_query(query.as_deref().unwrap_or_default());
+    match service.complete(&registry, &callback).await {
+        Ok(done) => page(
+            StatusCode::OK,
+            &format!("Signed in to {}", done.server),
+            "You can close this window and return to your agent.",
+        ),
+        Err(reason) => {
+            tracing::warn!(%reason, "sign-in callback refused");
+            page(StatusCode::BAD_REQUEST, "The sign-in did not complete", &reason)
+        }
+    }
+}
+
+/// A minimal HTML page (text escaped).
+fn page(status: StatusCode, title: &str, detail: &str) -> Response {
+    let escape = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let body = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t}</title></head>\
+         <body><h1>{t}</h1><p>{d}</p></body></html>",
+        t = escape(title),
+        d = escape(detail)
+    );
+    (status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response()
+}

@@ -1,0 +1,127 @@
+//! People sign in to a protected downstream server through the gateway: a real authorization
+//! server (oidc-provider on loopback), a downstream MCP server that trusts only its tokens, the
+//! gateway's `core_auth_login` link, `/oauth/proxy/start`, the provider's login and consent
+//! pages, the gateway's callback. The server's tools then belong to that session alone.
+
+mod common;
+
+use common::{
+    call_meta, envelope, fast_supervision, oidc::OidcProvider, remote, scripted::ScriptedServer, text, tool_names,
+};
+use muster::core::config::{AggregatorConfig, McpClientConfig, MusterConfig};
+use muster::gateway::Gateway;
+use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
+use serde_json::{Value, json};
+
+async fn client(url: &str) -> RunningService<RoleClient, ()> {
+    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+        .await
+        .expect("client connects")
+}
+
+/// The document a core tool answered through call_tool.
+async fn core(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> (bool, Value) {
+    let result = call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
+    let env = envelope(&result);
+    if env.is_null() {
+        return (true, Value::String(text(&result)));
+    }
+    let body = env["content"][0]["text"].as_str().unwrap_or("null").to_owned();
+    (
+        env["isError"] == true,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
+}
+
+async fn tools_of(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+    let page = call_meta(client, "list_tools", json!({"limit": 200})).await;
+    tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_signs_out() {
+    let idp = OidcProvider::start();
+    let protected = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in")))
+        .serve_protected(idp.issuer())
+        .await;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let config = MusterConfig::default()
+        .with_aggregator(AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base.clone())));
+    let gateway = Gateway::with_supervision(
+        config,
+        vec![remote("protected", &protected.url)],
+        Vec::new(),
+        fast_supervision(),
+    )
+    .expect("valid configuration");
+    gateway.start().await;
+    let app = gateway.router();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mcp = format!("{base}/mcp");
+    let alice = client(&mcp).await;
+    let bob = client(&mcp).await;
+
+    // The server wants a sign-in: no tools for anyone, and the status says so.
+    let (_, service) = core(&alice, "core_service_status", json!({"name": "protected"})).await;
+    assert_eq!(service["state"], "auth_required", "{service}");
+    let (_, status) = core(&alice, "core_auth_status", json!({})).await;
+    assert_eq!(status["servers"][0]["name"], "protected", "{status}");
+    assert_eq!(status["servers"][0]["status"], "auth_required");
+    assert!(!tools_of(&alice).await.iter().any(|t| t.starts_with("x_protected_")));
+
+    // Alice asks for a link and signs in through it.
+    let (failed, login) = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
+    assert!(!failed, "{login}");
+    let link = login["authUrl"].as_str().expect("a link").to_owned();
+    assert!(link.starts_with(&format!("{base}/oauth/proxy/start?state=")), "{link}");
+    let callback = idp.sign_in(&link, "alice").await;
+    assert!(
+        callback.as_str().starts_with(&format!("{base}/oauth/proxy/callback?")),
+        "{callback}"
+    );
+    let page = reqwest::get(callback.as_str()).await.expect("the callback answers");
+    let status = page.status();
+    let body = page.text().await.unwrap_or_default();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Signed in to protected"), "{body}");
+    // The link was for one use.
+    let again = reqwest::get(callback.as_str()).await.expect("answers");
+    assert_eq!(again.status(), 400);
+
+    // Alice sees and calls the tool; Bob does not.
+    assert!(tools_of(&alice).await.contains(&"x_protected_whoami".to_owned()));
+    let (failed, answer) = core(&alice, "x_protected_whoami", json!({})).await;
+    assert!(!failed, "{answer}");
+    assert_eq!(answer, json!("you are in"));
+    assert!(!tools_of(&bob).await.iter().any(|t| t.starts_with("x_protected_")));
+    let (failed, _) = core(&bob, "x_protected_whoami", json!({})).await;
+    assert!(failed, "another session must not reach alice's connection");
+    let (_, status) = core(&alice, "core_auth_status", json!({})).await;
+    assert_eq!(status["servers"][0]["status"], "connected");
+    assert_eq!(status["servers"][0]["issuer"], idp.issuer());
+
+    // Signing out revokes the grant at the provider and takes the tools away.
+    let (failed, out) = core(&alice, "core_auth_logout", json!({"server": "protected"})).await;
+    assert!(!failed, "{out}");
+    assert_eq!(out["revoked"], true);
+    assert!(!tools_of(&alice).await.iter().any(|t| t.starts_with("x_protected_")));
+
+    let _ = alice.cancel().await;
+    let _ = bob.cancel().await;
+    gateway.shutdown().await;
+    server.abort();
+}
+
+#[tokio::test]
+async fn sign_in_answers_clearly_when_it_is_not_configured_or_not_needed() {
+    let h = common::Harness::start(vec![common::demo_stdio("demo")]).await;
+    let (failed, answer) = core(&h.client, "core_auth_login", json!({"server": "demo"})).await;
+    assert!(failed);
+    assert!(answer.to_string().contains("OAuth is not configured"), "{answer}");
+    h.stop().await;
+}
