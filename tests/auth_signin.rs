@@ -40,7 +40,8 @@ async fn tools_of(client: &RunningService<RoleClient, ()>) -> Vec<String> {
 
 #[tokio::test]
 async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_signs_out() {
-    let idp = OidcProvider::start();
+    // Access tokens live 5 s: every call finds its token due for a refresh (a minute's margin).
+    let idp = OidcProvider::start_with_env(&[("OIDC_ACCESS_TTL", "5")]);
     let protected = ScriptedServer::builder()
         .tool("whoami", true, |_| Ok(json!("you are in")))
         .serve_protected(idp.issuer())
@@ -73,6 +74,15 @@ async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_
     assert_eq!(status["servers"][0]["name"], "protected", "{status}");
     assert_eq!(status["servers"][0]["status"], "auth_required");
     assert!(!tools_of(&alice).await.iter().any(|t| t.starts_with("x_protected_")));
+    let page = call_meta(&alice, "list_tools", json!({})).await;
+    let page: Value = serde_json::from_str(&text(&page)).unwrap_or(Value::Null);
+    assert_eq!(
+        page["servers_requiring_auth"],
+        json!([{"name": "protected", "status": "auth_required", "auth_tool": "core_auth_login", "tool_prefix": "protected"}])
+    );
+    let narrowed = call_meta(&alice, "filter_tools", json!({"pattern": "x_other_*"})).await;
+    let narrowed: Value = serde_json::from_str(&text(&narrowed)).unwrap_or(Value::Null);
+    assert!(narrowed.get("servers_requiring_auth").is_none(), "{narrowed}");
 
     // Alice asks for a link and signs in through it.
     let (failed, login) = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
@@ -99,11 +109,43 @@ async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_
     assert!(!failed, "{answer}");
     assert_eq!(answer, json!("you are in"));
     assert!(!tools_of(&bob).await.iter().any(|t| t.starts_with("x_protected_")));
-    let (failed, _) = core(&bob, "x_protected_whoami", json!({})).await;
-    assert!(failed, "another session must not reach alice's connection");
+    // Bob's call is answered with a sign-in link of his own.
+    let refused = call_meta(
+        &bob,
+        "call_tool",
+        json!({"name": "x_protected_whoami", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(refused.is_error, Some(true));
+    let hint = refused.structured_content.clone().unwrap_or_default();
+    assert_eq!(
+        (hint["status"].as_str(), hint["server"].as_str()),
+        (Some("auth_required"), Some("protected"))
+    );
+    let bobs_link = hint["authUrl"].as_str().unwrap_or_default();
+    assert!(
+        bobs_link.starts_with(&format!("{base}/oauth/proxy/start?state=")) && bobs_link != link,
+        "{hint}"
+    );
+    assert!(text(&refused).contains(bobs_link));
     let (_, status) = core(&alice, "core_auth_status", json!({})).await;
     assert_eq!(status["servers"][0]["status"], "connected");
     assert_eq!(status["servers"][0]["issuer"], idp.issuer());
+    let first_expiry = status["servers"][0]["expires_at"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    // A call with a token near its expiry refreshes it first (and reconnects with the new one).
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (failed, answer) = core(&alice, "x_protected_whoami", json!({})).await;
+    assert!(!failed, "{answer}");
+    let (_, status) = core(&alice, "core_auth_status", json!({})).await;
+    let second_expiry = status["servers"][0]["expires_at"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(second_expiry > first_expiry, "{first_expiry} -> {second_expiry}");
 
     // Signing out revokes the grant at the provider and takes the tools away.
     let (failed, out) = core(&alice, "core_auth_logout", json!({"server": "protected"})).await;

@@ -640,6 +640,35 @@ impl Registry {
         catalog
     }
 
+    /// The servers a sign-in would unlock for `session`: waiting for people to sign in, not
+    /// suspended, and not signed in to by this session. With `pattern`, only those whose tools'
+    /// exposed names the pattern could match.
+    pub fn servers_requiring_auth(
+        &self,
+        session: &SessionId,
+        pattern: Option<&muster_catalog::pattern::NamePattern>,
+    ) -> Vec<muster_catalog::tools::ServerAuthHint> {
+        self.read_servers()
+            .values()
+            .filter(|s| s.runtime.state == MCPServerState::AuthRequired && !s.definition.spec.suspended)
+            .filter(|s| self.session_connection(session, &s.definition.metadata.name).is_none())
+            .filter_map(|s| {
+                let d = &s.definition;
+                let prefix = d.spec.tool_prefix.clone().unwrap_or_else(|| d.metadata.name.clone());
+                let sample = self.names.server_tool(&prefix, "");
+                pattern
+                    .is_none_or(|p| p.matches(&sample))
+                    .then(|| muster_catalog::tools::ServerAuthHint {
+                        name: d.metadata.name.clone(),
+                        status: "auth_required".to_owned(),
+                        auth_tool: "core_auth_login".to_owned(),
+                        tool_prefix: Some(prefix),
+                        family: d.spec.family.as_ref().map(|f| f.name.clone()),
+                    })
+            })
+            .collect()
+    }
+
     /// The connection `session` holds to `server`, when it signed in to it.
     pub fn session_connection(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
         self.session_connections
@@ -664,6 +693,21 @@ impl Registry {
             previous.close();
         }
         self.session_changed(session);
+    }
+
+    /// Replaces the connection `session` holds to `server` (a refreshed token), without telling
+    /// the session anything changed.
+    pub(crate) fn replace_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
+        let previous = self
+            .session_connections
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(session.as_str().to_owned())
+            .or_default()
+            .insert(server.to_owned(), conn);
+        if let Some(previous) = previous {
+            previous.close();
+        }
     }
 
     /// Drops the connection `session` holds to `server`; whether it held one.
@@ -1008,6 +1052,11 @@ impl Registry {
                         entry.server_tool.clone().unwrap_or_default(),
                     ),
                 };
+                if let Some(sign_in) = &self.sign_in
+                    && self.session_connection(&call.ctx.session, &server).is_some()
+                {
+                    sign_in.refresh_if_needed(self, &call.ctx.session, &server).await?;
+                }
                 let conn = self
                     .session_connection(&call.ctx.session, &server)
                     .or_else(|| self.connection(&server))

@@ -52,6 +52,8 @@ pub struct SignInService {
     registrations: Mutex<HashMap<String, ClientRegistration>>,
     /// Grants by (session, server).
     grants: Mutex<BTreeMap<(String, String), Grant>>,
+    /// One refresh at a time per grant (a rotated refresh token must never be used twice).
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for SignInService {
@@ -75,6 +77,7 @@ impl SignInService {
                 links: Mutex::new(HashMap::new()),
                 registrations: Mutex::new(HashMap::new()),
                 grants: Mutex::new(BTreeMap::new()),
+                refreshing: tokio::sync::Mutex::new(()),
             })
         })
     }
@@ -251,12 +254,7 @@ impl SignInService {
         let view = registry
             .server(&completed.server)
             .ok_or_else(|| format!("server {} is no longer defined", completed.server))?;
-        let mut definition = view.definition;
-        definition.spec.headers.insert(
-            "Authorization".to_owned(),
-            format!("Bearer {}", completed.grant.access_token.expose()),
-        );
-        let conn = UpstreamConnection::connect(&definition, None)
+        let conn = connect_as(view.definition, &completed.grant)
             .await
             .map_err(|e| format!("signed in, but the connection to {} failed: {e}", completed.server))?;
         self.grants.lock().unwrap_or_else(|e| e.into_inner()).insert(
@@ -270,6 +268,67 @@ impl SignInService {
             format!("a session signed in to MCP server {}", completed.server),
         ));
         Ok(completed)
+    }
+
+    /// Makes sure the grant behind `session`'s connection to `server` is fresh before a call:
+    /// when its access token expires within a minute it is refreshed and the connection is
+    /// replaced with one carrying the new token. `Ok(())` when nothing was needed. A refresh the
+    /// authorization server refuses signs the session out of the server.
+    pub async fn refresh_if_needed(
+        &self,
+        registry: &Registry,
+        session: &SessionId,
+        server: &str,
+    ) -> Result<(), ToolError> {
+        let key = (session.as_str().to_owned(), server.to_owned());
+        let due = |grants: &BTreeMap<(String, String), Grant>| {
+            grants
+                .get(&key)
+                .filter(|g| g.needs_refresh(chrono::Utc::now()))
+                .cloned()
+        };
+        if due(&self.grants.lock().unwrap_or_else(|e| e.into_inner())).is_none() {
+            return Ok(());
+        }
+        let _one_at_a_time = self.refreshing.lock().await;
+        let Some(grant) = due(&self.grants.lock().unwrap_or_else(|e| e.into_inner())) else {
+            return Ok(()); // refreshed while this call waited
+        };
+        let refreshed = match grant.refresh(&self.http).await {
+            Ok(refreshed) => refreshed,
+            Err(e) => {
+                tracing::warn!(server, error = %e, "refresh refused; the session must sign in again");
+                self.grants.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                registry.remove_session_connection(session, server);
+                return Err(ToolError::invalid_arguments(format!(
+                    "your sign-in to {server} expired and could not be renewed ({e}); sign in again with core_auth_login"
+                )));
+            }
+        };
+        let view = registry
+            .server(server)
+            .ok_or_else(|| ToolError::invalid_arguments(format!("server {server} not found")))?;
+        let conn = connect_as(view.definition, &refreshed)
+            .await
+            .map_err(|reason| ToolError::ServerUnavailable {
+                server: server.to_owned(),
+                reason,
+            })?;
+        self.grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, refreshed);
+        registry.replace_session_connection(session, server, Arc::new(conn));
+        Ok(())
+    }
+
+    /// When `session`'s grant for `server` expires, if it holds one (for `core_auth_status`).
+    fn expires_at(&self, session: &SessionId, server: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(session.as_str().to_owned(), server.to_owned()))
+            .and_then(|g| g.expires_at)
     }
 
     /// Signs `session` out of `server`: revokes the grant where the authorization server can
@@ -319,11 +378,15 @@ impl SignInService {
                     .unwrap_or_else(|e| e.into_inner())
                     .get(&(session.as_str().to_owned(), name.clone()))
                     .map(|g| g.issuer.clone());
+                let expires_at = self
+                    .expires_at(session, &name)
+                    .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
                 json!({
                     "name": name,
                     "status": if connected { "connected" } else { "auth_required" },
                     "kind": "grant",
                     "issuer": issuer,
+                    "expires_at": expires_at,
                     "auth_tool": "core_auth_login",
                     "suspended": s.definition.spec.suspended,
                 })
@@ -331,6 +394,17 @@ impl SignInService {
             .collect();
         json!({"servers": servers})
     }
+}
+
+/// A connection to `definition`'s server carrying `grant`'s access token.
+async fn connect_as(mut definition: muster_core::crd::MCPServer, grant: &Grant) -> Result<UpstreamConnection, String> {
+    definition.spec.headers.insert(
+        "Authorization".to_owned(),
+        format!("Bearer {}", grant.access_token.expose()),
+    );
+    UpstreamConnection::connect(&definition, None)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 fn refused(error: AuthError) -> ToolError {

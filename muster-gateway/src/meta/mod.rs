@@ -12,7 +12,9 @@ mod envelope;
 use std::sync::Arc;
 
 use muster_catalog::{
-    CatalogError, View, prompts, resources,
+    CatalogError, View,
+    pattern::NamePattern,
+    prompts, resources,
     tools::{self, Scope},
     toolset::{DeclaredToolset, resolve},
 };
@@ -84,8 +86,22 @@ impl MetaTools {
             declared_unmatched: &unmatched,
         };
         let result = match tool {
-            MetaTool::ListTools => json_or_error(tools::list_tools(&view, &args, scope)),
-            MetaTool::FilterTools => json_or_error(tools::filter_tools(&view, &args, scope)),
+            MetaTool::ListTools => json_or_error(tools::list_tools(&view, &args, scope).map(|mut page| {
+                page.servers_requiring_auth = self.registry.servers_requiring_auth(&ctx.session, None);
+                page
+            })),
+            MetaTool::FilterTools => {
+                let case_sensitive = args.get("case_sensitive").and_then(Value::as_bool).unwrap_or(false);
+                let pattern = args
+                    .get("pattern")
+                    .and_then(Value::as_str)
+                    .filter(|p| !p.is_empty())
+                    .and_then(|p| NamePattern::new(p, case_sensitive).ok());
+                json_or_error(tools::filter_tools(&view, &args, scope).map(|mut page| {
+                    page.servers_requiring_auth = self.registry.servers_requiring_auth(&ctx.session, pattern.as_ref());
+                    page
+                }))
+            }
             MetaTool::DescribeTool => json_or_error(tools::describe_tool(&view, &args, scope)),
             MetaTool::ListCoreTools => json_or_error(tools::list_core_tools(&view, &args)),
             MetaTool::ListResources => json_result(&resources::list_resources(&view)),
@@ -121,6 +137,9 @@ impl MetaTools {
                     .to_string(),
                 ),
                 _ => {
+                    if let Some(answer) = self.sign_in_answer(&name, &ctx).await {
+                        return answer;
+                    }
                     let error = self
                         .registry
                         .unavailable_tool(&name)
@@ -135,6 +154,41 @@ impl MetaTools {
             Err(e @ ToolError::OutsideToolset { .. }) => error_result(e.to_string()),
             Err(e) => error_result(format!("Tool execution failed: {e}")),
         }
+    }
+
+    /// The `auth_required` answer of a call to a tool of a server the session has not signed in
+    /// to: an error result whose text and structured content carry the sign-in link.
+    async fn sign_in_answer(&self, name: &str, ctx: &CallContext) -> Option<CallToolResult> {
+        let service = self.registry.sign_in()?;
+        let hint = self
+            .registry
+            .servers_requiring_auth(&ctx.session, None)
+            .into_iter()
+            .find(|h| {
+                let head = self
+                    .registry
+                    .names()
+                    .server_tool(h.tool_prefix.as_deref().unwrap_or(&h.name), "");
+                name.starts_with(&head) && name.len() > head.len()
+            })?;
+        let link = match service.login(&self.registry, &ctx.session, &hint.name).await {
+            Ok(link) => link,
+            Err(e) => return Some(error_result(format!("Tool execution failed: {e}"))),
+        };
+        let url = link["authUrl"].as_str().unwrap_or_default().to_owned();
+        let answer = json!({
+            "status": "auth_required",
+            "server": hint.name,
+            "tool": name,
+            "authUrl": url,
+            "auth_tool": "core_auth_login",
+        });
+        let mut result = error_result(format!(
+            "{name} needs you to sign in to {}: open {url} and call the tool again once you are signed in.",
+            hint.name
+        ));
+        result.structured_content = Some(answer);
+        Some(result)
     }
 
     async fn get_resource(
