@@ -88,6 +88,8 @@ async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_
     let (failed, login) = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
     assert!(!failed, "{login}");
     let link = login["authUrl"].as_str().expect("a link").to_owned();
+    let (_, again) = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
+    assert_eq!(again["authUrl"], login["authUrl"], "the same link while it is valid");
     assert!(link.starts_with(&format!("{base}/oauth/proxy/start?state=")), "{link}");
     let callback = idp.sign_in(&link, "alice").await;
     assert!(
@@ -166,4 +168,54 @@ async fn sign_in_answers_clearly_when_it_is_not_configured_or_not_needed() {
     assert!(failed);
     assert!(answer.to_string().contains("OAuth is not configured"), "{answer}");
     h.stop().await;
+}
+
+#[tokio::test]
+async fn new_links_are_limited_to_ten_a_minute_per_person() {
+    let idp = OidcProvider::start();
+    let protected = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in")))
+        .serve_protected(idp.issuer())
+        .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let config = MusterConfig::default()
+        .with_aggregator(AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base.clone())));
+    let gateway = Gateway::with_supervision(
+        config,
+        vec![remote("protected", &protected.url)],
+        Vec::new(),
+        fast_supervision(),
+    )
+    .expect("valid configuration");
+    gateway.start().await;
+    let app = gateway.router();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let carol = client(&format!("{base}/mcp")).await;
+    let mut links = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        // reset_client_registration registers anew and always issues a new link.
+        let (failed, login) = core(
+            &carol,
+            "core_auth_login",
+            json!({"server": "protected", "reset_client_registration": true}),
+        )
+        .await;
+        assert!(!failed, "{login}");
+        links.insert(login["authUrl"].as_str().unwrap_or_default().to_owned());
+    }
+    assert_eq!(links.len(), 10);
+    let (failed, refused) = core(
+        &carol,
+        "core_auth_login",
+        json!({"server": "protected", "reset_client_registration": true}),
+    )
+    .await;
+    assert!(failed);
+    assert!(refused.to_string().contains("Rate limit exceeded"), "{refused}");
+    let _ = carol.cancel().await;
+    gateway.shutdown().await;
+    server.abort();
 }

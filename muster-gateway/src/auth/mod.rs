@@ -54,7 +54,14 @@ pub struct SignInService {
     grants: Mutex<BTreeMap<(String, String), Grant>>,
     /// One refresh at a time per grant (a rotated refresh token must never be used twice).
     refreshing: tokio::sync::Mutex<()>,
+    /// The link each (session, server) was last given, reused while it is valid.
+    issued: Mutex<HashMap<(String, String), (String, chrono::DateTime<chrono::Utc>)>>,
+    /// When each person asked for new links, for the rate limit.
+    attempts: Mutex<HashMap<String, std::collections::VecDeque<std::time::Instant>>>,
 }
+
+/// At most this many new sign-in links per person a minute.
+pub const LOGIN_ATTEMPTS_PER_MINUTE: usize = 10;
 
 impl std::fmt::Debug for SignInService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,6 +85,8 @@ impl SignInService {
                 registrations: Mutex::new(HashMap::new()),
                 grants: Mutex::new(BTreeMap::new()),
                 refreshing: tokio::sync::Mutex::new(()),
+                issued: Mutex::new(HashMap::new()),
+                attempts: Mutex::new(HashMap::new()),
             })
         })
     }
@@ -98,8 +107,17 @@ impl SignInService {
         Ok(format!("{}{}", self.public_url()?, self.config.callback_path))
     }
 
-    /// A sign-in link for `session` to `server`: the answer of `core_auth_login`.
-    pub async fn login(&self, registry: &Registry, session: &SessionId, server: &str) -> Result<Value, ToolError> {
+    /// A sign-in link for `session` to `server`: the answer of `core_auth_login`. The link a
+    /// session was given is given again while it is valid; new links are limited to
+    /// [`LOGIN_ATTEMPTS_PER_MINUTE`] a minute per person. `reset_registration` forgets the
+    /// gateway's dynamic registration with the server's authorization server first.
+    pub async fn login(
+        &self,
+        registry: &Registry,
+        session: &SessionId,
+        server: &str,
+        reset_registration: bool,
+    ) -> Result<Value, ToolError> {
         let view = registry
             .server(server)
             .ok_or_else(|| ToolError::invalid_arguments(format!("server {server} not found")))?;
@@ -126,6 +144,10 @@ impl SignInService {
                 "message": format!("server {server} does not require authentication"),
             }));
         }
+        if !reset_registration && let Some(answer) = self.issued_link(session, server) {
+            return Ok(answer);
+        }
+        self.count_attempt(session)?;
         let resource = view.definition.spec.url.clone().unwrap_or_default();
         let pinned = auth.and_then(|a| a.authorization_server.as_ref());
         let mut advertised_scopes = Vec::new();
@@ -168,6 +190,12 @@ impl SignInService {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
+        if reset_registration {
+            self.registrations
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&metadata.issuer);
+        }
         let client = self.client_for(&metadata, Some(&scope)).await?;
         let started = self
             .flows
@@ -188,6 +216,10 @@ impl SignInService {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(started.state.clone(), started.url.to_string());
+        self.issued.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            (session.as_str().to_owned(), server.to_owned()),
+            (started.state.clone(), started.expires_at),
+        );
         Ok(json!({
             "server": server,
             "status": "auth_required",
@@ -196,6 +228,47 @@ impl SignInService {
             "expires_at": started.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             "message": format!("Open this link to sign in to {server}: {link}"),
         }))
+    }
+
+    /// The answer with the link `session` was already given for `server`, while it is valid.
+    fn issued_link(&self, session: &SessionId, server: &str) -> Option<Value> {
+        let (state, expires_at) = self
+            .issued
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(session.as_str().to_owned(), server.to_owned()))
+            .cloned()?;
+        if expires_at <= chrono::Utc::now() || self.authorization_url(&state).is_none() {
+            return None;
+        }
+        let link = format!("{}/oauth/proxy/start?state={state}", self.public_url().ok()?);
+        Some(json!({
+            "server": server,
+            "status": "auth_required",
+            "authUrl": link,
+            "expires_at": expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "message": format!("Open this link to sign in to {server}: {link}"),
+        }))
+    }
+
+    /// Counts a request for a new link by `session`'s person; refused over the limit.
+    fn count_attempt(&self, session: &SessionId) -> Result<(), ToolError> {
+        let window = std::time::Duration::from_secs(60);
+        let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
+        let mine = attempts.entry(session.as_str().to_owned()).or_default();
+        while mine.front().is_some_and(|at| at.elapsed() >= window) {
+            mine.pop_front();
+        }
+        if mine.len() >= LOGIN_ATTEMPTS_PER_MINUTE {
+            let wait = mine
+                .front()
+                .map_or(60, |at| window.saturating_sub(at.elapsed()).as_secs() + 1);
+            return Err(ToolError::invalid_arguments(format!(
+                "Rate limit exceeded: at most {LOGIN_ATTEMPTS_PER_MINUTE} sign-in attempts a minute. Remaining attempts: 0; try again in {wait}s"
+            )));
+        }
+        mine.push_back(std::time::Instant::now());
+        Ok(())
     }
 
     /// The gateway's client with `metadata`'s issuer: the configured client id, else a stored
@@ -207,6 +280,14 @@ impl SignInService {
     ) -> Result<ClientRegistration, ToolError> {
         if let Some(id) = &self.config.client_id {
             return Ok(ClientRegistration::pre_registered(id.clone(), None));
+        }
+        if metadata.client_id_metadata_document_supported {
+            // The gateway's client id is the URL of the document it serves.
+            return Ok(ClientRegistration::metadata_document(format!(
+                "{}{}",
+                self.public_url()?,
+                self.config.cimd.path
+            )));
         }
         if let Some(known) = self
             .registrations
@@ -250,6 +331,10 @@ impl SignInService {
             .complete(&self.http, callback)
             .await
             .map_err(|e| e.to_string())?;
+        self.issued
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(completed.session.clone(), completed.server.clone()));
         let session = SessionId::new(&completed.session);
         let view = registry
             .server(&completed.server)

@@ -37,6 +37,10 @@ pub struct NameArg {
 pub struct ServerArg {
     /// The MCP server to sign in to or out of.
     pub server: String,
+    /// `core_auth_login` only: discard the gateway's stored dynamic client registration with the
+    /// server's authorization server and register anew (when sign-ins fail with invalid_client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_client_registration: Option<bool>,
 }
 
 /// The arguments of `core_auth_status`.
@@ -345,7 +349,13 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
             })?;
             let session = &call.ctx.session;
             match tool {
-                CoreTool::AuthLogin => service.login(registry, session, required_server(args)?).await?,
+                CoreTool::AuthLogin => {
+                    let reset = args
+                        .get("reset_client_registration")
+                        .and_then(serde_json::Value::as_bool)
+                        .unwrap_or(false);
+                    service.login(registry, session, required_server(args)?, reset).await?
+                }
                 CoreTool::AuthLogout => service.logout(registry, session, required_server(args)?).await?,
                 _ => service.status(registry, session),
             }

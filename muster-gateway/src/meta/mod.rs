@@ -171,7 +171,7 @@ impl MetaTools {
                     .server_tool(h.tool_prefix.as_deref().unwrap_or(&h.name), "");
                 name.starts_with(&head) && name.len() > head.len()
             })?;
-        let link = match service.login(&self.registry, &ctx.session, &hint.name).await {
+        let link = match service.login(&self.registry, &ctx.session, &hint.name, false).await {
             Ok(link) => link,
             Err(e) => return Some(error_result(format!("Tool execution failed: {e}"))),
         };
