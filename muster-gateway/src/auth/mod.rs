@@ -55,10 +55,13 @@ pub struct SignInService {
     /// One refresh at a time per grant (a rotated refresh token must never be used twice).
     refreshing: tokio::sync::Mutex<()>,
     /// The link each (session, server) was last given, reused while it is valid.
-    issued: Mutex<HashMap<(String, String), (String, chrono::DateTime<chrono::Utc>)>>,
+    issued: Mutex<HashMap<(String, String), IssuedLink>>,
     /// When each person asked for new links, for the rate limit.
     attempts: Mutex<HashMap<String, std::collections::VecDeque<std::time::Instant>>>,
 }
+
+/// A link given to a session: its state and when it expires.
+type IssuedLink = (String, chrono::DateTime<chrono::Utc>);
 
 /// At most this many new sign-in links per person a minute.
 pub const LOGIN_ATTEMPTS_PER_MINUTE: usize = 10;
