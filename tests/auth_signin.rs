@@ -38,8 +38,32 @@ async fn tools_of(client: &RunningService<RoleClient, ()>) -> Vec<String> {
     tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null))
 }
 
+/// Collects everything the gateway logs (this test runs on one thread, so a thread-default
+/// subscriber sees every task).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[tokio::test]
 async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_signs_out() {
+    let logs = Logs::default();
+    let sink = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+
     // Access tokens live 5 s: every call finds its token due for a refresh (a minute's margin).
     let idp = OidcProvider::start_with_env(&[("OIDC_ACCESS_TTL", "5")]);
     let protected = ScriptedServer::builder()
@@ -148,6 +172,26 @@ async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_
         .unwrap_or_default()
         .to_owned();
     assert!(second_expiry > first_expiry, "{first_expiry} -> {second_expiry}");
+
+    // No token or code reached a log line or an event.
+    let code = callback
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.into_owned())
+        .expect("the callback carried a code");
+    let (_, events) = core(&alice, "core_events", json!({"limit": 500})).await;
+    let events = events.to_string();
+    let logged = String::from_utf8_lossy(&logs.0.lock().expect("lock")).into_owned();
+    assert!(
+        logged.len() > 10_000,
+        "the gateway's logs were captured ({} bytes)",
+        logged.len()
+    );
+    for (what, text) in [("the logs", &logged), ("the events", &events)] {
+        assert!(!text.contains(&code), "the authorization code is in {what}");
+        // Every JWT starts with the base64 of `{"`.
+        assert!(!text.contains("eyJ"), "a JWT is in {what}");
+    }
 
     // Signing out revokes the grant at the provider and takes the tools away.
     let (failed, out) = core(&alice, "core_auth_logout", json!({"server": "protected"})).await;
