@@ -92,6 +92,10 @@ pub struct Principal {
     pub issuer: Option<String>,
     /// The caller's e-mail claim, when the token carried one.
     pub email: Option<String>,
+    /// The client the token was issued to (`azp` or `client_id`), when known.
+    pub authorized_party: Option<String>,
+    /// The actor chain (RFC 8693 `act`), when the token carried one, as JSON.
+    pub actor: Option<String>,
 }
 
 impl Principal {
@@ -101,7 +105,21 @@ impl Principal {
             subject: subject.into(),
             issuer: None,
             email: None,
+            authorized_party: None,
+            actor: None,
         }
+    }
+
+    /// Sets the authorized party.
+    pub fn with_authorized_party(mut self, party: impl Into<String>) -> Self {
+        self.authorized_party = Some(party.into());
+        self
+    }
+
+    /// Sets the actor chain.
+    pub fn with_actor(mut self, actor: impl Into<String>) -> Self {
+        self.actor = Some(actor.into());
+        self
     }
 
     /// Sets the issuer.

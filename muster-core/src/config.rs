@@ -1,23 +1,23 @@
 //! The types of muster's `config.yaml`.
 //!
 //! Every key has a default, so an empty file is a valid configuration. Keys this version
-//! does not know (sections later versions add, such as `aggregator.oauth.server`,
-//! `aggregator.admin` or `exposure`) are accepted and ignored; [`unknown_keys`] lists them
-//! so the loader can warn. `aggregator.oauth.mcpClient` (people signing in to downstream
-//! servers through the gateway) is read.
+//! does not know (sections later versions add, such as `aggregator.admin` or `exposure`) are
+//! accepted and ignored; [`unknown_keys`] lists them so the loader can warn.
+//! `aggregator.oauth.mcpClient` (people signing in to downstream servers through the gateway)
+//! and `aggregator.oauth.server` (bearer tokens of trusted issuers on `/mcp`) are read.
 //!
 //! ```
 //! use muster_core::config::{MusterConfig, Transport, unknown_keys};
 //!
 //! let doc = serde_json::json!({
-//!     "aggregator": { "port": 9090, "transport": "sse", "oauth": { "server": {} } },
+//!     "aggregator": { "port": 9090, "transport": "sse", "oauth": { "server": { "enabled": false } } },
 //!     "kubernetes": true
 //! });
 //! let config: MusterConfig = serde_json::from_value(doc.clone())?;
 //! assert_eq!(config.aggregator.port, 9090);
 //! assert_eq!(config.aggregator.host, "localhost"); // the default
 //! assert_eq!(config.aggregator.transport, Transport::Sse);
-//! assert_eq!(unknown_keys(&doc), ["aggregator.oauth.server"]);
+//! assert_eq!(unknown_keys(&doc), Vec::<String>::new());
 //! config.validate_config()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -44,7 +44,7 @@ const KNOWN_TOP_LEVEL: [&str; 4] = ["aggregator", "namespace", "kubernetes", "to
 /// Keys of the `aggregator` section this version knows.
 const KNOWN_AGGREGATOR: [&str; 6] = ["port", "host", "transport", "musterPrefix", "enabled", "oauth"];
 /// Keys of `aggregator.oauth` this version reads.
-const KNOWN_OAUTH: [&str; 1] = ["mcpClient"];
+const KNOWN_OAUTH: [&str; 2] = ["mcpClient", "server"];
 
 /// Default of `aggregator.oauth.mcpClient.callbackPath`.
 pub const DEFAULT_CALLBACK_PATH: &str = "/oauth/proxy/callback";
@@ -61,6 +61,93 @@ pub struct OAuthConfig {
     /// The gateway as an OAuth client of downstream servers' authorization servers: people
     /// sign in to those servers through it.
     pub mcp_client: McpClientConfig,
+    /// The gateway as an OAuth protected resource: `/mcp` wants a bearer token of a trusted
+    /// issuer.
+    pub server: OAuthServerConfig,
+}
+
+/// `aggregator.oauth.server`: front-door protection of `/mcp`. Go muster's keys for running
+/// its own authorization server (`provider`, `dex`, `storage`, ...) are accepted and not used:
+/// this gateway validates tokens of trusted issuers instead.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[non_exhaustive]
+pub struct OAuthServerConfig {
+    /// Whether `/mcp` requires a bearer token. Default false.
+    pub enabled: bool,
+    /// The gateway's public base URL; the protected resource is `<baseUrl>/mcp` unless
+    /// `resourceIdentifier` says otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The resource identifier tokens must be issued for (their `aud`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_identifier: Option<String>,
+    /// Issuers whose tokens are accepted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trusted_issuers: Vec<TrustedIssuerConfig>,
+    /// Further audiences accepted besides the resource identifier.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trusted_audiences: Vec<String>,
+}
+
+impl OAuthServerConfig {
+    /// Front-door protection at `base_url` trusting `issuers`.
+    pub fn trusting(base_url: impl Into<String>, issuers: Vec<String>) -> Self {
+        Self {
+            enabled: true,
+            base_url: Some(base_url.into()),
+            trusted_issuers: issuers.into_iter().map(TrustedIssuerConfig::from).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// The protected resource: `resourceIdentifier`, else `<baseUrl>/mcp`.
+    pub fn resource(&self) -> Option<String> {
+        self.resource_identifier.clone().or_else(|| {
+            self.base_url
+                .as_deref()
+                .map(|b| format!("{}/mcp", b.trim_end_matches('/')))
+        })
+    }
+}
+
+/// One trusted issuer: its URL, or `{issuer, jwksUri?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum TrustedIssuerConfig {
+    /// Just the issuer URL.
+    Url(String),
+    /// The issuer with where its keys are.
+    Detailed {
+        /// The issuer URL.
+        issuer: String,
+        /// Its JWKS, when not discovered.
+        #[serde(default, rename = "jwksUri", skip_serializing_if = "Option::is_none")]
+        jwks_uri: Option<String>,
+    },
+}
+
+impl TrustedIssuerConfig {
+    /// The issuer URL.
+    pub fn issuer(&self) -> &str {
+        match self {
+            Self::Url(issuer) | Self::Detailed { issuer, .. } => issuer,
+        }
+    }
+
+    /// Where its keys are, when configured.
+    pub fn jwks_uri(&self) -> Option<&str> {
+        match self {
+            Self::Url(_) => None,
+            Self::Detailed { jwks_uri, .. } => jwks_uri.as_deref(),
+        }
+    }
+}
+
+impl From<String> for TrustedIssuerConfig {
+    fn from(issuer: String) -> Self {
+        Self::Url(issuer)
+    }
 }
 
 /// `aggregator.oauth.mcpClient`.
@@ -304,6 +391,12 @@ impl AggregatorConfig {
         self
     }
 
+    /// Sets `oauth.server`.
+    pub fn with_oauth_server(mut self, server: OAuthServerConfig) -> Self {
+        self.oauth.server = server;
+        self
+    }
+
     fn validate_into(&self, errors: &mut ValidationErrors) {
         if self.host.trim().is_empty() {
             errors.push("aggregator.host", "aggregator.host must not be empty");
@@ -477,7 +570,7 @@ aggregator:
         let doc = r#"
 aggregator:
   port: 8090
-  oauth: {server: {enabled: true}}
+  oauth: {server: {enabled: false}, provider: dex}
   admin: {enabled: true, port: 9999}
 exposure: {mode: all}
 kubernetes: false
@@ -485,7 +578,10 @@ kubernetes: false
         let config = parse(doc);
         assert_eq!(config.aggregator.port, 8090);
         let raw: serde_json::Value = serde_saphyr::from_str(doc).expect("parses");
-        assert_eq!(unknown_keys(&raw), ["aggregator.admin", "aggregator.oauth.server", "exposure"]);
+        assert_eq!(
+            unknown_keys(&raw),
+            ["aggregator.admin", "aggregator.oauth.provider", "exposure"]
+        );
         assert!(unknown_keys(&json!({"aggregator": {"port": 1}, "namespace": "a"})).is_empty());
         assert!(unknown_keys(&json!(null)).is_empty());
     }

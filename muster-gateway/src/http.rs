@@ -1,4 +1,7 @@
-//! The HTTP front: MCP over streamable HTTP at `/mcp` and `GET /health`, as one axum router.
+//! The HTTP front: MCP over streamable HTTP at `/mcp` and `GET /health`, as one axum router;
+//! with `aggregator.oauth.server` enabled, `/mcp` is an OAuth protected resource (bearer JWTs of
+//! the trusted issuers, RFC 9728 metadata), and with `aggregator.oauth.mcpClient` the sign-in
+//! routes are added.
 //!
 //! ```no_run
 //! # async fn run(gateway: muster_gateway::Gateway) -> std::io::Result<()> {
@@ -19,6 +22,12 @@ use rmcp::transport::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use muster_auth::{
+    jwt::{JwtValidator, TrustedIssuer},
+    resource::{BearerAuthLayer, ProtectedResource},
+};
+use muster_core::config::OAuthServerConfig;
+
 use crate::{meta::MetaTools, registry::Registry};
 
 /// The path MCP is served at.
@@ -37,13 +46,56 @@ pub fn router(registry: Arc<Registry>, tools: BoxToolService, shutdown: Cancella
         config,
     );
     let sign_in = crate::auth::routes(Arc::clone(&registry));
-    Router::new()
-        .nest_service(
-            MCP_PATH,
-            tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp),
-        )
+    let mut mcp_router = Router::new().nest_service(
+        MCP_PATH,
+        tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp),
+    );
+    if let Some((layer, metadata)) = front_door(&registry.config().aggregator.oauth.server) {
+        mcp_router = mcp_router.layer(layer).merge(metadata);
+    }
+    mcp_router
         .route(HEALTH_PATH, get(move || health(Arc::clone(&registry))))
         .merge(sign_in)
+}
+
+/// The bearer check of `/mcp` and its metadata route, when `config` enables them. Enabled with
+/// no trusted issuer, every request is refused (fail closed) and the log says why.
+fn front_door(config: &OAuthServerConfig) -> Option<(BearerAuthLayer, Router)> {
+    if !config.enabled {
+        return None;
+    }
+    let resource = config.resource().unwrap_or_else(|| {
+        tracing::error!(
+            "aggregator.oauth.server is enabled without baseUrl or resourceIdentifier; tokens cannot name this gateway"
+        );
+        String::new()
+    });
+    if config.trusted_issuers.is_empty() {
+        tracing::error!(
+            "aggregator.oauth.server is enabled without trustedIssuers: this gateway runs no authorization server of \
+             its own, so /mcp refuses every request until trusted issuers are configured"
+        );
+    }
+    let issuers: Vec<TrustedIssuer> = config
+        .trusted_issuers
+        .iter()
+        .map(|t| {
+            let mut trusted = TrustedIssuer::new(t.issuer()).with_audience(resource.clone());
+            for audience in &config.trusted_audiences {
+                trusted = trusted.with_audience(audience.clone());
+            }
+            match t.jwks_uri() {
+                Some(uri) => trusted.with_jwks_uri(uri),
+                None => trusted,
+            }
+        })
+        .collect();
+    let protected = ProtectedResource::new(
+        resource,
+        config.trusted_issuers.iter().map(|t| t.issuer().to_owned()).collect(),
+    );
+    let layer = BearerAuthLayer::new(JwtValidator::new(issuers), &protected);
+    Some((layer, protected.metadata_route()))
 }
 
 async fn health(registry: Arc<Registry>) -> Json<Value> {

@@ -104,6 +104,51 @@ impl OidcProvider {
         &self.issuer
     }
 
+    /// An access token for `resource` issued to `login`, obtained the way the gateway's OAuth
+    /// client does it (discovery, dynamic registration, PKCE sign-in, code exchange).
+    pub async fn token_for(&self, resource: &str, login: &str) -> String {
+        use muster::auth::oauth::{
+            discovery::authorization_server_metadata,
+            flow::{Callback, SignInRequest, SignIns},
+            http::OAuthHttp,
+            registration::{ClientMetadata, register},
+        };
+        let http = OAuthHttp::new();
+        let metadata = authorization_server_metadata(&http, self.issuer())
+            .await
+            .expect("metadata");
+        let redirect = "http://127.0.0.1:9/callback".to_owned();
+        let client = register(
+            &http,
+            &metadata,
+            &ClientMetadata {
+                client_name: "test client".into(),
+                redirect_uri: redirect.clone(),
+                scope: Some("openid".into()),
+            },
+        )
+        .await
+        .expect("registered");
+        let flows = SignIns::new();
+        let started = flows
+            .start(SignInRequest {
+                session: "test".into(),
+                owner: "test".into(),
+                server: "test".into(),
+                metadata,
+                client,
+                redirect_uri: redirect,
+                resource: resource.to_owned(),
+                scope: Some("openid".into()),
+                expected_issuer: None,
+            })
+            .expect("a link");
+        let callback = self.sign_in(started.url.as_str(), login).await;
+        let callback = Callback::from_query(callback.query().unwrap_or_default());
+        let done = flows.complete(&http, &callback).await.expect("a token");
+        done.grant.access_token.expose().to_owned()
+    }
+
     /// Signs `login` in (any password works) through the provider's login and consent pages,
     /// starting at `authorization_url`: the provider's authorization URL, or a link of the client
     /// that redirects to it. Redirects are followed by hand with a cookie jar of this sign-in only,

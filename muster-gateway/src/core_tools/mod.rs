@@ -341,7 +341,22 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
         CoreTool::WorkflowValidate => return workflows::validate(registry, args),
         CoreTool::WorkflowExecutionList => workflows::execution_list(registry, args).await?,
         CoreTool::WorkflowExecutionGet => workflows::execution_get(registry, args).await?,
-        CoreTool::AuthLogin | CoreTool::AuthLogout | CoreTool::AuthStatus => {
+        CoreTool::AuthStatus => {
+            let mut status = match registry.sign_in() {
+                Some(service) => service.status(registry, &call.ctx.session),
+                None => serde_json::json!({"servers": []}),
+            };
+            if let Some(principal) = &call.ctx.principal {
+                status["principal"] = serde_json::json!({
+                    "subject": principal.subject,
+                    "issuer": principal.issuer,
+                    "email": principal.email,
+                    "authorized_party": principal.authorized_party,
+                });
+            }
+            status
+        }
+        CoreTool::AuthLogin | CoreTool::AuthLogout => {
             let service = registry.sign_in().ok_or_else(|| {
                 ToolError::invalid_arguments(
                     "OAuth is not configured: enable aggregator.oauth.mcpClient (enabled, publicUrl) in config.yaml",
@@ -356,8 +371,7 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
                         .unwrap_or(false);
                     service.login(registry, session, required_server(args)?, reset).await?
                 }
-                CoreTool::AuthLogout => service.logout(registry, session, required_server(args)?).await?,
-                _ => service.status(registry, session),
+                _ => service.logout(registry, session, required_server(args)?).await?,
             }
         }
     };

@@ -19,7 +19,8 @@ use muster_catalog::{
     toolset::{DeclaredToolset, resolve},
 };
 use muster_core::{
-    BoxToolService, CallContext, JsonObject, ProgressSink, SessionId, ToolCall, ToolError, call::ProgressUpdate,
+    BoxToolService, CallContext, JsonObject, Principal, ProgressSink, SessionId, ToolCall, ToolError,
+    call::ProgressUpdate,
 };
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -280,6 +281,19 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
         .map(SessionId::new)
         .unwrap_or_default();
     let mut call_ctx = CallContext::for_session(session).with_cancellation(ctx.ct.clone());
+    if let Some(claims) = parts.and_then(|p| p.extensions.get::<muster_auth::jwt::Claims>()) {
+        let mut principal = Principal::new(claims.sub.clone()).with_issuer(claims.iss.clone());
+        if let Some(email) = &claims.email {
+            principal = principal.with_email(email.clone());
+        }
+        if let Some(party) = claims.azp.as_ref().or(claims.client_id.as_ref()) {
+            principal = principal.with_authorized_party(party.clone());
+        }
+        if let Some(actor) = &claims.act {
+            principal = principal.with_actor(actor.to_string());
+        }
+        call_ctx = call_ctx.with_principal(principal);
+    }
     let declared = parts.and_then(|p| {
         p.extensions
             .get::<DeclaredToolset>()
