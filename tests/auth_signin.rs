@@ -215,7 +215,7 @@ async fn sign_in_answers_clearly_when_it_is_not_configured_or_not_needed() {
 }
 
 #[tokio::test]
-async fn new_links_are_limited_to_ten_a_minute_per_person() {
+async fn new_links_are_limited_to_ten_a_minute_per_person_and_redirects_must_be_allowed() {
     let idp = OidcProvider::start();
     let protected = ScriptedServer::builder()
         .tool("whoami", true, |_| Ok(json!("you are in")))
@@ -223,8 +223,9 @@ async fn new_links_are_limited_to_ten_a_minute_per_person() {
         .await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let config = MusterConfig::default()
-        .with_aggregator(AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base.clone())));
+    let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_mcp_client(
+        McpClientConfig::enabled_at(base.clone()).allowing_redirects(vec!["http://127.0.0.1:9/done".to_owned()]),
+    ));
     let gateway = Gateway::with_supervision(
         config,
         vec![remote("protected", &protected.url)],
@@ -259,6 +260,31 @@ async fn new_links_are_limited_to_ten_a_minute_per_person() {
     .await;
     assert!(failed);
     assert!(refused.to_string().contains("Rate limit exceeded"), "{refused}");
+
+    // After a sign-in the browser may be sent on, but only where the allowlist says.
+    let link = links.iter().next().cloned().unwrap_or_default();
+    let no_follow = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let foreign = no_follow
+        .get(format!("{link}&redirect=https%3A%2F%2Fevil.example%2Fdone"))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(foreign.status(), 400);
+    let callback = idp
+        .sign_in(
+            &format!("{link}&redirect=http%3A%2F%2F127.0.0.1%3A9%2Fdone%2Fhere"),
+            "carol",
+        )
+        .await;
+    let done = no_follow.get(callback.as_str()).send().await.expect("answers");
+    assert!(done.status().is_redirection(), "{}", done.status());
+    assert_eq!(
+        done.headers().get("location").and_then(|v| v.to_str().ok()),
+        Some("http://127.0.0.1:9/done/here")
+    );
     let _ = carol.cancel().await;
     gateway.shutdown().await;
     server.abort();

@@ -187,6 +187,12 @@ impl Default for McpClientConfig {
 }
 
 impl McpClientConfig {
+    /// Allows sending the browser to URLs under `prefixes` after a sign-in.
+    pub fn allowing_redirects(mut self, prefixes: Vec<String>) -> Self {
+        self.post_login_redirect_allowlist = prefixes;
+        self
+    }
+
     /// Enables sign-in with the gateway reachable at `public_url`.
     pub fn enabled_at(public_url: impl Into<String>) -> Self {
         Self {

@@ -48,6 +48,8 @@ pub struct SignInService {
     flows: SignIns,
     /// Authorization URL of each link, by state.
     links: Mutex<HashMap<String, String>>,
+    /// Where to send the browser after the sign-in of a link, by state (allowlisted).
+    redirects: Mutex<HashMap<String, String>>,
     /// The gateway's registration with each authorization server, by issuer.
     registrations: Mutex<HashMap<String, ClientRegistration>>,
     /// Grants by (session, server).
@@ -85,6 +87,7 @@ impl SignInService {
                 http: OAuthHttp::new(),
                 flows: SignIns::new(),
                 links: Mutex::new(HashMap::new()),
+                redirects: Mutex::new(HashMap::new()),
                 registrations: Mutex::new(HashMap::new()),
                 grants: Mutex::new(BTreeMap::new()),
                 refreshing: tokio::sync::Mutex::new(()),
@@ -318,17 +321,47 @@ impl SignInService {
         Ok(registered)
     }
 
+    /// Remembers where to send the browser after link `state`'s sign-in: `redirect` must start
+    /// with an entry of `postLoginRedirectAllowlist` (scheme, host and port exactly, then a path
+    /// prefix).
+    pub(crate) fn remember_redirect(&self, state: &str, redirect: &str) -> Result<(), String> {
+        let target = url::Url::parse(redirect).map_err(|e| format!("{redirect:?} is not a URL: {e}"))?;
+        let allowed = self.config.post_login_redirect_allowlist.iter().any(|entry| {
+            url::Url::parse(entry)
+                .is_ok_and(|allowed| allowed.origin() == target.origin() && target.path().starts_with(allowed.path()))
+        });
+        if !allowed {
+            return Err(format!(
+                "{redirect} is not in aggregator.oauth.mcpClient.postLoginRedirectAllowlist"
+            ));
+        }
+        if self.authorization_url(state).is_none() {
+            return Err("the sign-in link is unknown or expired".to_owned());
+        }
+        self.redirects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(state.to_owned(), target.to_string());
+        Ok(())
+    }
+
     /// The authorization URL of link `state`, while it is valid.
     pub(crate) fn authorization_url(&self, state: &str) -> Option<String> {
         self.links.lock().unwrap_or_else(|e| e.into_inner()).get(state).cloned()
     }
 
-    /// Completes the sign-in `callback` answers: the grant is kept for the session that asked,
+    /// Completes the sign-in `callback` answers (with where to send the browser next, when its
+    /// link asked for an allowed redirect): the grant is kept for the session that asked,
     /// which gets its own connection to the server.
-    pub(crate) async fn complete(&self, registry: &Registry, callback: &Callback) -> Result<CompletedSignIn, String> {
-        if let Some(state) = &callback.state {
+    pub(crate) async fn complete(
+        &self,
+        registry: &Registry,
+        callback: &Callback,
+    ) -> Result<(CompletedSignIn, Option<String>), String> {
+        let redirect = callback.state.as_ref().and_then(|state| {
             self.links.lock().unwrap_or_else(|e| e.into_inner()).remove(state);
-        }
+            self.redirects.lock().unwrap_or_else(|e| e.into_inner()).remove(state)
+        });
         let completed = self
             .flows
             .complete(&self.http, callback)
@@ -355,7 +388,7 @@ impl SignInService {
             reasons::MCP_SERVER_AUTHENTICATED,
             format!("a session signed in to MCP server {}", completed.server),
         ));
-        Ok(completed)
+        Ok((completed, redirect))
     }
 
     /// Makes sure the grant behind `session`'s connection to `server` is fresh before a call:

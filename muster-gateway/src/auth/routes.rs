@@ -42,13 +42,22 @@ pub fn routes(registry: Arc<Registry>) -> Router {
 }
 
 async fn start(State(registry): State<Arc<Registry>>, RawQuery(query): RawQuery) -> Response {
-    let state = query.as_deref().and_then(|q| {
-        url::form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == "state")
-            .map(|(_, v)| v.into_owned())
-    });
-    let target = state.and_then(|s| registry.sign_in().and_then(|service| service.authorization_url(&s)));
-    match target {
+    let param = |name: &str| {
+        query.as_deref().and_then(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.into_owned())
+        })
+    };
+    let (Some(service), Some(state)) = (registry.sign_in(), param("state")) else {
+        return page(StatusCode::NOT_FOUND, "This sign-in link is unknown or expired", "");
+    };
+    if let Some(redirect) = param("redirect")
+        && let Err(reason) = service.remember_redirect(&state, &redirect)
+    {
+        return page(StatusCode::BAD_REQUEST, "This redirect is not allowed", &reason);
+    }
+    match service.authorization_url(&state) {
         Some(url) => Redirect::to(&url).into_response(),
         None => page(
             StatusCode::NOT_FOUND,
@@ -64,7 +73,11 @@ async fn callback(State(registry): State<Arc<Registry>>, RawQuery(query): RawQue
     };
     let callback = Callback::from_query(query.as_deref().unwrap_or_default());
     match service.complete(&registry, &callback).await {
-        Ok(done) => page(
+        Ok((done, Some(redirect))) => {
+            tracing::info!(server = %done.server, "signed in; sending the browser to its allowed redirect");
+            Redirect::to(&redirect).into_response()
+        }
+        Ok((done, None)) => page(
             StatusCode::OK,
             &format!("Signed in to {}", done.server),
             "You can close this window and return to your agent.",
