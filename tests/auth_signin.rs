@@ -289,3 +289,122 @@ async fn new_links_are_limited_to_ten_a_minute_per_person_and_redirects_must_be_
     gateway.shutdown().await;
     server.abort();
 }
+
+/// A 2025-11-25 client that declares URL elicitation and records the completions it is told.
+#[derive(Clone, Default)]
+struct UrlElicitingClient {
+    completed: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl rmcp::ClientHandler for UrlElicitingClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        use rmcp::model::{
+            ClientCapabilities, ElicitationCapability, Implementation, InitializeRequestParams, ProtocolVersion,
+            UrlElicitationCapability,
+        };
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
+        InitializeRequestParams::new(capabilities, Implementation::new("url-eliciting-client", "1"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: rmcp::model::CustomNotification,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        if notification.method == "notifications/elicitation/complete" {
+            self.completed
+                .lock()
+                .expect("lock")
+                .push(notification.params.unwrap_or_default());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_declared_url_elicitation_is_asked_to_open_the_link_and_told_when_it_completed() {
+    let idp = OidcProvider::start();
+    let protected = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in")))
+        .serve_protected(idp.issuer())
+        .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let config = MusterConfig::default()
+        .with_aggregator(AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base.clone())));
+    let gateway = Gateway::with_supervision(
+        config,
+        vec![remote("protected", &protected.url)],
+        Vec::new(),
+        fast_supervision(),
+    )
+    .expect("valid configuration");
+    gateway.start().await;
+    let app = gateway.router();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let handler = UrlElicitingClient::default();
+    let client = handler
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(format!("{base}/mcp")))
+        .await
+        .expect("connects");
+    let call = || {
+        let mut args = serde_json::Map::new();
+        args.insert("name".into(), json!("x_protected_whoami"));
+        args.insert("arguments".into(), json!({}));
+        client.call_tool(rmcp::model::CallToolRequestParams::new("call_tool").with_arguments(args))
+    };
+
+    // The call is answered with URLElicitationRequiredError, the link in its data.
+    let error = match call().await {
+        Err(rmcp::ServiceError::McpError(e)) => e,
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    assert_eq!(error.code.0, -32042);
+    let elicitation = error
+        .data
+        .as_ref()
+        .map(|d| d["elicitations"][0].clone())
+        .unwrap_or_default();
+    assert_eq!(elicitation["mode"], "url");
+    let url = elicitation["url"].as_str().unwrap_or_default().to_owned();
+    let id = elicitation["elicitationId"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        url.starts_with(&format!("{base}/oauth/proxy/start?state=")) && !id.is_empty(),
+        "{elicitation}"
+    );
+    // A retry before the sign-in gets the same elicitation.
+    match call().await {
+        Err(rmcp::ServiceError::McpError(again)) => {
+            assert_eq!(
+                again.data.map(|d| d["elicitations"][0]["elicitationId"].clone()),
+                Some(json!(id))
+            );
+        }
+        other => panic!("expected -32042 again, got {other:?}"),
+    }
+
+    // The person opens the link; the client is told the elicitation completed; the retry runs.
+    let callback = idp.sign_in(&url, "erin").await;
+    assert_eq!(reqwest::get(callback.as_str()).await.expect("answers").status(), 200);
+    assert!(
+        common::eventually(5, || async {
+            handler
+                .completed
+                .lock()
+                .expect("lock")
+                .contains(&json!({"elicitationId": id}))
+        })
+        .await,
+        "no notifications/elicitation/complete for {id}"
+    );
+    let result = call().await.expect("the retry runs");
+    assert!(text(&result).contains("you are in"), "{}", text(&result));
+
+    let _ = client.cancel().await;
+    gateway.shutdown().await;
+    server.abort();
+}

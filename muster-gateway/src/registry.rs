@@ -726,6 +726,27 @@ impl Registry {
         held
     }
 
+    /// Tells `session` that the URL elicitation `elicitation_id` completed
+    /// (`notifications/elicitation/complete`).
+    pub(crate) fn notify_elicitation_complete(&self, session: &SessionId, elicitation_id: &str) {
+        let peer = self
+            .session_peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+            .cloned();
+        if let Some(peer) = peer {
+            let notification =
+                rmcp::model::ServerNotification::CustomNotification(rmcp::model::CustomNotification::new(
+                    "notifications/elicitation/complete",
+                    Some(serde_json::json!({"elicitationId": elicitation_id})),
+                ));
+            tokio::spawn(async move {
+                let _ = peer.send_notification(notification).await;
+            });
+        }
+    }
+
     fn session_changed(&self, session: &SessionId) {
         self.session_catalogs
             .write()

@@ -383,6 +383,10 @@ impl SignInService {
             completed.grant.clone(),
         );
         registry.install_session_connection(&session, &completed.server, Arc::new(conn));
+        if let Some(state) = &callback.state {
+            // The link's state is the elicitation id a 2025-11-25 client was given.
+            registry.notify_elicitation_complete(&session, state);
+        }
         registry.emit(Event::mcp_server(
             &completed.server,
             reasons::MCP_SERVER_AUTHENTICATED,

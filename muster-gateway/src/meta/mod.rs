@@ -335,6 +335,40 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
     (call_ctx, relay)
 }
 
+/// JSON-RPC error code of URLElicitationRequiredError (MCP 2025-11-25).
+pub const URL_ELICITATION_REQUIRED: i32 = -32042;
+
+/// For a 2025-11-25 client that declared URL elicitation, the `auth_required` answer becomes
+/// the URLElicitationRequiredError carrying the sign-in link, so the link goes to the person,
+/// not to the model. Its `elicitationId` is the link's state: the same for every call answered
+/// with that link; `notifications/elicitation/complete` names it once the sign-in completed.
+fn url_elicitation_required(result: &CallToolResult, ctx: &RequestContext<RoleServer>) -> Option<McpError> {
+    let answer = result.structured_content.as_ref()?;
+    if result.is_error != Some(true) || answer.get("status").and_then(Value::as_str) != Some("auth_required") {
+        return None;
+    }
+    let info = ctx.peer.peer_info()?;
+    let declared_url = info.capabilities.elicitation.as_ref().is_some_and(|e| e.url.is_some());
+    if !declared_url || info.protocol_version != rmcp::model::ProtocolVersion::V_2025_11_25 {
+        return None;
+    }
+    let url = answer.get("authUrl").and_then(Value::as_str)?;
+    let id = url
+        .split("state=")
+        .nth(1)
+        .unwrap_or(url)
+        .split('&')
+        .next()
+        .unwrap_or_default();
+    let server = answer.get("server").and_then(Value::as_str).unwrap_or_default();
+    let message = format!("Sign in to {server} to continue");
+    Some(McpError::new(
+        rmcp::model::ErrorCode(URL_ELICITATION_REQUIRED),
+        format!("{server} requires you to sign in"),
+        Some(json!({"elicitations": [{"mode": "url", "elicitationId": id, "url": url, "message": message}]})),
+    ))
+}
+
 /// The in-order forwarding of one call's progress reports to its client.
 #[derive(Debug)]
 pub struct ProgressRelay {
@@ -410,6 +444,11 @@ impl ServerHandler for MetaTools {
         let result = self.call(&request.name, args, call_ctx).await;
         if let Some(progress) = progress {
             progress.flush().await;
+        }
+        if let Some(result) = &result
+            && let Some(error) = url_elicitation_required(result, &ctx)
+        {
+            return Err(error);
         }
         match result {
             Some(result) => Ok(result.into()),
