@@ -38,6 +38,52 @@ async fn tools_of(client: &RunningService<RoleClient, ()>) -> Vec<String> {
     tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null))
 }
 
+/// A gateway with sign-in enabled (`allowlist` for redirects) in front of a protected server
+/// of `idp`, served on a loopback port.
+struct SignInGateway {
+    base: String,
+    gateway: Gateway,
+    server: tokio::task::JoinHandle<()>,
+    _protected: ScriptedServer,
+}
+
+impl SignInGateway {
+    async fn start(idp: &OidcProvider, allowlist: Vec<String>) -> Self {
+        let protected = ScriptedServer::builder()
+            .tool("whoami", true, |_| Ok(json!("you are in")))
+            .serve_protected(idp.issuer())
+            .await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let client_config = McpClientConfig::enabled_at(base.clone()).allowing_redirects(allowlist);
+        let config =
+            MusterConfig::default().with_aggregator(AggregatorConfig::default().with_mcp_client(client_config));
+        let gateway = Gateway::with_supervision(
+            config,
+            vec![remote("protected", &protected.url)],
+            Vec::new(),
+            fast_supervision(),
+        )
+        .expect("valid configuration");
+        gateway.start().await;
+        let app = gateway.router();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            base,
+            gateway,
+            server,
+            _protected: protected,
+        }
+    }
+
+    async fn stop(self) {
+        self.gateway.shutdown().await;
+        self.server.abort();
+    }
+}
+
 /// Collects everything the gateway logs (this test runs on one thread, so a thread-default
 /// subscriber sees every task).
 #[derive(Clone, Default)]
@@ -66,27 +112,8 @@ async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_
 
     // Access tokens live 5 s: every call finds its token due for a refresh (a minute's margin).
     let idp = OidcProvider::start_with_env(&[("OIDC_ACCESS_TTL", "5")]);
-    let protected = ScriptedServer::builder()
-        .tool("whoami", true, |_| Ok(json!("you are in")))
-        .serve_protected(idp.issuer())
-        .await;
-
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let config = MusterConfig::default()
-        .with_aggregator(AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base.clone())));
-    let gateway = Gateway::with_supervision(
-        config,
-        vec![remote("protected", &protected.url)],
-        Vec::new(),
-        fast_supervision(),
-    )
-    .expect("valid configuration");
-    gateway.start().await;
-    let app = gateway.router();
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let gw = SignInGateway::start(&idp, Vec::new()).await;
+    let base = gw.base.clone();
     let mcp = format!("{base}/mcp");
     let alice = client(&mcp).await;
     let bob = client(&mcp).await;
@@ -201,8 +228,7 @@ async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_
 
     let _ = alice.cancel().await;
     let _ = bob.cancel().await;
-    gateway.shutdown().await;
-    server.abort();
+    gw.stop().await;
 }
 
 #[tokio::test]
@@ -217,27 +243,8 @@ async fn sign_in_answers_clearly_when_it_is_not_configured_or_not_needed() {
 #[tokio::test]
 async fn new_links_are_limited_to_ten_a_minute_per_person_and_redirects_must_be_allowed() {
     let idp = OidcProvider::start();
-    let protected = ScriptedServer::builder()
-        .tool("whoami", true, |_| Ok(json!("you are in")))
-        .serve_protected(idp.issuer())
-        .await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_mcp_client(
-        McpClientConfig::enabled_at(base.clone()).allowing_redirects(vec!["http://127.0.0.1:9/done".to_owned()]),
-    ));
-    let gateway = Gateway::with_supervision(
-        config,
-        vec![remote("protected", &protected.url)],
-        Vec::new(),
-        fast_supervision(),
-    )
-    .expect("valid configuration");
-    gateway.start().await;
-    let app = gateway.router();
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let gw = SignInGateway::start(&idp, vec!["http://127.0.0.1:9/done".to_owned()]).await;
+    let base = gw.base.clone();
     let carol = client(&format!("{base}/mcp")).await;
     let mut links = std::collections::BTreeSet::new();
     for _ in 0..10 {
@@ -286,8 +293,7 @@ async fn new_links_are_limited_to_ten_a_minute_per_person_and_redirects_must_be_
         Some("http://127.0.0.1:9/done/here")
     );
     let _ = carol.cancel().await;
-    gateway.shutdown().await;
-    server.abort();
+    gw.stop().await;
 }
 
 /// A 2025-11-25 client that declares URL elicitation and records the completions it is told.
@@ -325,26 +331,8 @@ impl rmcp::ClientHandler for UrlElicitingClient {
 #[tokio::test]
 async fn a_client_that_declared_url_elicitation_is_asked_to_open_the_link_and_told_when_it_completed() {
     let idp = OidcProvider::start();
-    let protected = ScriptedServer::builder()
-        .tool("whoami", true, |_| Ok(json!("you are in")))
-        .serve_protected(idp.issuer())
-        .await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let config = MusterConfig::default()
-        .with_aggregator(AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base.clone())));
-    let gateway = Gateway::with_supervision(
-        config,
-        vec![remote("protected", &protected.url)],
-        Vec::new(),
-        fast_supervision(),
-    )
-    .expect("valid configuration");
-    gateway.start().await;
-    let app = gateway.router();
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let gw = SignInGateway::start(&idp, Vec::new()).await;
+    let base = gw.base.clone();
     let handler = UrlElicitingClient::default();
     let client = handler
         .clone()
@@ -405,6 +393,5 @@ async fn a_client_that_declared_url_elicitation_is_asked_to_open_the_link_and_to
     assert!(text(&result).contains("you are in"), "{}", text(&result));
 
     let _ = client.cancel().await;
-    gateway.shutdown().await;
-    server.abort();
+    gw.stop().await;
 }

@@ -682,16 +682,7 @@ impl Registry {
     /// Gives `session` its own connection to `server` (after a sign-in); the session's catalogue
     /// gains the server's tools and the session is told its lists changed.
     pub fn install_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
-        let previous = self
-            .session_connections
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(session.as_str().to_owned())
-            .or_default()
-            .insert(server.to_owned(), conn);
-        if let Some(previous) = previous {
-            previous.close();
-        }
+        self.replace_session_connection(session, server, conn);
         self.session_changed(session);
     }
 
