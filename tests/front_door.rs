@@ -132,3 +132,72 @@ async fn enabled_without_a_trusted_issuer_the_front_door_stays_shut() {
     assert_eq!(initialize(&format!("{base}/mcp"), Some("anything")).await.0, 401);
     server.abort();
 }
+
+#[tokio::test]
+async fn behind_the_front_door_a_persons_sign_in_follows_them_across_connections_but_not_to_others() {
+    use common::{remote, scripted::ScriptedServer};
+    use muster::core::config::McpClientConfig;
+
+    let idp = OidcProvider::start();
+    let protected = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in")))
+        .serve_protected(idp.issuer())
+        .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let config = MusterConfig::default().with_aggregator(
+        AggregatorConfig::default()
+            .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![idp.issuer().to_owned()]))
+            .with_mcp_client(McpClientConfig::enabled_at(base.clone())),
+    );
+    let gateway = Gateway::with_supervision(
+        config,
+        vec![remote("protected", &protected.url)],
+        Vec::new(),
+        common::fast_supervision(),
+    )
+    .expect("valid configuration");
+    gateway.start().await;
+    let app = gateway.router();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mcp = format!("{base}/mcp");
+    let connect = |token: String| {
+        let config = StreamableHttpClientTransportConfig::with_uri(mcp.clone()).auth_header(token);
+        ().serve(StreamableHttpClientTransport::from_config(config))
+    };
+    let tools = |page: rmcp::model::CallToolResult| -> Vec<String> {
+        common::tool_names(&serde_json::from_str(&common::text(&page)).unwrap_or(Value::Null))
+    };
+
+    let dana_token = idp.token_for(&mcp, "dana").await;
+    let dana = connect(dana_token.clone()).await.expect("connects");
+    let login = call_meta(
+        &dana,
+        "call_tool",
+        json!({"name": "core_auth_login", "arguments": {"server": "protected"}}),
+    )
+    .await;
+    let login: Value =
+        serde_json::from_str(envelope(&login)["content"][0]["text"].as_str().unwrap_or("null")).unwrap_or_default();
+    let link = login["authUrl"].as_str().expect("a link").to_owned();
+    let callback = idp.sign_in(&link, "dana").await;
+    assert_eq!(reqwest::get(callback.as_str()).await.expect("answers").status(), 200);
+
+    // Dana's second connection (another transport session, a fresh token of the same client)
+    // is the same session: her sign-in is there.
+    let dana_again = connect(idp.token_for(&mcp, "dana").await).await.expect("connects");
+    let seen = tools(call_meta(&dana_again, "list_tools", json!({"limit": 200})).await);
+    assert!(seen.contains(&"x_protected_whoami".to_owned()), "{seen:?}");
+    // Erin is another person: signed out.
+    let erin = connect(idp.token_for(&mcp, "erin").await).await.expect("connects");
+    let seen = tools(call_meta(&erin, "list_tools", json!({"limit": 200})).await);
+    assert!(!seen.iter().any(|t| t.starts_with("x_protected_")), "{seen:?}");
+
+    for client in [dana, dana_again, erin] {
+        let _ = client.cancel().await;
+    }
+    gateway.shutdown().await;
+    server.abort();
+}

@@ -207,7 +207,7 @@ pub struct Registry {
     /// The catalogue each of those sessions sees, built on first use after a change.
     session_catalogs: RwLock<BTreeMap<String, Arc<Catalog>>>,
     /// The client of each MCP session, for telling one session its lists changed.
-    session_peers: std::sync::Mutex<BTreeMap<String, Peer<RoleServer>>>,
+    session_peers: std::sync::Mutex<BTreeMap<String, Vec<Peer<RoleServer>>>>,
     sign_in: Option<Arc<crate::auth::SignInService>>,
     supervision: SupervisorConfig,
     started: std::sync::atomic::AtomicBool,
@@ -592,11 +592,25 @@ impl Registry {
         sessions.push(peer);
     }
 
-    /// Remembers the client of MCP session `session`, to tell it alone when its lists change.
+    /// Remembers a client of session `session` (a transport session, or several of one
+    /// principal's), to tell them alone when its lists change.
     pub fn add_session_peer(&self, session: &SessionId, peer: Peer<RoleServer>) {
         let mut peers = self.session_peers.lock().unwrap_or_else(|e| e.into_inner());
-        peers.retain(|_, p| !p.is_transport_closed());
-        peers.insert(session.as_str().to_owned(), peer);
+        for list in peers.values_mut() {
+            list.retain(|p| !p.is_transport_closed());
+        }
+        peers.retain(|_, list| !list.is_empty());
+        peers.entry(session.as_str().to_owned()).or_default().push(peer);
+    }
+
+    /// The clients of `session`.
+    fn peers_of(&self, session: &SessionId) -> Vec<Peer<RoleServer>> {
+        self.session_peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The sign-in service, when `aggregator.oauth.mcpClient` is enabled.
@@ -720,13 +734,7 @@ impl Registry {
     /// Tells `session` that the URL elicitation `elicitation_id` completed
     /// (`notifications/elicitation/complete`).
     pub(crate) fn notify_elicitation_complete(&self, session: &SessionId, elicitation_id: &str) {
-        let peer = self
-            .session_peers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .cloned();
-        if let Some(peer) = peer {
+        for peer in self.peers_of(session) {
             let notification =
                 rmcp::model::ServerNotification::CustomNotification(rmcp::model::CustomNotification::new(
                     "notifications/elicitation/complete",
@@ -743,13 +751,7 @@ impl Registry {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(session.as_str());
-        let peer = self
-            .session_peers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .cloned();
-        if let Some(peer) = peer {
+        for peer in self.peers_of(session) {
             tokio::spawn(async move {
                 let _ = peer.notify_tool_list_changed().await;
                 let _ = peer.notify_resource_list_changed().await;

@@ -39,6 +39,8 @@ const MAX_SIGN_IN_STEPS: usize = 16;
 pub struct OidcProvider {
     issuer: String,
     child: Child,
+    /// The one client `token_for` registers and reuses (tokens of one client: one `azp`).
+    client: std::sync::Mutex<Option<muster::auth::oauth::registration::ClientRegistration>>,
 }
 
 impl OidcProvider {
@@ -95,7 +97,11 @@ impl OidcProvider {
                 panic!("oidc provider printed {line:?} instead of `issuer <url>`");
             }
         };
-        Self { issuer, child }
+        Self {
+            issuer,
+            child,
+            client: std::sync::Mutex::new(None),
+        }
     }
 
     /// The issuer identifier, exactly as the provider states it: `http://127.0.0.1:<port>`, no
@@ -118,17 +124,25 @@ impl OidcProvider {
             .await
             .expect("metadata");
         let redirect = "http://127.0.0.1:9/callback".to_owned();
-        let client = register(
-            &http,
-            &metadata,
-            &ClientMetadata {
-                client_name: "test client".into(),
-                redirect_uri: redirect.clone(),
-                scope: Some("openid".into()),
-            },
-        )
-        .await
-        .expect("registered");
+        let known = self.client.lock().expect("lock").clone();
+        let client = match known {
+            Some(client) => client,
+            None => {
+                let client = register(
+                    &http,
+                    &metadata,
+                    &ClientMetadata {
+                        client_name: "test client".into(),
+                        redirect_uri: redirect.clone(),
+                        scope: Some("openid".into()),
+                    },
+                )
+                .await
+                .expect("registered");
+                *self.client.lock().expect("lock") = Some(client.clone());
+                client
+            }
+        };
         let flows = SignIns::new();
         let started = flows
             .start(SignInRequest {

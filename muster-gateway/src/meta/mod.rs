@@ -275,11 +275,7 @@ fn base64_decoded_len(blob: &str) -> usize {
 /// none arrives after the result.
 pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<ProgressRelay>) {
     let parts = ctx.extensions.get::<http::request::Parts>();
-    let session = parts
-        .and_then(|p| p.headers.get("mcp-session-id"))
-        .and_then(|v| v.to_str().ok())
-        .map(SessionId::new)
-        .unwrap_or_default();
+    let session = session_of(parts);
     let mut call_ctx = CallContext::for_session(session).with_cancellation(ctx.ct.clone());
     if let Some(claims) = parts.and_then(|p| p.extensions.get::<muster_auth::jwt::Claims>()) {
         let mut principal = Principal::new(claims.sub.clone()).with_issuer(claims.iss.clone());
@@ -369,6 +365,34 @@ fn url_elicitation_required(result: &CallToolResult, ctx: &RequestContext<RoleSe
     ))
 }
 
+/// The session a request belongs to. For a caller the front door authenticated, the session is
+/// its principal (issuer, subject, authorized party or else audience, actor chain), not the
+/// token nor the transport session, so a refreshed token or a new connection of the same
+/// person through the same client keeps its sign-ins; otherwise it is the MCP transport session.
+pub fn session_of(parts: Option<&http::request::Parts>) -> SessionId {
+    if let Some(claims) = parts.and_then(|p| p.extensions.get::<muster_auth::jwt::Claims>()) {
+        use sha2::{Digest, Sha256};
+        let party = claims
+            .azp
+            .clone()
+            .or_else(|| claims.client_id.clone())
+            .unwrap_or_else(|| claims.aud.join(" "));
+        let actor = claims.act.as_ref().map(|a| a.to_string()).unwrap_or_default();
+        let mut digest = Sha256::new();
+        for part in [&claims.iss, &claims.sub, &party, &actor] {
+            digest.update(part.as_bytes());
+            digest.update([0]);
+        }
+        let hex: String = digest.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
+        return SessionId::new(format!("principal-{hex}"));
+    }
+    parts
+        .and_then(|p| p.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(SessionId::new)
+        .unwrap_or_default()
+}
+
 /// The in-order forwarding of one call's progress reports to its client.
 #[derive(Debug)]
 pub struct ProgressRelay {
@@ -414,14 +438,9 @@ impl ServerHandler for MetaTools {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        let session = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| p.headers.get("mcp-session-id"))
-            .and_then(|v| v.to_str().ok())
-            .map(SessionId::new);
-        if let Some(session) = session {
-            self.registry.add_session_peer(&session, ctx.peer.clone());
+        let parts = ctx.extensions.get::<http::request::Parts>();
+        if parts.is_some() {
+            self.registry.add_session_peer(&session_of(parts), ctx.peer.clone());
         }
         self.registry.add_session(ctx.peer);
     }
