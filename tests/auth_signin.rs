@@ -5,11 +5,8 @@
 
 mod common;
 
-use common::{
-    call_meta, envelope, fast_supervision, oidc::OidcProvider, remote, scripted::ScriptedServer, text, tool_names,
-};
-use muster::core::config::{AggregatorConfig, McpClientConfig, MusterConfig};
-use muster::gateway::Gateway;
+use common::{call_meta, envelope, oidc::OidcProvider, signin::SignInGateway, text, tool_names};
+use muster::core::config::{AggregatorConfig, McpClientConfig};
 use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
 use serde_json::{Value, json};
 
@@ -36,52 +33,6 @@ async fn core(client: &RunningService<RoleClient, ()>, name: &str, args: Value) 
 async fn tools_of(client: &RunningService<RoleClient, ()>) -> Vec<String> {
     let page = call_meta(client, "list_tools", json!({"limit": 200})).await;
     tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null))
-}
-
-/// A gateway with sign-in enabled (`allowlist` for redirects) in front of a protected server
-/// of `idp`, served on a loopback port.
-struct SignInGateway {
-    base: String,
-    gateway: Gateway,
-    server: tokio::task::JoinHandle<()>,
-    _protected: ScriptedServer,
-}
-
-impl SignInGateway {
-    async fn start(idp: &OidcProvider, allowlist: Vec<String>) -> Self {
-        let protected = ScriptedServer::builder()
-            .tool("whoami", true, |_| Ok(json!("you are in")))
-            .serve_protected(idp.issuer())
-            .await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
-        let client_config = McpClientConfig::enabled_at(base.clone()).allowing_redirects(allowlist);
-        let config =
-            MusterConfig::default().with_aggregator(AggregatorConfig::default().with_mcp_client(client_config));
-        let gateway = Gateway::with_supervision(
-            config,
-            vec![remote("protected", &protected.url)],
-            Vec::new(),
-            fast_supervision(),
-        )
-        .expect("valid configuration");
-        gateway.start().await;
-        let app = gateway.router();
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Self {
-            base,
-            gateway,
-            server,
-            _protected: protected,
-        }
-    }
-
-    async fn stop(self) {
-        self.gateway.shutdown().await;
-        self.server.abort();
-    }
 }
 
 /// Collects everything the gateway logs (this test runs on one thread, so a thread-default
@@ -112,7 +63,10 @@ async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_
 
     // Access tokens live 5 s: every call finds its token due for a refresh (a minute's margin).
     let idp = OidcProvider::start_with_env(&[("OIDC_ACCESS_TTL", "5")]);
-    let gw = SignInGateway::start(&idp, Vec::new()).await;
+    let gw = SignInGateway::start(&idp, |base| {
+        AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base))
+    })
+    .await;
     let base = gw.base.clone();
     let mcp = format!("{base}/mcp");
     let alice = client(&mcp).await;
@@ -232,7 +186,7 @@ async fn a_session_signs_in_and_alone_sees_and_calls_the_servers_tools_until_it_
 }
 
 #[tokio::test]
-async fn sign_in_answers_clearly_when_it_is_not_configured_or_not_needed() {
+async fn sign_in_answers_clearly_when_it_is_not_configured() {
     let h = common::Harness::start(vec![common::demo_stdio("demo")]).await;
     let (failed, answer) = core(&h.client, "core_auth_login", json!({"server": "demo"})).await;
     assert!(failed);
@@ -243,7 +197,12 @@ async fn sign_in_answers_clearly_when_it_is_not_configured_or_not_needed() {
 #[tokio::test]
 async fn new_links_are_limited_to_ten_a_minute_per_person_and_redirects_must_be_allowed() {
     let idp = OidcProvider::start();
-    let gw = SignInGateway::start(&idp, vec!["http://127.0.0.1:9/done".to_owned()]).await;
+    let gw = SignInGateway::start(&idp, |base| {
+        AggregatorConfig::default().with_mcp_client(
+            McpClientConfig::enabled_at(base).allowing_redirects(vec!["http://127.0.0.1:9/done".to_owned()]),
+        )
+    })
+    .await;
     let base = gw.base.clone();
     let carol = client(&format!("{base}/mcp")).await;
     let mut links = std::collections::BTreeSet::new();
@@ -331,7 +290,10 @@ impl rmcp::ClientHandler for UrlElicitingClient {
 #[tokio::test]
 async fn a_client_that_declared_url_elicitation_is_asked_to_open_the_link_and_told_when_it_completed() {
     let idp = OidcProvider::start();
-    let gw = SignInGateway::start(&idp, Vec::new()).await;
+    let gw = SignInGateway::start(&idp, |base| {
+        AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base))
+    })
+    .await;
     let base = gw.base.clone();
     let handler = UrlElicitingClient::default();
     let client = handler

@@ -135,33 +135,17 @@ async fn enabled_without_a_trusted_issuer_the_front_door_stays_shut() {
 
 #[tokio::test]
 async fn behind_the_front_door_a_persons_sign_in_follows_them_across_connections_but_not_to_others() {
-    use common::{remote, scripted::ScriptedServer};
+    use common::signin::SignInGateway;
     use muster::core::config::McpClientConfig;
 
     let idp = OidcProvider::start();
-    let protected = ScriptedServer::builder()
-        .tool("whoami", true, |_| Ok(json!("you are in")))
-        .serve_protected(idp.issuer())
-        .await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let config = MusterConfig::default().with_aggregator(
+    let gw = SignInGateway::start(&idp, |base| {
         AggregatorConfig::default()
             .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![idp.issuer().to_owned()]))
-            .with_mcp_client(McpClientConfig::enabled_at(base.clone())),
-    );
-    let gateway = Gateway::with_supervision(
-        config,
-        vec![remote("protected", &protected.url)],
-        Vec::new(),
-        common::fast_supervision(),
-    )
-    .expect("valid configuration");
-    gateway.start().await;
-    let app = gateway.router();
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+            .with_mcp_client(McpClientConfig::enabled_at(base))
+    })
+    .await;
+    let base = gw.base.clone();
     let mcp = format!("{base}/mcp");
     let connect = |token: String| {
         let config = StreamableHttpClientTransportConfig::with_uri(mcp.clone()).auth_header(token);
@@ -198,6 +182,5 @@ async fn behind_the_front_door_a_persons_sign_in_follows_them_across_connections
     for client in [dana, dana_again, erin] {
         let _ = client.cancel().await;
     }
-    gateway.shutdown().await;
-    server.abort();
+    gw.stop().await;
 }

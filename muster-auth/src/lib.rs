@@ -3,11 +3,16 @@
 //! Sign-in of people to downstream MCP servers, front-door protection of the gateway, and token
 //! forwarding and exchange.
 //!
-//! This version provides the OAuth client the sign-in is built on ([`oauth`]): discovery of a
-//! protected server's authorization server, client registration, PKCE sign-in links, the
-//! callback, refresh and revocation, tested against a real authorization server
-//! (`oidc-provider`). The gateway does not use it yet: sessions, the sign-in tools, per-session
-//! connections and visibility, and elicitation are the next steps.
+//! - [`oauth`]: the OAuth client people sign in to downstream servers with: discovery of a
+//!   protected server's authorization server, client registration, PKCE sign-in links, the
+//!   callback, refresh and revocation;
+//! - [`jwt`]: bearer JWTs checked against trusted issuers (JWKS with rotation);
+//! - [`resource`]: an MCP endpoint as a protected resource (the 401 challenge, RFC 9728
+//!   metadata).
+//!
+//! The gateway composes them (`muster_gateway::auth`, its front door); all of it is tested
+//! against a real authorization server (`oidc-provider`). Token forwarding and exchange are not
+//! here yet.
 //!
 //! ```
 //! use muster_auth::oauth::discovery::Challenge;

@@ -621,15 +621,16 @@ impl Registry {
     /// The catalogue `session` sees: the shared one plus the tools of the servers it signed in
     /// to.
     pub fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
-        let has_own = self
+        let own = self
             .session_connections
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(session.as_str())
-            .is_some_and(|c| !c.is_empty());
-        if !has_own {
+            .filter(|c| !c.is_empty())
+            .cloned();
+        let Some(own) = own else {
             return self.catalog();
-        }
+        };
         if let Some(catalog) = self
             .session_catalogs
             .read()
@@ -638,13 +639,6 @@ impl Registry {
         {
             return Arc::clone(catalog);
         }
-        let own = self
-            .session_connections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .cloned()
-            .unwrap_or_default();
         let (catalog, _, _) = self.build_catalog(&own);
         let catalog = Arc::new(catalog);
         self.session_catalogs

@@ -281,10 +281,9 @@ pub(crate) async fn supervise(
                     }
                 }
             }
-            Err(e) if auth_challenge_in(&e.to_string()).is_some() => {
+            Err(e) if let Some(challenge) = auth_challenge_in(&e.to_string()) => {
                 // The server wants each person to sign in: nothing to retry until a session
                 // holds a grant (its connections are that session's, not this supervisor's).
-                let challenge = auth_challenge_in(&e.to_string()).unwrap_or_default();
                 tracing::info!(server = %key.name, "the server requires people to sign in");
                 with_registry(&registry, |r| {
                     r.emit(Event::mcp_server(

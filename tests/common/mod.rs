@@ -5,6 +5,7 @@
 
 pub mod oidc;
 pub mod scripted;
+pub mod signin;
 
 use std::{
     io::{BufRead, BufReader},

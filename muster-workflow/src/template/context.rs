@@ -73,11 +73,6 @@ impl Context {
         self.results.get(step_id).map(typed::to_json)
     }
 
-    /// Whether step `step_id` has a result.
-    pub fn has_result(&self, step_id: &str) -> bool {
-        self.results.contains_key(step_id)
-    }
-
     /// Records a step result (`.results.<step_id>`), replacing any earlier one.
     pub fn insert_result(&mut self, step_id: &str, result: &Value) {
         self.data.take();
