@@ -1,7 +1,7 @@
 //! An MCP endpoint as an OAuth 2.1 protected resource: [`BearerAuthLayer`] admits requests
 //! whose bearer JWT a [`JwtValidator`] accepts (putting its [`Claims`] into the request's
 //! extensions) and answers the rest 401 with a `WWW-Authenticate` challenge naming the RFC 9728
-//! metadata, which [`metadata_route`] serves.
+//! metadata, which [`ProtectedResource::metadata_route`] serves.
 //!
 //! The gateway's front door uses it in front of `/mcp`; so does the protected downstream server
 //! of the tests.
