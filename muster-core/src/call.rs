@@ -67,7 +67,21 @@ impl SessionId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The session of an HTTP caller that has no identity: no authenticated principal and no
+    /// transport session (the stateless 2026-07-28 protocol without front-door auth). Every
+    /// such caller shares it, so nothing personal (a sign-in) may be kept for it.
+    pub fn anonymous() -> Self {
+        Self::new(ANONYMOUS_SESSION)
+    }
+
+    /// Whether this is the [anonymous](Self::anonymous) session.
+    pub fn is_anonymous(&self) -> bool {
+        &*self.0 == ANONYMOUS_SESSION
+    }
 }
+
+const ANONYMOUS_SESSION: &str = "anonymous";
 
 impl Default for SessionId {
     /// The session of a caller that has none (stdio, or an embedding without sessions).

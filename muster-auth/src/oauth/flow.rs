@@ -220,6 +220,11 @@ impl SignIns {
         Ok(StartedSignIn { url, state, expires_at })
     }
 
+    /// Withdraws the sign-in of link `state`: its callback will be refused.
+    pub fn forget(&self, state: &str) {
+        self.lock().remove(state);
+    }
+
     /// How many sign-ins are waiting for their callback.
     pub fn pending(&self) -> usize {
         let mut pending = self.lock();

@@ -11,6 +11,8 @@
 //! revocation) is [`muster_auth::oauth`]; this module keeps the state that joins it to the
 //! gateway: the links, the client registrations by issuer and the grants by session.
 
+pub mod challenge;
+pub mod outcome;
 mod routes;
 
 use std::{
@@ -27,7 +29,7 @@ use muster_auth::oauth::{
     registration::{ClientMetadata, ClientRegistration, register},
 };
 use muster_core::{
-    SessionId, ToolError,
+    CallContext, SessionId, ToolError,
     config::{McpClientConfig, MusterConfig},
     crd::MCPServerState,
 };
@@ -35,6 +37,10 @@ use serde_json::{Value, json};
 
 pub use routes::routes;
 
+use self::{
+    challenge::{ChallengeSlot, SignInChallenge},
+    outcome::{LinkOutcomes, Outcome, SIGN_IN_WAIT, Waited},
+};
 use crate::{
     events::{Event, reasons},
     registry::Registry,
@@ -60,6 +66,8 @@ pub struct SignInService {
     issued: Mutex<HashMap<(String, String), IssuedLink>>,
     /// When each person asked for new links, for the rate limit.
     attempts: Mutex<HashMap<String, std::collections::VecDeque<std::time::Instant>>>,
+    /// What became of each link, for retries that wait for a sign-in.
+    outcomes: LinkOutcomes,
 }
 
 /// A link given to a session: its state and when it expires.
@@ -93,6 +101,7 @@ impl SignInService {
                 refreshing: tokio::sync::Mutex::new(()),
                 issued: Mutex::new(HashMap::new()),
                 attempts: Mutex::new(HashMap::new()),
+                outcomes: LinkOutcomes::default(),
             })
         })
     }
@@ -117,13 +126,39 @@ impl SignInService {
     /// session was given is given again while it is valid; new links are limited to
     /// [`LOGIN_ATTEMPTS_PER_MINUTE`] a minute per person. `reset_registration` forgets the
     /// gateway's dynamic registration with the server's authorization server first.
+    ///
+    /// A link given is also left in the call's [`ChallengeSlot`], so the client can be asked to
+    /// open it (URL elicitation) instead of the model reading it.
     pub async fn login(
+        &self,
+        registry: &Registry,
+        ctx: &CallContext,
+        server: &str,
+        reset_registration: bool,
+    ) -> Result<Value, ToolError> {
+        let (answer, challenge) = self.link(registry, &ctx.session, server, reset_registration).await?;
+        if let Some(challenge) = challenge {
+            ChallengeSlot::record(ctx, challenge);
+        }
+        Ok(answer)
+    }
+
+    /// The answer of [`Self::login`] and the link it gives, if it gives one.
+    async fn link(
         &self,
         registry: &Registry,
         session: &SessionId,
         server: &str,
         reset_registration: bool,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<(Value, Option<SignInChallenge>), ToolError> {
+        if session.is_anonymous() {
+            return Err(ToolError::invalid_arguments(format!(
+                "signing in to {server} needs a session of your own, and this request has none: it carries no \
+                 bearer token (aggregator.oauth.server) and no MCP session (the stateless 2026-07-28 protocol has \
+                 none), so a sign-in would be shared with every such caller. Connect with a bearer token, or with \
+                 a protocol version that has sessions"
+            )));
+        }
         let view = registry
             .server(server)
             .ok_or_else(|| ToolError::invalid_arguments(format!("server {server} not found")))?;
@@ -139,19 +174,23 @@ impl SignInService {
             )));
         }
         if registry.session_connection(session, server).is_some() {
-            return Ok(
+            return Ok((
                 json!({"server": server, "status": "connected", "message": format!("already authenticated to {server}")}),
-            );
+                None,
+            ));
         }
         if view.runtime.state != MCPServerState::AuthRequired {
-            return Ok(json!({
-                "server": server,
-                "status": view.runtime.state.to_string(),
-                "message": format!("server {server} does not require authentication"),
-            }));
+            return Ok((
+                json!({
+                    "server": server,
+                    "status": view.runtime.state.to_string(),
+                    "message": format!("server {server} does not require authentication"),
+                }),
+                None,
+            ));
         }
-        if !reset_registration && let Some(answer) = self.issued_link(session, server) {
-            return Ok(answer);
+        if !reset_registration && let Some((answer, challenge)) = self.issued_link(session, server) {
+            return Ok((answer, Some(challenge)));
         }
         self.count_attempt(session)?;
         let resource = view.definition.spec.url.clone().unwrap_or_default();
@@ -226,18 +265,20 @@ impl SignInService {
             (session.as_str().to_owned(), server.to_owned()),
             (started.state.clone(), started.expires_at),
         );
-        Ok(json!({
+        self.outcomes.issue(&started.state, session.as_str(), server);
+        let answer = json!({
             "server": server,
             "status": "auth_required",
             "issuer": metadata.issuer,
             "authUrl": link,
             "expires_at": started.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             "message": format!("Open this link to sign in to {server}: {link}"),
-        }))
+        });
+        Ok((answer, Some(SignInChallenge::new(server, started.state, link))))
     }
 
     /// The answer with the link `session` was already given for `server`, while it is valid.
-    fn issued_link(&self, session: &SessionId, server: &str) -> Option<Value> {
+    fn issued_link(&self, session: &SessionId, server: &str) -> Option<(Value, SignInChallenge)> {
         let (state, expires_at) = self
             .issued
             .lock()
@@ -248,13 +289,55 @@ impl SignInService {
             return None;
         }
         let link = format!("{}/oauth/proxy/start?state={state}", self.public_url().ok()?);
-        Some(json!({
+        let answer = json!({
             "server": server,
             "status": "auth_required",
             "authUrl": link,
             "expires_at": expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             "message": format!("Open this link to sign in to {server}: {link}"),
-        }))
+        });
+        Some((answer, SignInChallenge::new(server, state, link)))
+    }
+
+    /// Waits until `session`'s sign-in to `server` through link `state` completed (at most
+    /// [`SIGN_IN_WAIT`], or until `cancel`): `true` when the session is signed in then. A link
+    /// that timed out is withdrawn, so the next answer gives a new one.
+    pub async fn await_sign_in(
+        &self,
+        registry: &Registry,
+        session: &SessionId,
+        server: &str,
+        state: &str,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> bool {
+        let waited = self
+            .outcomes
+            .wait(state, session.as_str(), server, SIGN_IN_WAIT, cancel)
+            .await;
+        match waited {
+            Waited::SignedIn => true,
+            Waited::TimedOut => {
+                self.withdraw(session, server, state);
+                false
+            }
+            Waited::Refused(_) | Waited::Cancelled | Waited::Unknown => {
+                registry.session_connection(session, server).is_some()
+            }
+        }
+    }
+
+    /// Withdraws link `state` of `session` for `server`: it no longer signs anyone in.
+    fn withdraw(&self, session: &SessionId, server: &str, state: &str) {
+        self.links.lock().unwrap_or_else(|e| e.into_inner()).remove(state);
+        self.redirects.lock().unwrap_or_else(|e| e.into_inner()).remove(state);
+        let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (session.as_str().to_owned(), server.to_owned());
+        if issued.get(&key).is_some_and(|(s, _)| s == state) {
+            issued.remove(&key);
+        }
+        drop(issued);
+        self.flows.forget(state);
+        self.outcomes.forget(state);
     }
 
     /// Counts a request for a new link by `session`'s person; refused over the limit.
@@ -358,6 +441,24 @@ impl SignInService {
         registry: &Registry,
         callback: &Callback,
     ) -> Result<(CompletedSignIn, Option<String>), String> {
+        let completed = self.complete_sign_in(registry, callback).await;
+        if let Some(state) = &callback.state {
+            self.outcomes.settle(
+                state,
+                match &completed {
+                    Ok(_) => Outcome::SignedIn,
+                    Err(reason) => Outcome::Refused(reason.clone()),
+                },
+            );
+        }
+        completed
+    }
+
+    async fn complete_sign_in(
+        &self,
+        registry: &Registry,
+        callback: &Callback,
+    ) -> Result<(CompletedSignIn, Option<String>), String> {
         let redirect = callback.state.as_ref().and_then(|state| {
             self.links.lock().unwrap_or_else(|e| e.into_inner()).remove(state);
             self.redirects.lock().unwrap_or_else(|e| e.into_inner()).remove(state)
@@ -375,6 +476,12 @@ impl SignInService {
         let view = registry
             .server(&completed.server)
             .ok_or_else(|| format!("server {} is no longer defined", completed.server))?;
+        if view.definition.spec.suspended {
+            return Err(format!(
+                "server {} was deactivated (spec.suspended=true) meanwhile; sign in again once it is started",
+                completed.server
+            ));
+        }
         let conn = connect_as(view.definition, &completed.grant)
             .await
             .map_err(|e| format!("signed in, but the connection to {} failed: {e}", completed.server))?;

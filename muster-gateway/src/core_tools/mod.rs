@@ -369,7 +369,9 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
                         .get("reset_client_registration")
                         .and_then(serde_json::Value::as_bool)
                         .unwrap_or(false);
-                    service.login(registry, session, required_server(args)?, reset).await?
+                    service
+                        .login(registry, &call.ctx, required_server(args)?, reset)
+                        .await?
                 }
                 _ => service.logout(registry, session, required_server(args)?).await?,
             }

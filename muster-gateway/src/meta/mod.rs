@@ -37,7 +37,11 @@ use tower::ServiceExt;
 pub use definitions::{MetaTool, definitions};
 pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
 
-use crate::{registry::Registry, upstream::ClientPeer};
+use crate::{
+    auth::challenge::{self, ChallengeSlot, Consent, SignInState},
+    registry::Registry,
+    upstream::ClientPeer,
+};
 
 const INSTRUCTIONS: &str = "muster aggregates many MCP servers. Only the meta-tools are callable directly: \
 find tools with filter_tools or list_tools, read one with describe_tool, run it with call_tool.";
@@ -157,6 +161,26 @@ impl MetaTools {
         }
     }
 
+    /// A 2026-07-28 retry of a call answered with a sign-in link (its `requestState` is one of
+    /// ours): when the person accepted, waits until the sign-in completed (or gave up) so the
+    /// call then runs signed in, or is answered with a new link; when they declined, the tool
+    /// error that ends the call without running it.
+    async fn await_sign_in_retry(&self, request: &CallToolRequestParams, ctx: &CallContext) -> Option<CallToolResult> {
+        let state = SignInState::decode(request.request_state.as_deref()?)?;
+        let service = self.registry.sign_in()?;
+        match challenge::consent(request.input_responses.as_ref()) {
+            Consent::Declined => Some(challenge::declined(&state.server)),
+            Consent::Accepted => {
+                let cancel = ctx.cancellation.clone();
+                service
+                    .await_sign_in(&self.registry, &ctx.session, &state.server, &state.link, cancel)
+                    .await;
+                None
+            }
+            Consent::Missing => None,
+        }
+    }
+
     /// The `auth_required` answer of a call to a tool of a server the session has not signed in
     /// to: an error result whose text and structured content carry the sign-in link.
     async fn sign_in_answer(&self, name: &str, ctx: &CallContext) -> Option<CallToolResult> {
@@ -172,7 +196,7 @@ impl MetaTools {
                     .server_tool(h.tool_prefix.as_deref().unwrap_or(&h.name), "");
                 name.starts_with(&head) && name.len() > head.len()
             })?;
-        let link = match service.login(&self.registry, &ctx.session, &hint.name, false).await {
+        let link = match service.login(&self.registry, ctx, &hint.name, false).await {
             Ok(link) => link,
             Err(e) => return Some(error_result(format!("Tool execution failed: {e}"))),
         };
@@ -331,40 +355,6 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
     (call_ctx, relay)
 }
 
-/// JSON-RPC error code of URLElicitationRequiredError (MCP 2025-11-25).
-pub const URL_ELICITATION_REQUIRED: i32 = -32042;
-
-/// For a 2025-11-25 client that declared URL elicitation, the `auth_required` answer becomes
-/// the URLElicitationRequiredError carrying the sign-in link, so the link goes to the person,
-/// not to the model. Its `elicitationId` is the link's state: the same for every call answered
-/// with that link; `notifications/elicitation/complete` names it once the sign-in completed.
-fn url_elicitation_required(result: &CallToolResult, ctx: &RequestContext<RoleServer>) -> Option<McpError> {
-    let answer = result.structured_content.as_ref()?;
-    if result.is_error != Some(true) || answer.get("status").and_then(Value::as_str) != Some("auth_required") {
-        return None;
-    }
-    let info = ctx.peer.peer_info()?;
-    let declared_url = info.capabilities.elicitation.as_ref().is_some_and(|e| e.url.is_some());
-    if !declared_url || info.protocol_version != rmcp::model::ProtocolVersion::V_2025_11_25 {
-        return None;
-    }
-    let url = answer.get("authUrl").and_then(Value::as_str)?;
-    let id = url
-        .split("state=")
-        .nth(1)
-        .unwrap_or(url)
-        .split('&')
-        .next()
-        .unwrap_or_default();
-    let server = answer.get("server").and_then(Value::as_str).unwrap_or_default();
-    let message = format!("Sign in to {server} to continue");
-    Some(McpError::new(
-        rmcp::model::ErrorCode(URL_ELICITATION_REQUIRED),
-        format!("{server} requires you to sign in"),
-        Some(json!({"elicitations": [{"mode": "url", "elicitationId": id, "url": url, "message": message}]})),
-    ))
-}
-
 /// The session a request belongs to. For a caller the front door authenticated, the session is
 /// its principal (issuer, subject, authorized party or else audience, actor chain), not the
 /// token nor the transport session, so a refreshed token or a new connection of the same
@@ -386,11 +376,14 @@ pub fn session_of(parts: Option<&http::request::Parts>) -> SessionId {
         let hex: String = digest.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
         return SessionId::new(format!("principal-{hex}"));
     }
-    parts
-        .and_then(|p| p.headers.get("mcp-session-id"))
-        .and_then(|v| v.to_str().ok())
-        .map(SessionId::new)
-        .unwrap_or_default()
+    match parts {
+        Some(parts) => parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(SessionId::anonymous, SessionId::new),
+        None => SessionId::default(),
+    }
 }
 
 /// The in-order forwarding of one call's progress reports to its client.
@@ -458,19 +451,26 @@ impl ServerHandler for MetaTools {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let (call_ctx, progress) = call_context(&ctx);
+        let (mut call_ctx, progress) = call_context(&ctx);
+        if let Some(declined) = self.await_sign_in_retry(&request, &call_ctx).await {
+            return Ok(declined.into());
+        }
+        let slot = ChallengeSlot::install(&mut call_ctx);
         let args = request.arguments.unwrap_or_default();
         let result = self.call(&request.name, args, call_ctx).await;
         if let Some(progress) = progress {
             progress.flush().await;
         }
-        if let Some(result) = &result
-            && let Some(error) = url_elicitation_required(result, &ctx)
-        {
-            return Err(error);
-        }
         match result {
-            Some(result) => Ok(result.into()),
+            Some(result) => match slot.take() {
+                Some(challenge) => challenge::answer(
+                    challenge,
+                    result,
+                    ctx.protocol_version().as_ref(),
+                    ctx.client_capabilities().as_ref(),
+                ),
+                None => Ok(result.into()),
+            },
             None => Err(McpError::invalid_params(
                 format!(
                     "unknown tool {:?}: only the meta-tools are callable directly; run other tools with call_tool",
