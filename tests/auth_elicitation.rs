@@ -116,8 +116,14 @@ async fn a_2026_07_28_client_opens_the_link_and_its_retry_runs_the_call_once_sig
     sign_in(&idp, &second_url, "alice").await;
     let result = client.expect("result").await;
     assert_eq!(result["is_error"], false, "{result}");
-    assert!(result["text"].as_str().unwrap_or_default().contains("you are in"), "{result}");
-    assert!(!result.to_string().contains("oauth/proxy"), "no link reaches the model: {result}");
+    assert!(
+        result["text"].as_str().unwrap_or_default().contains("you are in"),
+        "{result}"
+    );
+    assert!(
+        !result.to_string().contains("oauth/proxy"),
+        "no link reaches the model: {result}"
+    );
     gw.stop().await;
 }
 
@@ -164,7 +170,10 @@ async fn a_2025_11_25_client_gets_32042_then_the_completion_notice_and_its_retry
     assert_eq!(complete["elicitation_id"], elicitation["elicitationId"]);
     let result = client.expect("result").await;
     assert_eq!(result["is_error"], false, "{result}");
-    assert!(result["text"].as_str().unwrap_or_default().contains("you are in"), "{result}");
+    assert!(
+        result["text"].as_str().unwrap_or_default().contains("you are in"),
+        "{result}"
+    );
     gw.stop().await;
 }
 
@@ -176,10 +185,7 @@ async fn clients_that_declare_no_elicitation_get_the_auth_required_result() {
     let mcp = format!("{}/mcp", gw.base);
     for protocol in ["2025-11-25", "2026-07-28"] {
         let token = idp.token_for(&mcp, "dave").await;
-        let mut client = PythonClient::spawn(
-            &mcp,
-            &["--protocol", protocol, "--bearer", &token, "--consent", "none"],
-        );
+        let mut client = PythonClient::spawn(&mcp, &["--protocol", protocol, "--bearer", &token, "--consent", "none"]);
         assert_eq!(client.expect("connected").await["protocol"], protocol);
         let result = client.expect("result").await;
         assert_eq!(result["is_error"], true, "{protocol}: {result}");
@@ -187,7 +193,10 @@ async fn clients_that_declare_no_elicitation_get_the_auth_required_result() {
         assert_eq!(answer["status"], "auth_required", "{protocol}: {result}");
         assert_eq!(answer["server"], "protected");
         let link = answer["authUrl"].as_str().unwrap_or_default();
-        assert!(link.starts_with(&format!("{}/oauth/proxy/start?state=", gw.base)), "{result}");
+        assert!(
+            link.starts_with(&format!("{}/oauth/proxy/start?state=", gw.base)),
+            "{result}"
+        );
         assert!(result["text"].as_str().unwrap_or_default().contains(link), "{result}");
     }
     gw.stop().await;

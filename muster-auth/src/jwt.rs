@@ -1,10 +1,27 @@
 //! [`JwtValidator`]: bearer JWTs checked against trusted issuers: the signature with the
-//! issuer's JWKS (refetched when a token names a key it does not have, so keys rotate), and
-//! `iss`, `aud`, `exp` and `nbf` (30 seconds of leeway).
+//! issuer's JWKS, and `iss`, `aud`, `exp` and `nbf` (with [`LEEWAY_SECONDS`] of clock-skew
+//! leeway unless [`JwtValidator::with_leeway`] says otherwise).
 //!
-//! Only asymmetric algorithms are accepted; the issuer is chosen by the token's `iss` among the
-//! trusted ones (compared in constant time) before anything else is believed. Errors say what
-//! is wrong without echoing the token.
+//! Only asymmetric algorithms are accepted (`none` and the HMAC ones are refused before any key
+//! is looked at, so an issuer's public key can never serve as an HMAC secret); the issuer is
+//! chosen by the token's `iss` among the trusted ones (compared in constant time) before
+//! anything else is believed. Errors say what is wrong without echoing the token.
+//!
+//! # Key rotation
+//!
+//! An issuer's JWKS is fetched when first needed and cached. The cache is fetched again
+//!
+//! - when a token names a key (`kid`) the cache does not hold, at most once per
+//!   [`JWKS_REFETCH_INTERVAL`] ([`JwtValidator::with_jwks_refetch_interval`]): a key the issuer
+//!   starts signing with is picked up on first sight;
+//! - before the first token after the cache turned [`JWKS_MAX_AGE`] old
+//!   ([`JwtValidator::with_jwks_max_age`]): a key the issuer removed from its JWKS is refused
+//!   at the latest this long after the removal, even when no new key shows up.
+//!
+//! Each fetch replaces the cached set, so a removed key is refused from the first fetch that
+//! no longer lists it. When a fetch for a stale cache fails, the keys fetched before stay in
+//! use (an unreachable issuer does not lock everybody out) and the fetch is retried after the
+//! refetch interval (or the maximum age, when that is shorter).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), muster_auth::jwt::TokenError> {
@@ -38,10 +55,13 @@ use crate::{
     secret::constant_time_eq,
 };
 
-/// A token naming an unknown key refetches the JWKS at most this often.
+/// A token naming an unknown key refetches the JWKS at most this often, by default.
 pub const JWKS_REFETCH_INTERVAL: Duration = Duration::from_secs(30);
 
-/// Leeway for `exp` and `nbf`.
+/// A fetched JWKS is trusted this long, by default; the first token after that fetches it again.
+pub const JWKS_MAX_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// Clock-skew leeway for `exp` and `nbf`, in seconds, by default.
 pub const LEEWAY_SECONDS: u64 = 30;
 
 /// Why a bearer token is refused.
@@ -161,7 +181,28 @@ struct IssuerKeys {
 struct Keys {
     set: Option<JwkSet>,
     jwks_uri: Option<String>,
-    fetched: Option<Instant>,
+    /// When a fetch was last tried (the refetch interval counts from here).
+    attempted: Option<Instant>,
+    /// When `set` was fetched (its age counts from here).
+    loaded: Option<Instant>,
+}
+
+/// How long clocks may disagree and how long keys are cached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Timing {
+    leeway_seconds: u64,
+    refetch_interval: Duration,
+    max_age: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            leeway_seconds: LEEWAY_SECONDS,
+            refetch_interval: JWKS_REFETCH_INTERVAL,
+            max_age: JWKS_MAX_AGE,
+        }
+    }
 }
 
 /// Validates bearer JWTs of trusted issuers. Cheap to clone; keys are shared and cached.
@@ -169,6 +210,7 @@ struct Keys {
 pub struct JwtValidator {
     http: OAuthHttp,
     issuers: Arc<[Arc<IssuerKeys>]>,
+    timing: Timing,
 }
 
 impl std::fmt::Debug for JwtValidator {
@@ -178,6 +220,7 @@ impl std::fmt::Debug for JwtValidator {
                 "issuers",
                 &self.issuers.iter().map(|i| &i.trusted.issuer).collect::<Vec<_>>(),
             )
+            .field("timing", &self.timing)
             .finish()
     }
 }
@@ -202,13 +245,50 @@ impl JwtValidator {
                 })
             })
             .collect();
-        Self { http, issuers }
+        Self {
+            http,
+            issuers,
+            timing: Timing::default(),
+        }
+    }
+
+    /// Tolerates clocks that disagree by up to `leeway` when checking `exp` and `nbf` (counted
+    /// in whole seconds, rounded up; default [`LEEWAY_SECONDS`]). Zero checks them exactly.
+    pub fn with_leeway(mut self, leeway: Duration) -> Self {
+        self.timing.leeway_seconds = leeway.as_secs() + u64::from(leeway.subsec_nanos() > 0);
+        self
+    }
+
+    /// Lets a token naming an unknown key fetch the JWKS again at most once per `interval`
+    /// (default [`JWKS_REFETCH_INTERVAL`]). The interval bounds how often anyone can make the
+    /// validator fetch keys; zero lets every unknown key fetch.
+    pub fn with_jwks_refetch_interval(mut self, interval: Duration) -> Self {
+        self.timing.refetch_interval = interval;
+        self
+    }
+
+    /// Trusts a fetched JWKS for `max_age` (default [`JWKS_MAX_AGE`]): the first token after
+    /// that fetches it again, so a key removed from it is refused within `max_age`.
+    pub fn with_jwks_max_age(mut self, max_age: Duration) -> Self {
+        self.timing.max_age = max_age;
+        self
+    }
+
+    /// The clock-skew leeway for `exp` and `nbf`.
+    pub fn leeway(&self) -> Duration {
+        Duration::from_secs(self.timing.leeway_seconds)
     }
 
     /// The claims of `token` when it is a valid JWT of a trusted issuer for one of its
     /// audiences.
     pub async fn validate(&self, token: &str) -> Result<Claims, TokenError> {
-        let header = decode_header(token).map_err(|_| TokenError::NotAJwt)?;
+        let Ok(header) = decode_header(token) else {
+            // A header naming `none` (or another algorithm jsonwebtoken does not know) does not
+            // parse: say which algorithm was refused.
+            return Err(unverified_alg(token)
+                .filter(|alg| alg.parse::<Algorithm>().is_err())
+                .map_or(TokenError::NotAJwt, TokenError::Algorithm));
+        };
         if !matches!(
             header.alg,
             Algorithm::RS256
@@ -229,21 +309,12 @@ impl JwtValidator {
             .iter()
             .find(|i| constant_time_eq(&i.trusted.issuer, &claimed))
             .ok_or_else(|| TokenError::UntrustedIssuer(claimed.clone()))?;
-        let jwk = match issuer.key(header.kid.as_deref()).await {
-            Some(jwk) => jwk,
-            None => {
-                issuer.refetch(&self.http).await?;
-                issuer
-                    .key(header.kid.as_deref())
-                    .await
-                    .ok_or_else(|| TokenError::UnknownKey {
-                        issuer: issuer.trusted.issuer.clone(),
-                    })?
-            }
-        };
+        let jwk = issuer
+            .verifying_key(&self.http, header.kid.as_deref(), self.timing)
+            .await?;
         let key = DecodingKey::from_jwk(&jwk).map_err(|e| TokenError::Invalid(format!("cannot be checked: {e}")))?;
         let mut validation = Validation::new(header.alg);
-        validation.leeway = LEEWAY_SECONDS;
+        validation.leeway = self.timing.leeway_seconds;
         validation.validate_nbf = true;
         validation.set_issuer(&[&issuer.trusted.issuer]);
         validation.set_audience(&issuer.trusted.audiences);
@@ -255,27 +326,67 @@ impl JwtValidator {
 }
 
 impl IssuerKeys {
-    /// The key `kid` names (or the only key when the token names none), from the cache.
-    async fn key(&self, kid: Option<&str>) -> Option<Jwk> {
-        let keys = self.keys.read().await;
-        let set = keys.set.as_ref()?;
-        match kid {
-            Some(kid) => set.find(kid).cloned(),
-            None if set.keys.len() == 1 => set.keys.first().cloned(),
-            None => None,
+    /// The key that checks a token naming `kid`: from the cache while it is fresh and holds the
+    /// key, else after fetching the JWKS again (see the module docs for when that happens).
+    async fn verifying_key(&self, http: &OAuthHttp, kid: Option<&str>, timing: Timing) -> Result<Jwk, TokenError> {
+        let looked = Instant::now();
+        let (cached, fresh) = self.cached_key(kid, timing.max_age).await;
+        if let (Some(jwk), true) = (&cached, fresh) {
+            return Ok(jwk.clone());
+        }
+        // A stale cache is due for a fetch whatever the refetch interval says (which still
+        // spaces out retries when the issuer cannot be reached).
+        let interval = if fresh {
+            timing.refetch_interval
+        } else {
+            timing.refetch_interval.min(timing.max_age)
+        };
+        match self.refetch(http, looked, interval).await {
+            Ok(()) => self
+                .cached_key(kid, Duration::MAX)
+                .await
+                .0
+                .ok_or_else(|| TokenError::UnknownKey {
+                    issuer: self.trusted.issuer.clone(),
+                }),
+            Err(e) => match cached {
+                Some(jwk) => {
+                    tracing::warn!(error = %e, "keeping the JWKS fetched before");
+                    Ok(jwk)
+                }
+                None => Err(e),
+            },
         }
     }
 
-    /// Fetches the JWKS again, at most once per [`JWKS_REFETCH_INTERVAL`].
-    async fn refetch(&self, http: &OAuthHttp) -> Result<(), TokenError> {
+    /// The key `kid` names (or the only key when the token names none) from the cache, and
+    /// whether the cache is younger than `max_age`.
+    async fn cached_key(&self, kid: Option<&str>, max_age: Duration) -> (Option<Jwk>, bool) {
+        let keys = self.keys.read().await;
+        let fresh = keys.loaded.is_some_and(|at| at.elapsed() < max_age);
+        let Some(set) = keys.set.as_ref() else {
+            return (None, false);
+        };
+        let jwk = match kid {
+            Some(kid) => set.find(kid).cloned(),
+            None if set.keys.len() == 1 => set.keys.first().cloned(),
+            None => None,
+        };
+        (jwk, fresh)
+    }
+
+    /// Fetches the JWKS again, unless a fetch was tried after `looked` (another request's
+    /// fetch answers this one too) or less than `interval` ago.
+    async fn refetch(&self, http: &OAuthHttp, looked: Instant, interval: Duration) -> Result<(), TokenError> {
         let mut keys = self.keys.write().await;
-        if keys.fetched.is_some_and(|at| at.elapsed() < JWKS_REFETCH_INTERVAL) {
+        if keys.attempted.is_some_and(|at| at >= looked || at.elapsed() < interval) {
             return Ok(());
         }
         let failed = |reason: String| TokenError::Keys {
             issuer: self.trusted.issuer.clone(),
             reason,
         };
+        keys.attempted = Some(Instant::now());
         let jwks_uri = match &keys.jwks_uri {
             Some(uri) => uri.clone(),
             None => {
@@ -301,14 +412,26 @@ impl IssuerKeys {
                 uri
             }
         };
-        keys.fetched = Some(Instant::now());
         let set: Option<JwkSet> = http
             .get_json("JWKS", &jwks_uri)
             .await
             .map_err(|e| failed(e.to_string()))?;
         keys.set = Some(set.ok_or_else(|| failed(format!("no JWKS at {jwks_uri}")))?);
+        keys.loaded = Some(Instant::now());
         Ok(())
     }
+}
+
+/// The `alg` of a token's header, read without parsing the rest (to name an algorithm the JWT
+/// library does not know, such as `none`).
+fn unverified_alg(token: &str) -> Option<String> {
+    let header = token.split('.').next()?;
+    let bytes = URL_SAFE_NO_PAD.decode(header.trim_end_matches('=')).ok()?;
+    #[derive(Deserialize)]
+    struct Alg {
+        alg: String,
+    }
+    serde_json::from_slice::<Alg>(&bytes).ok().map(|a| a.alg)
 }
 
 /// The `iss` of a token's payload, read before the signature is checked (only to choose which
@@ -336,54 +459,4 @@ fn describe(kind: &ErrorKind) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use jsonwebtoken::{EncodingKey, Header, encode};
-
-    fn validator() -> JwtValidator {
-        JwtValidator::new(vec![
-            TrustedIssuer::new("https://idp.example")
-                .with_audience("https://gw.example/mcp")
-                .with_jwks_uri("http://127.0.0.1:9/jwks"),
-        ])
-    }
-
-    fn token(alg: Algorithm, iss: &str) -> String {
-        let claims =
-            serde_json::json!({"iss": iss, "sub": "a", "aud": "https://gw.example/mcp", "exp": 4_000_000_000u64});
-        let key = EncodingKey::from_secret(b"shared").expect("an HMAC key");
-        encode(&Header::new(alg), &claims, &key).expect("encodes")
-    }
-
-    #[tokio::test]
-    async fn opaque_symmetric_and_foreign_tokens_are_refused_before_any_key_is_fetched() {
-        let v = validator();
-        assert_eq!(v.validate("opaque-token").await, Err(TokenError::NotAJwt));
-        assert_eq!(
-            v.validate(&token(Algorithm::HS256, "https://idp.example")).await,
-            Err(TokenError::Algorithm("HS256".into()))
-        );
-        // An RS256 header over a payload of an untrusted issuer: refused by issuer, no fetch.
-        let hs = token(Algorithm::HS256, "https://evil.example");
-        let payload = hs.split('.').nth(1).unwrap_or_default();
-        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"RS256","typ":"JWT"}"#);
-        let forged = format!("{header}.{payload}.c2ln");
-        assert_eq!(
-            v.validate(&forged).await,
-            Err(TokenError::UntrustedIssuer("https://evil.example".into()))
-        );
-    }
-
-    #[test]
-    fn audiences_may_be_one_string_or_a_list() {
-        let one: Claims =
-            serde_json::from_value(serde_json::json!({"iss": "i", "sub": "s", "aud": "a", "exp": 1})).expect("claims");
-        let many: Claims =
-            serde_json::from_value(serde_json::json!({"iss": "i", "sub": "s", "aud": ["a", "b"], "exp": 1}))
-                .expect("claims");
-        assert_eq!(
-            (one.aud, many.aud),
-            (vec!["a".to_owned()], vec!["a".to_owned(), "b".to_owned()])
-        );
-    }
-}
+mod tests;

@@ -69,6 +69,25 @@ pub struct OAuthConfig {
 /// `aggregator.oauth.server`: front-door protection of `/mcp`. Go muster's keys for running
 /// its own authorization server (`provider`, `dex`, `storage`, ...) are accepted and not used:
 /// this gateway validates tokens of trusted issuers instead.
+///
+/// A bearer token is checked against its issuer's signing keys (its JWKS) and for `iss`, `aud`,
+/// `exp` and `nbf`. Three optional keys tune the timing, all in whole seconds:
+///
+/// ```yaml
+/// aggregator:
+///   oauth:
+///     server:
+///       enabled: true
+///       baseUrl: https://muster.example.com
+///       trustedIssuers: [https://idp.example.com]
+///       clockSkewSeconds: 30            # leeway for exp and nbf (default 30; 0: exact)
+///       jwksRefetchIntervalSeconds: 30  # an unknown key refetches the JWKS at most this often
+///       jwksMaxAgeSeconds: 600          # fetched keys are trusted this long (default 600)
+/// ```
+///
+/// An issuer's new signing key is picked up when the first token naming it arrives (at most
+/// once per `jwksRefetchIntervalSeconds`); a key the issuer removed from its JWKS is refused
+/// once the gateway fetches the JWKS again, at the latest `jwksMaxAgeSeconds` later.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 #[non_exhaustive]
@@ -88,6 +107,18 @@ pub struct OAuthServerConfig {
     /// Further audiences accepted besides the resource identifier.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub trusted_audiences: Vec<String>,
+    /// How far, in seconds, the gateway's clock and the issuer's may disagree when `exp` and
+    /// `nbf` are checked. Default 30; 0 checks them exactly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_skew_seconds: Option<u64>,
+    /// A token naming a signing key the gateway does not know fetches the issuer's JWKS again
+    /// at most once per this many seconds. Default 30; 0 lets every unknown key fetch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwks_refetch_interval_seconds: Option<u64>,
+    /// How long, in seconds, a fetched JWKS is trusted before the next token fetches it again
+    /// (and a key the issuer removed is refused). Default 600.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwks_max_age_seconds: Option<u64>,
 }
 
 impl OAuthServerConfig {
@@ -99,6 +130,24 @@ impl OAuthServerConfig {
             trusted_issuers: issuers.into_iter().map(TrustedIssuerConfig::from).collect(),
             ..Self::default()
         }
+    }
+
+    /// Sets `clockSkewSeconds`.
+    pub fn with_clock_skew_seconds(mut self, seconds: u64) -> Self {
+        self.clock_skew_seconds = Some(seconds);
+        self
+    }
+
+    /// Sets `jwksRefetchIntervalSeconds`.
+    pub fn with_jwks_refetch_interval_seconds(mut self, seconds: u64) -> Self {
+        self.jwks_refetch_interval_seconds = Some(seconds);
+        self
+    }
+
+    /// Sets `jwksMaxAgeSeconds`.
+    pub fn with_jwks_max_age_seconds(mut self, seconds: u64) -> Self {
+        self.jwks_max_age_seconds = Some(seconds);
+        self
     }
 
     /// The protected resource: `resourceIdentifier`, else `<baseUrl>/mcp`.
@@ -171,6 +220,34 @@ pub struct McpClientConfig {
     /// Where a browser may be sent after a sign-in (`redirect` of `/oauth/proxy/start`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub post_login_redirect_allowlist: Vec<String>,
+    /// Keep people's grants on disk, encrypted, so they survive a restart (opt-in; by default
+    /// they live in memory only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant_store: Option<GrantStoreConfig>,
+}
+
+/// `aggregator.oauth.mcpClient.grantStore`: an encrypted directory of grants. Only grants that
+/// outlive a transport are kept there: a person's (`grantScope: subject`) and those of a
+/// front-door principal's session; a transport session's grants end with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct GrantStoreConfig {
+    /// The directory (created 0700; files are 0600).
+    pub path: String,
+    /// A file holding the 32-byte AES-256-GCM key, base64. The key itself never appears in
+    /// `config.yaml`, so reading the configuration cannot reveal it.
+    pub encryption_key_file: String,
+}
+
+impl GrantStoreConfig {
+    /// A store in `path` keyed by the key in `encryption_key_file`.
+    pub fn new(path: impl Into<String>, encryption_key_file: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            encryption_key_file: encryption_key_file.into(),
+        }
+    }
 }
 
 impl Default for McpClientConfig {
@@ -182,11 +259,18 @@ impl Default for McpClientConfig {
             callback_path: DEFAULT_CALLBACK_PATH.to_owned(),
             cimd: CimdConfig::default(),
             post_login_redirect_allowlist: Vec::new(),
+            grant_store: None,
         }
     }
 }
 
 impl McpClientConfig {
+    /// Keeps grants in `store`.
+    pub fn with_grant_store(mut self, store: GrantStoreConfig) -> Self {
+        self.grant_store = Some(store);
+        self
+    }
+
     /// Allows sending the browser to URLs under `prefixes` after a sign-in.
     pub fn allowing_redirects(mut self, prefixes: Vec<String>) -> Self {
         self.post_login_redirect_allowlist = prefixes;

@@ -50,6 +50,9 @@ pub enum GatewayError {
     /// A toolset preset of `config.yaml` is invalid.
     #[error(transparent)]
     Toolset(#[from] ToolsetError),
+    /// The grant store of `aggregator.oauth.mcpClient.grantStore` cannot be opened.
+    #[error("cannot open the grant store (aggregator.oauth.mcpClient.grantStore): {0}")]
+    GrantStore(#[from] muster_auth::oauth::store::GrantStoreError),
     /// The workflow execution records cannot be opened.
     #[error("cannot open the workflow execution records: {0}")]
     Executions(#[from] muster_workflow::record::RecordError),
@@ -74,7 +77,7 @@ impl Gateway {
     /// connect. Refused (naming the preset) when a configured toolset preset is invalid.
     ///
     /// Every call goes through this stack: toolset enforcement, then the dispatcher.
-    pub fn new(config: MusterConfig, servers: Vec<MCPServer>, workflows: Vec<Workflow>) -> Result<Self, ToolsetError> {
+    pub fn new(config: MusterConfig, servers: Vec<MCPServer>, workflows: Vec<Workflow>) -> Result<Self, GatewayError> {
         Self::with_supervision(config, servers, workflows, SupervisorConfig::from_env())
     }
 
@@ -84,7 +87,7 @@ impl Gateway {
         servers: Vec<MCPServer>,
         workflows: Vec<Workflow>,
         supervision: SupervisorConfig,
-    ) -> Result<Self, ToolsetError> {
+    ) -> Result<Self, GatewayError> {
         Self::with_options(
             config,
             servers,
@@ -102,7 +105,7 @@ impl Gateway {
         servers: Vec<MCPServer>,
         workflows: Vec<Workflow>,
         options: RegistryOptions,
-    ) -> Result<Self, ToolsetError> {
+    ) -> Result<Self, GatewayError> {
         let registry = Registry::new(config, servers, workflows, options)?;
         let catalog: Arc<dyn CatalogSource> = Arc::clone(&registry) as Arc<dyn CatalogSource>;
         let tools = BoxToolService::new(
@@ -145,8 +148,7 @@ impl Gateway {
             loaded.servers.clone(),
             loaded.workflows.clone(),
             options,
-        )
-        .map_err(GatewayError::Toolset)?;
+        )?;
         gateway.registry.set_sources(crate::registry::Sources {
             servers: loaded.server_files.clone(),
             workflows: loaded.workflow_files.clone(),

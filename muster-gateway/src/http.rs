@@ -11,7 +11,7 @@
 //! # }
 //! ```
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use axum::{Json, Router, routing::get};
 use muster_catalog::toolset::ToolsetHeaderLayer;
@@ -94,7 +94,17 @@ fn front_door(config: &OAuthServerConfig) -> Option<(BearerAuthLayer, Router)> {
         resource,
         config.trusted_issuers.iter().map(|t| t.issuer().to_owned()).collect(),
     );
-    let layer = BearerAuthLayer::new(JwtValidator::new(issuers), &protected);
+    let mut validator = JwtValidator::new(issuers);
+    if let Some(seconds) = config.clock_skew_seconds {
+        validator = validator.with_leeway(Duration::from_secs(seconds));
+    }
+    if let Some(seconds) = config.jwks_refetch_interval_seconds {
+        validator = validator.with_jwks_refetch_interval(Duration::from_secs(seconds));
+    }
+    if let Some(seconds) = config.jwks_max_age_seconds {
+        validator = validator.with_jwks_max_age(Duration::from_secs(seconds));
+    }
+    let layer = BearerAuthLayer::new(validator, &protected);
     Some((layer, protected.metadata_route()))
 }
 

@@ -6,16 +6,15 @@
 //! with [`Registry::catalog`] and route calls with [`Registry::dispatch`]: a downstream tool goes
 //! to its server's connection under the server's own name, a core tool to [`crate::core_tools`].
 
+mod sessions;
+
 use std::{
     collections::BTreeMap,
     sync::{Arc, RwLock},
 };
 
 use chrono::{DateTime, Utc};
-use muster_catalog::{
-    Catalog, CatalogSource,
-    toolset::{Presets, ToolsetError},
-};
+use muster_catalog::{Catalog, CatalogSource, toolset::Presets};
 use muster_core::{BoxToolService, SessionId, crd::ValidationErrors};
 use muster_core::{
     NameRules, ToolCall, ToolError, ToolKind,
@@ -71,6 +70,9 @@ pub struct ServerRuntime {
     pub last_failure_http_status: Option<u16>,
     /// The `WWW-Authenticate` challenge of a server that wants people to sign in.
     pub auth_challenge: Option<String>,
+    /// The server whose description of the same authorization server is used instead of this
+    /// one's, while this one is refused for it (`AuthorizationServerConflict`).
+    pub conflicts_with: Option<String>,
 }
 
 impl ServerRuntime {
@@ -93,6 +95,7 @@ impl ServerRuntime {
             state_since: Utc::now(),
             last_failure_http_status: None,
             auth_challenge: None,
+            conflicts_with: None,
         }
     }
 }
@@ -105,6 +108,8 @@ impl ServerRuntime {
         let ready = self.state.is_ready();
         let reason = if suspended && !ready {
             "Suspended".to_owned()
+        } else if self.state == MCPServerState::Failed && self.conflicts_with.is_some() {
+            "AuthorizationServerConflict".to_owned()
         } else {
             self.state.as_str().replace(' ', "")
         };
@@ -172,6 +177,9 @@ pub fn starts_automatically(server: &MCPServer) -> bool {
 #[derive(Debug)]
 struct ServerSlot {
     definition: MCPServer,
+    /// When the registry first learned of the server (lower is older), for the one description
+    /// per issuer rule.
+    since: u64,
     runtime: ServerRuntime,
     connection: Option<SharedConnection>,
     control: Option<mpsc::UnboundedSender<Command>>,
@@ -208,6 +216,8 @@ pub struct Registry {
     session_catalogs: RwLock<BTreeMap<String, Arc<Catalog>>>,
     /// The client of each MCP session, for telling one session its lists changed.
     session_peers: std::sync::Mutex<BTreeMap<String, Vec<Peer<RoleServer>>>>,
+    /// How many servers the registry has learned of (their arrival order).
+    arrivals: std::sync::atomic::AtomicU64,
     sign_in: Option<Arc<crate::auth::SignInService>>,
     supervision: SupervisorConfig,
     started: std::sync::atomic::AtomicBool,
@@ -276,20 +286,23 @@ pub enum Applied {
 
 impl Registry {
     /// A registry of `servers` and `workflows` under `config`; nothing is connected yet. Refused
-    /// when a configured toolset preset is invalid.
+    /// when a configured toolset preset is invalid or the grant store cannot be opened.
     pub fn new(
         config: MusterConfig,
         servers: Vec<MCPServer>,
         workflows: Vec<Workflow>,
         options: RegistryOptions,
-    ) -> Result<Arc<Self>, ToolsetError> {
+    ) -> Result<Arc<Self>, crate::gateway::GatewayError> {
         let supervision = options.supervision;
         let presets = Arc::new(Presets::from_config(&config.toolset_presets)?);
         let names = NameRules::new(config.aggregator.muster_prefix.clone());
+        let arrivals = servers.len() as u64;
         let servers = servers
             .into_iter()
-            .map(|s| {
+            .zip(0u64..)
+            .map(|(s, since)| {
                 let slot = ServerSlot {
+                    since,
                     runtime: ServerRuntime::initial(&s),
                     definition: s,
                     connection: None,
@@ -300,7 +313,7 @@ impl Registry {
             })
             .collect();
         let events = options.events.unwrap_or_else(EventLog::in_memory);
-        let sign_in = crate::auth::SignInService::from_config(&config);
+        let sign_in = crate::auth::SignInService::from_config(&config)?;
         let workflows = workflows
             .into_iter()
             .filter_map(|w| {
@@ -333,6 +346,7 @@ impl Registry {
             session_connections: RwLock::new(BTreeMap::new()),
             session_catalogs: RwLock::new(BTreeMap::new()),
             session_peers: std::sync::Mutex::new(BTreeMap::new()),
+            arrivals: std::sync::atomic::AtomicU64::new(arrivals),
             sign_in,
             supervision,
             started: std::sync::atomic::AtomicBool::new(false),
@@ -397,7 +411,9 @@ impl Registry {
     /// Starts a supervisor for every server: those that start automatically connect, the others
     /// wait for `core_service_start`. Returns once each has made its first attempt.
     pub async fn start(self: &Arc<Self>) {
-        self.started.store(true, std::sync::atomic::Ordering::SeqCst);
+        if !self.started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.spawn_session_reaper();
+        }
         let first_attempts: Vec<oneshot::Receiver<()>> = {
             let mut servers = self.write_servers();
             servers
@@ -433,20 +449,27 @@ impl Registry {
     /// connection is closed and it reconnects with the new one). The others are untouched.
     pub fn apply_server(self: &Arc<Self>, definition: MCPServer) -> Applied {
         let name = definition.metadata.name.clone();
+        let mut issuers_before = self.server_issuer(&name).into_iter().collect::<Vec<_>>();
+        issuers_before.extend(crate::auth::issuers::Description::of(&definition).map(|d| d.issuer));
         let applied = {
             let mut servers = self.write_servers();
-            let (applied, generation) = match servers.get(&name) {
+            let (applied, generation, since) = match servers.get(&name) {
                 Some(old)
                     if old.definition.spec == definition.spec && old.definition.metadata == definition.metadata =>
                 {
                     return Applied::Unchanged;
                 }
-                Some(old) => (Applied::Updated, old.generation + 1),
-                None => (Applied::Added, 0),
+                Some(old) => (Applied::Updated, old.generation + 1, old.since),
+                None => (
+                    Applied::Added,
+                    0,
+                    self.arrivals.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                ),
             };
             // Dropping the old slot's control channel ends its supervisor, which closes its
             // connection; its late updates carry an old generation and are ignored.
             let mut slot = ServerSlot {
+                since,
                 runtime: ServerRuntime::initial(&definition),
                 definition,
                 connection: None,
@@ -459,6 +482,7 @@ impl Registry {
             servers.insert(name.clone(), slot);
             applied
         };
+        self.recheck_issuer_peers(&name, &issuers_before);
         tracing::info!(server = %name, ?applied, "MCPServer definition applied");
         let reason = match applied {
             Applied::Added => reasons::MCP_SERVER_CREATED,
@@ -482,7 +506,9 @@ impl Registry {
     /// Removes server `name`: its supervisor stops and its connection closes. `false` when no
     /// such server is defined.
     pub fn remove_server(&self, name: &str) -> bool {
+        let issuers = self.server_issuer(name).into_iter().collect::<Vec<_>>();
         let removed = self.write_servers().remove(name);
+        self.recheck_issuer_peers(name, &issuers);
         if let Some(slot) = &removed
             && let Some(conn) = &slot.connection
         {
@@ -498,6 +524,43 @@ impl Registry {
             self.changed();
         }
         removed.is_some()
+    }
+
+    /// The issuer server `name` pins, if it pins one.
+    fn server_issuer(&self, name: &str) -> Option<String> {
+        self.read_servers()
+            .get(name)
+            .and_then(|s| crate::auth::issuers::Description::of(&s.definition))
+            .map(|d| d.issuer)
+    }
+
+    /// Whether server `name` describes its authorization server otherwise than the server whose
+    /// description is used for that issuer (one description per issuer).
+    pub fn issuer_conflict(&self, name: &str) -> Option<crate::auth::issuers::AuthorizationServerConflict> {
+        let servers = self.read_servers();
+        crate::auth::issuers::conflict(servers.values().map(|s| (&s.definition, s.since)), name)
+    }
+
+    /// After server `changed` (naming `issuers`) was added, changed or removed, the other servers
+    /// of those issuers that wait for a sign-in or are refused for a conflict try again: a
+    /// conflict may have begun or ended.
+    fn recheck_issuer_peers(&self, changed: &str, issuers: &[String]) {
+        if issuers.is_empty() {
+            return;
+        }
+        let peers: Vec<String> = self
+            .read_servers()
+            .values()
+            .filter(|s| s.definition.metadata.name != changed)
+            .filter(|s| matches!(s.runtime.state, MCPServerState::AuthRequired | MCPServerState::Failed))
+            .filter(|s| {
+                crate::auth::issuers::Description::of(&s.definition).is_some_and(|d| issuers.contains(&d.issuer))
+            })
+            .map(|s| s.definition.metadata.name.clone())
+            .collect();
+        for peer in peers {
+            self.command(&peer, Command::Restart);
+        }
     }
 
     /// Adds or replaces a Workflow, compiling it first: refused (and nothing changes) when it
@@ -592,166 +655,9 @@ impl Registry {
         sessions.push(peer);
     }
 
-    /// Remembers a client of session `session` (a transport session, or several of one
-    /// principal's), to tell them alone when its lists change.
-    pub fn add_session_peer(&self, session: &SessionId, peer: Peer<RoleServer>) {
-        let mut peers = self.session_peers.lock().unwrap_or_else(|e| e.into_inner());
-        for list in peers.values_mut() {
-            list.retain(|p| !p.is_transport_closed());
-        }
-        peers.retain(|_, list| !list.is_empty());
-        peers.entry(session.as_str().to_owned()).or_default().push(peer);
-    }
-
-    /// The clients of `session`.
-    fn peers_of(&self, session: &SessionId) -> Vec<Peer<RoleServer>> {
-        self.session_peers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .cloned()
-            .unwrap_or_default()
-    }
-
     /// The sign-in service, when `aggregator.oauth.mcpClient` is enabled.
     pub fn sign_in(&self) -> Option<&Arc<crate::auth::SignInService>> {
         self.sign_in.as_ref()
-    }
-
-    /// The catalogue `session` sees: the shared one plus the tools of the servers it signed in
-    /// to.
-    pub fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
-        let own = self
-            .session_connections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .filter(|c| !c.is_empty())
-            .cloned();
-        let Some(own) = own else {
-            return self.catalog();
-        };
-        if let Some(catalog) = self
-            .session_catalogs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-        {
-            return Arc::clone(catalog);
-        }
-        let (catalog, _, _) = self.build_catalog(&own);
-        let catalog = Arc::new(catalog);
-        self.session_catalogs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(session.as_str().to_owned(), Arc::clone(&catalog));
-        catalog
-    }
-
-    /// The servers a sign-in would unlock for `session`: waiting for people to sign in, not
-    /// suspended, and not signed in to by this session. With `pattern`, only those whose tools'
-    /// exposed names the pattern could match.
-    pub fn servers_requiring_auth(
-        &self,
-        session: &SessionId,
-        pattern: Option<&muster_catalog::pattern::NamePattern>,
-    ) -> Vec<muster_catalog::tools::ServerAuthHint> {
-        self.read_servers()
-            .values()
-            .filter(|s| s.runtime.state == MCPServerState::AuthRequired && !s.definition.spec.suspended)
-            .filter(|s| self.session_connection(session, &s.definition.metadata.name).is_none())
-            .filter_map(|s| {
-                let d = &s.definition;
-                let prefix = d.spec.tool_prefix.clone().unwrap_or_else(|| d.metadata.name.clone());
-                let sample = self.names.server_tool(&prefix, "");
-                pattern
-                    .is_none_or(|p| p.matches(&sample))
-                    .then(|| muster_catalog::tools::ServerAuthHint {
-                        name: d.metadata.name.clone(),
-                        status: "auth_required".to_owned(),
-                        auth_tool: "core_auth_login".to_owned(),
-                        tool_prefix: Some(prefix),
-                        family: d.spec.family.as_ref().map(|f| f.name.clone()),
-                    })
-            })
-            .collect()
-    }
-
-    /// The connection `session` holds to `server`, when it signed in to it.
-    pub fn session_connection(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
-        self.session_connections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .and_then(|c| c.get(server))
-            .cloned()
-    }
-
-    /// Gives `session` its own connection to `server` (after a sign-in); the session's catalogue
-    /// gains the server's tools and the session is told its lists changed.
-    pub fn install_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
-        self.replace_session_connection(session, server, conn);
-        self.session_changed(session);
-    }
-
-    /// Replaces the connection `session` holds to `server` (a refreshed token), without telling
-    /// the session anything changed.
-    pub(crate) fn replace_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
-        let previous = self
-            .session_connections
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(session.as_str().to_owned())
-            .or_default()
-            .insert(server.to_owned(), conn);
-        if let Some(previous) = previous {
-            previous.close();
-        }
-    }
-
-    /// Drops the connection `session` holds to `server`; whether it held one.
-    pub fn remove_session_connection(&self, session: &SessionId, server: &str) -> bool {
-        let removed = self
-            .session_connections
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(session.as_str())
-            .and_then(|c| c.remove(server));
-        let held = removed.is_some();
-        if let Some(conn) = removed {
-            conn.close();
-            self.session_changed(session);
-        }
-        held
-    }
-
-    /// Tells `session` that the URL elicitation `elicitation_id` completed
-    /// (`notifications/elicitation/complete`).
-    pub(crate) fn notify_elicitation_complete(&self, session: &SessionId, elicitation_id: &str) {
-        for peer in self.peers_of(session) {
-            let notification =
-                rmcp::model::ServerNotification::CustomNotification(rmcp::model::CustomNotification::new(
-                    "notifications/elicitation/complete",
-                    Some(serde_json::json!({"elicitationId": elicitation_id})),
-                ));
-            tokio::spawn(async move {
-                let _ = peer.send_notification(notification).await;
-            });
-        }
-    }
-
-    fn session_changed(&self, session: &SessionId) {
-        self.session_catalogs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(session.as_str());
-        for peer in self.peers_of(session) {
-            tokio::spawn(async move {
-                let _ = peer.notify_tool_list_changed().await;
-                let _ = peer.notify_resource_list_changed().await;
-                let _ = peer.notify_prompt_list_changed().await;
-            });
-        }
     }
 
     /// Tells every connected client session that the tools, resources and prompts changed.
@@ -1060,10 +966,8 @@ impl Registry {
                         entry.server_tool.clone().unwrap_or_default(),
                     ),
                 };
-                if let Some(sign_in) = &self.sign_in
-                    && self.session_connection(&call.ctx.session, &server).is_some()
-                {
-                    sign_in.refresh_if_needed(self, &call.ctx.session, &server).await?;
+                if let Some(sign_in) = &self.sign_in {
+                    sign_in.prepare_call(self, &call.ctx, &server).await?;
                 }
                 let conn = self
                     .session_connection(&call.ctx.session, &server)

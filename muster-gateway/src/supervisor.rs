@@ -286,6 +286,23 @@ pub(crate) async fn supervise(
                 // holds a grant (its connections are that session's, not this supervisor's).
                 tracing::info!(server = %key.name, "the server requires people to sign in");
                 with_registry(&registry, |r| {
+                    if let Some(conflict) = r.issuer_conflict(&key.name) {
+                        // One description per issuer: refused until the servers agree.
+                        r.emit(Event::mcp_server(
+                            &key.name,
+                            reasons::MCP_SERVER_FAILED,
+                            conflict.to_string(),
+                        ));
+                        r.mark(&key, |rt| {
+                            rt.state = MCPServerState::Failed;
+                            rt.health = MCPServerHealth::Unknown;
+                            rt.last_error = Some(conflict.to_string());
+                            rt.last_failure_http_status = Some(401);
+                            rt.auth_challenge = Some(challenge.clone()).filter(|c| !c.is_empty());
+                            rt.conflicts_with = Some(conflict.used.clone());
+                        });
+                        return;
+                    }
                     r.emit(Event::mcp_server(
                         &key.name,
                         reasons::MCP_SERVER_AUTH_REQUIRED,
@@ -301,6 +318,7 @@ pub(crate) async fn supervise(
                         rt.last_failure_http_status = Some(401);
                         rt.consecutive_failures = 0;
                         rt.auth_challenge = Some(challenge).filter(|c| !c.is_empty());
+                        rt.conflicts_with = None;
                     });
                 });
                 if let Some(tx) = first_attempt.take() {

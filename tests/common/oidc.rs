@@ -253,6 +253,110 @@ impl OidcProvider {
     }
 }
 
+/// Key rotation and the published keys (additions for the front-door tests).
+impl OidcProvider {
+    /// The provider's JWKS as it publishes it now (its discovery document's `jwks_uri`).
+    pub async fn jwks(&self) -> serde_json::Value {
+        let discovery: serde_json::Value = reqwest::get(format!("{}/.well-known/openid-configuration", self.issuer))
+            .await
+            .expect("discovery answers")
+            .json()
+            .await
+            .expect("discovery is JSON");
+        let jwks_uri = discovery["jwks_uri"].as_str().expect("discovery names the jwks_uri");
+        reqwest::get(jwks_uri)
+            .await
+            .expect("the JWKS answers")
+            .json()
+            .await
+            .expect("the JWKS is JSON")
+    }
+
+    /// The `kid`s of the published keys, the signing one first.
+    pub async fn published_kids(&self) -> Vec<String> {
+        kids(&self.jwks().await["keys"])
+    }
+
+    /// Rotates the signing key: a fresh key signs every token from now on and the keys before
+    /// it stay published. Returns the new key's `kid`. The provider must have been started with
+    /// `OIDC_ROTATE_ADMIN=1`.
+    pub async fn rotate_signing_key(&self) -> String {
+        let answer = self.key_admin("rotate").await;
+        answer["signing"].as_str().expect("the signing kid").to_owned()
+    }
+
+    /// Retires the keys before the signing one: they leave the JWKS. Returns the `kid`s still
+    /// published. The provider must have been started with `OIDC_ROTATE_ADMIN=1`.
+    pub async fn retire_old_keys(&self) -> Vec<String> {
+        kids(&self.key_admin("retire").await["published"])
+    }
+
+    async fn key_admin(&self, action: &str) -> serde_json::Value {
+        let response = reqwest::Client::new()
+            .post(format!("{}/admin/keys/{action}", self.issuer))
+            .send()
+            .await
+            .expect("the provider answers");
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        assert!(
+            status == StatusCode::OK,
+            "keys/{action}: {status} {body} (was the provider started with OIDC_ROTATE_ADMIN=1?)"
+        );
+        serde_json::from_str(&body).expect("the admin answer is JSON")
+    }
+}
+
+fn kids(list: &serde_json::Value) -> Vec<String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|key| key.get("kid").unwrap_or(key).as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A forged token: `payload` under `header` (its `alg` set to RS256), signed with a fresh RSA
+/// key that no issuer publishes. Made by `tests/fixtures/oidc/forge.mjs`.
+pub fn sign_with_foreign_key(header: &serde_json::Value, payload: &serde_json::Value) -> String {
+    forge(&["foreign-rsa", &header.to_string(), &payload.to_string()])
+}
+
+/// A forged token for the algorithm confusion attack: `payload` under `header` (its `alg` set to
+/// HS256), its HMAC keyed with the PEM of `public_jwk` (an issuer's public RSA key, which anyone
+/// can read from its JWKS). Made by `tests/fixtures/oidc/forge.mjs`.
+pub fn sign_hs256_with_public_key(
+    header: &serde_json::Value,
+    payload: &serde_json::Value,
+    public_jwk: &serde_json::Value,
+) -> String {
+    forge(&[
+        "hs256-public-key",
+        &header.to_string(),
+        &payload.to_string(),
+        &public_jwk.to_string(),
+    ])
+}
+
+fn forge(args: &[&str]) -> String {
+    let root = repo_root();
+    let output = Command::new("node")
+        .arg(root.join("tests/fixtures/oidc/forge.mjs"))
+        .args(args)
+        .current_dir(&root)
+        .output()
+        .expect("run node (is Node.js on PATH?)");
+    assert!(
+        output.status.success(),
+        "forge.mjs {}: {}",
+        args[0],
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("a token is ASCII")
+        .trim()
+        .to_owned()
+}
+
 impl Drop for OidcProvider {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -2,6 +2,7 @@
 //! loopback port, for the sign-in and front-door tests.
 
 use muster::core::config::{AggregatorConfig, MusterConfig};
+use muster::core::crd::MCPServer;
 use muster::gateway::Gateway;
 use serde_json::json;
 
@@ -12,26 +13,49 @@ pub struct SignInGateway {
     pub base: String,
     pub gateway: Gateway,
     server: tokio::task::JoinHandle<()>,
-    _protected: ScriptedServer,
+    protected: ScriptedServer,
+    definition: MCPServer,
 }
 
 impl SignInGateway {
     /// Starts it with the aggregator configuration `configure` makes from the base URL.
     pub async fn start(idp: &OidcProvider, configure: impl FnOnce(String) -> AggregatorConfig) -> Self {
+        Self::start_defining(idp, |_| {}, configure).await
+    }
+
+    /// Starts it with the protected server's definition changed by `define` (its `auth`, say).
+    pub async fn start_defining(
+        idp: &OidcProvider,
+        define: impl FnOnce(&mut MCPServer),
+        configure: impl FnOnce(String) -> AggregatorConfig,
+    ) -> Self {
         let protected = ScriptedServer::builder()
             .tool("whoami", true, |_| Ok(json!("you are in")))
             .serve_protected(idp.issuer())
             .await;
+        let mut definition = remote("protected", &protected.url);
+        define(&mut definition);
+        Self::serve(protected, definition, configure).await
+    }
+
+    /// Stops this gateway and starts a new one (on a new port) in front of the same protected
+    /// server, as after a restart.
+    pub async fn restart(self, configure: impl FnOnce(String) -> AggregatorConfig) -> Self {
+        self.gateway.shutdown().await;
+        self.server.abort();
+        Self::serve(self.protected, self.definition, configure).await
+    }
+
+    async fn serve(
+        protected: ScriptedServer,
+        definition: MCPServer,
+        configure: impl FnOnce(String) -> AggregatorConfig,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let config = MusterConfig::default().with_aggregator(configure(base.clone()));
-        let gateway = Gateway::with_supervision(
-            config,
-            vec![remote("protected", &protected.url)],
-            Vec::new(),
-            fast_supervision(),
-        )
-        .expect("valid configuration");
+        let gateway = Gateway::with_supervision(config, vec![definition.clone()], Vec::new(), fast_supervision())
+            .expect("valid configuration");
         gateway.start().await;
         let app = gateway.router();
         let server = tokio::spawn(async move {
@@ -41,7 +65,8 @@ impl SignInGateway {
             base,
             gateway,
             server,
-            _protected: protected,
+            protected,
+            definition,
         }
     }
 

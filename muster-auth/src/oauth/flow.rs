@@ -220,6 +220,11 @@ impl SignIns {
         Ok(StartedSignIn { url, state, expires_at })
     }
 
+    /// Whether link `state` waits for its callback.
+    pub fn is_pending(&self, state: &str) -> bool {
+        self.lock().get(state).is_some_and(|p| p.started.elapsed() < self.ttl)
+    }
+
     /// Withdraws the sign-in of link `state`: its callback will be refused.
     pub fn forget(&self, state: &str) {
         self.lock().remove(state);

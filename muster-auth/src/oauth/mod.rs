@@ -18,5 +18,6 @@ pub mod flow;
 pub mod grant;
 pub mod http;
 pub mod registration;
+pub mod store;
 
 pub use error::{AuthError, Result};

@@ -12,11 +12,14 @@
 //! gateway: the links, the client registrations by issuer and the grants by session.
 
 pub mod challenge;
+mod grants;
+pub mod issuers;
 pub mod outcome;
 mod routes;
+mod status;
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::HashMap,
     sync::{Arc, Mutex},
 };
 
@@ -27,6 +30,7 @@ use muster_auth::oauth::{
     grant::Grant,
     http::OAuthHttp,
     registration::{ClientMetadata, ClientRegistration, register},
+    store::{EncryptedGrantStore, GrantStoreError, GrantStoreKey},
 };
 use muster_core::{
     CallContext, SessionId, ToolError,
@@ -39,6 +43,7 @@ pub use routes::routes;
 
 use self::{
     challenge::{ChallengeSlot, SignInChallenge},
+    grants::{GrantBook, Used, owner_of},
     outcome::{LinkOutcomes, Outcome, SIGN_IN_WAIT, Waited},
 };
 use crate::{
@@ -58,9 +63,9 @@ pub struct SignInService {
     redirects: Mutex<HashMap<String, String>>,
     /// The gateway's registration with each authorization server, by issuer.
     registrations: Mutex<HashMap<String, ClientRegistration>>,
-    /// Grants by (session, server).
-    grants: Mutex<BTreeMap<(String, String), Grant>>,
-    /// One refresh at a time per grant (a rotated refresh token must never be used twice).
+    /// The grants people hold, and which one each session connection carries.
+    book: GrantBook,
+    /// One refresh at a time (a rotated refresh token must never be used twice).
     refreshing: tokio::sync::Mutex<()>,
     /// The link each (session, server) was last given, reused while it is valid.
     issued: Mutex<HashMap<(String, String), IssuedLink>>,
@@ -68,6 +73,9 @@ pub struct SignInService {
     attempts: Mutex<HashMap<String, std::collections::VecDeque<std::time::Instant>>>,
     /// What became of each link, for retries that wait for a sign-in.
     outcomes: LinkOutcomes,
+    /// How the server described its authorization server when each link was issued, by state:
+    /// a sign-in whose description changed before its callback is refused.
+    described: Mutex<HashMap<String, Option<issuers::Description>>>,
 }
 
 /// A link given to a session: its state and when it expires.
@@ -86,24 +94,35 @@ impl std::fmt::Debug for SignInService {
 }
 
 impl SignInService {
-    /// The service `config` asks for, if sign-in is enabled.
-    pub fn from_config(config: &MusterConfig) -> Option<Arc<Self>> {
+    /// The service `config` asks for, if sign-in is enabled, with the grants its grant store
+    /// kept. Refused when the grant store is configured and cannot be opened (its key file is
+    /// missing or not a key, its directory cannot be created).
+    pub fn from_config(config: &MusterConfig) -> Result<Option<Arc<Self>>, GrantStoreError> {
         let client = &config.aggregator.oauth.mcp_client;
-        client.enabled.then(|| {
-            Arc::new(Self {
-                config: client.clone(),
-                http: OAuthHttp::new(),
-                flows: SignIns::new(),
-                links: Mutex::new(HashMap::new()),
-                redirects: Mutex::new(HashMap::new()),
-                registrations: Mutex::new(HashMap::new()),
-                grants: Mutex::new(BTreeMap::new()),
-                refreshing: tokio::sync::Mutex::new(()),
-                issued: Mutex::new(HashMap::new()),
-                attempts: Mutex::new(HashMap::new()),
-                outcomes: LinkOutcomes::default(),
-            })
-        })
+        if !client.enabled {
+            return Ok(None);
+        }
+        let book = match &client.grant_store {
+            Some(store) => {
+                let key = GrantStoreKey::from_file(std::path::Path::new(&store.encryption_key_file))?;
+                GrantBook::persisted(EncryptedGrantStore::open(std::path::Path::new(&store.path), key)?)?
+            }
+            None => GrantBook::default(),
+        };
+        Ok(Some(Arc::new(Self {
+            config: client.clone(),
+            http: OAuthHttp::new(),
+            flows: SignIns::new(),
+            links: Mutex::new(HashMap::new()),
+            redirects: Mutex::new(HashMap::new()),
+            registrations: Mutex::new(HashMap::new()),
+            book,
+            refreshing: tokio::sync::Mutex::new(()),
+            issued: Mutex::new(HashMap::new()),
+            attempts: Mutex::new(HashMap::new()),
+            outcomes: LinkOutcomes::default(),
+            described: Mutex::new(HashMap::new()),
+        })))
     }
 
     fn public_url(&self) -> Result<&str, ToolError> {
@@ -136,21 +155,24 @@ impl SignInService {
         server: &str,
         reset_registration: bool,
     ) -> Result<Value, ToolError> {
-        let (answer, challenge) = self.link(registry, &ctx.session, server, reset_registration).await?;
+        self.count_attempt(&ctx.session, server, registry, reset_registration)?;
+        let (answer, challenge) = self.link(registry, ctx, server, reset_registration).await?;
         if let Some(challenge) = challenge {
             ChallengeSlot::record(ctx, challenge);
         }
         Ok(answer)
     }
 
-    /// The answer of [`Self::login`] and the link it gives, if it gives one.
+    /// The answer of [`Self::login`] and the link it gives, if it gives one (the caller counted
+    /// the attempt).
     async fn link(
         &self,
         registry: &Registry,
-        session: &SessionId,
+        ctx: &CallContext,
         server: &str,
         reset_registration: bool,
     ) -> Result<(Value, Option<SignInChallenge>), ToolError> {
+        let session = &ctx.session;
         if session.is_anonymous() {
             return Err(ToolError::invalid_arguments(format!(
                 "signing in to {server} needs a session of your own, and this request has none: it carries no \
@@ -173,13 +195,19 @@ impl SignInService {
                 "server {server} signs in with your muster sign-in (single sign-on); there is nothing to log in to"
             )));
         }
-        if registry.session_connection(session, server).is_some() {
+        if let Some(conflict) = registry.issuer_conflict(server) {
+            return Err(ToolError::invalid_arguments(conflict.to_string()));
+        }
+        let owner = self.owner(registry, ctx, server);
+        if registry.session_connection(session, server).is_some()
+            || (self.book.get(&owner, server).is_some() && self.prepare_call(registry, ctx, server).await.is_ok())
+        {
             return Ok((
                 json!({"server": server, "status": "connected", "message": format!("already authenticated to {server}")}),
                 None,
             ));
         }
-        if view.runtime.state != MCPServerState::AuthRequired {
+        if !matches!(view.runtime.state, MCPServerState::AuthRequired) {
             return Ok((
                 json!({
                     "server": server,
@@ -192,7 +220,6 @@ impl SignInService {
         if !reset_registration && let Some((answer, challenge)) = self.issued_link(session, server) {
             return Ok((answer, Some(challenge)));
         }
-        self.count_attempt(session)?;
         let resource = view.definition.spec.url.clone().unwrap_or_default();
         let pinned = auth.and_then(|a| a.authorization_server.as_ref());
         let mut advertised_scopes = Vec::new();
@@ -246,7 +273,7 @@ impl SignInService {
             .flows
             .start(SignInRequest {
                 session: session.as_str().to_owned(),
-                owner: session.as_str().to_owned(),
+                owner,
                 server: server.to_owned(),
                 metadata: metadata.clone(),
                 client,
@@ -266,6 +293,11 @@ impl SignInService {
             (started.state.clone(), started.expires_at),
         );
         self.outcomes.issue(&started.state, session.as_str(), server);
+        {
+            let mut described = self.described.lock().unwrap_or_else(|e| e.into_inner());
+            described.retain(|state, _| self.flows.is_pending(state));
+            described.insert(started.state.clone(), issuers::Description::of(&view.definition));
+        }
         let answer = json!({
             "server": server,
             "status": "auth_required",
@@ -340,8 +372,20 @@ impl SignInService {
         self.outcomes.forget(state);
     }
 
-    /// Counts a request for a new link by `session`'s person; refused over the limit.
-    fn count_attempt(&self, session: &SessionId) -> Result<(), ToolError> {
+    /// Counts a request of `session`'s person for a new link to `server`; refused over the limit.
+    /// A request that a connection or a valid link answers counts nothing.
+    fn count_attempt(
+        &self,
+        session: &SessionId,
+        server: &str,
+        registry: &Registry,
+        reset_registration: bool,
+    ) -> Result<(), ToolError> {
+        if !reset_registration
+            && (registry.session_connection(session, server).is_some() || self.issued_link(session, server).is_some())
+        {
+            return Ok(());
+        }
         let window = std::time::Duration::from_secs(60);
         let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
         let mine = attempts.entry(session.as_str().to_owned()).or_default();
@@ -358,6 +402,18 @@ impl SignInService {
         }
         mine.push_back(std::time::Instant::now());
         Ok(())
+    }
+
+    /// Who owns a grant `ctx`'s caller gets for `server`: its session, or the person for a
+    /// server whose authorization server says `grantScope: subject`.
+    fn owner(&self, registry: &Registry, ctx: &CallContext, server: &str) -> String {
+        let scope = registry
+            .server(server)
+            .and_then(|v| v.definition.spec.auth)
+            .and_then(|a| a.authorization_server)
+            .map(|a| a.grant_scope)
+            .unwrap_or_default();
+        owner_of(&ctx.session, ctx.principal.as_ref(), scope)
     }
 
     /// The gateway's client with `metadata`'s issuer: the configured client id, else a stored
@@ -476,6 +532,20 @@ impl SignInService {
         let view = registry
             .server(&completed.server)
             .ok_or_else(|| format!("server {} is no longer defined", completed.server))?;
+        let described_then = callback
+            .state
+            .as_ref()
+            .and_then(|state| self.described.lock().unwrap_or_else(|e| e.into_inner()).remove(state))
+            .flatten();
+        if described_then != issuers::Description::of(&view.definition) {
+            return Err(format!(
+                "the authorization server of {} was described differently when this sign-in started; sign in again",
+                completed.server
+            ));
+        }
+        if let Some(conflict) = registry.issuer_conflict(&completed.server) {
+            return Err(conflict.to_string());
+        }
         if view.definition.spec.suspended {
             return Err(format!(
                 "server {} was deactivated (spec.suspended=true) meanwhile; sign in again once it is started",
@@ -485,11 +555,18 @@ impl SignInService {
         let conn = connect_as(view.definition, &completed.grant)
             .await
             .map_err(|e| format!("signed in, but the connection to {} failed: {e}", completed.server))?;
-        self.grants.lock().unwrap_or_else(|e| e.into_inner()).insert(
-            (completed.session.clone(), completed.server.clone()),
-            completed.grant.clone(),
-        );
+        let generation = self
+            .book
+            .put(&completed.owner, &completed.server, completed.grant.clone());
         registry.install_session_connection(&session, &completed.server, Arc::new(conn));
+        self.book.mark_used(
+            &session,
+            &completed.server,
+            Used {
+                owner: completed.owner.clone(),
+                generation,
+            },
+        );
         if let Some(state) = &callback.state {
             // The link's state is the elicitation id a 2025-11-25 client was given.
             registry.notify_elicitation_complete(&session, state);
@@ -502,76 +579,116 @@ impl SignInService {
         Ok((completed, redirect))
     }
 
-    /// Makes sure the grant behind `session`'s connection to `server` is fresh before a call:
-    /// when its access token expires within a minute it is refreshed and the connection is
-    /// replaced with one carrying the new token. `Ok(())` when nothing was needed. A refresh the
-    /// authorization server refuses signs the session out of the server.
-    pub async fn refresh_if_needed(
-        &self,
-        registry: &Registry,
-        session: &SessionId,
-        server: &str,
-    ) -> Result<(), ToolError> {
-        let key = (session.as_str().to_owned(), server.to_owned());
-        let due = |grants: &BTreeMap<(String, String), Grant>| {
-            grants
-                .get(&key)
-                .filter(|g| g.needs_refresh(chrono::Utc::now()))
-                .cloned()
+    /// Makes sure `ctx`'s session calls `server` with a fresh grant: a grant whose access token
+    /// expires within a minute is refreshed first, and a session whose connection carries an
+    /// older token than its grant (a person's `subject` grant another session refreshed, a grant
+    /// kept across a restart) is reconnected with the current one. `Ok(())` when the caller holds
+    /// no grant for the server. A refresh the authorization server refuses signs the owner out.
+    pub async fn prepare_call(&self, registry: &Registry, ctx: &CallContext, server: &str) -> Result<(), ToolError> {
+        let owner = self.owner(registry, ctx, server);
+        let Some(mut held) = self.book.get(&owner, server) else {
+            return Ok(());
         };
-        if due(&self.grants.lock().unwrap_or_else(|e| e.into_inner())).is_none() {
+        if let Some(conflict) = registry.issuer_conflict(server) {
+            registry.remove_session_connection(&ctx.session, server);
+            return Err(ToolError::invalid_arguments(conflict.to_string()));
+        }
+        if held.grant.needs_refresh(chrono::Utc::now()) {
+            let _one_at_a_time = self.refreshing.lock().await;
+            match self.book.get(&owner, server) {
+                Some(current) if current.grant.needs_refresh(chrono::Utc::now()) => {
+                    match current.grant.refresh(&self.http).await {
+                        Ok(refreshed) => {
+                            let generation = self.book.put(&owner, server, refreshed.clone());
+                            held = grants::Held {
+                                grant: refreshed,
+                                generation,
+                            };
+                        }
+                        Err(e) => {
+                            tracing::warn!(server, error = %e, "refresh refused; the owner must sign in again");
+                            self.sign_out(registry, &owner, server);
+                            return Err(ToolError::invalid_arguments(format!(
+                                "your sign-in to {server} expired and could not be renewed ({e}); sign in again with core_auth_login"
+                            )));
+                        }
+                    }
+                }
+                Some(current) => held = current, // refreshed while this call waited
+                None => return Ok(()),
+            }
+        }
+        let used = Used {
+            owner: owner.clone(),
+            generation: held.generation,
+        };
+        if self.book.used_by(&ctx.session, server).as_ref() == Some(&used)
+            && registry.session_connection(&ctx.session, server).is_some()
+        {
             return Ok(());
         }
-        let _one_at_a_time = self.refreshing.lock().await;
-        let Some(grant) = due(&self.grants.lock().unwrap_or_else(|e| e.into_inner())) else {
-            return Ok(()); // refreshed while this call waited
-        };
-        let refreshed = match grant.refresh(&self.http).await {
-            Ok(refreshed) => refreshed,
-            Err(e) => {
-                tracing::warn!(server, error = %e, "refresh refused; the session must sign in again");
-                self.grants.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
-                registry.remove_session_connection(session, server);
-                return Err(ToolError::invalid_arguments(format!(
-                    "your sign-in to {server} expired and could not be renewed ({e}); sign in again with core_auth_login"
-                )));
-            }
-        };
         let view = registry
             .server(server)
             .ok_or_else(|| ToolError::invalid_arguments(format!("server {server} not found")))?;
-        let conn = connect_as(view.definition, &refreshed)
+        let conn = connect_as(view.definition, &held.grant)
             .await
             .map_err(|reason| ToolError::ServerUnavailable {
                 server: server.to_owned(),
                 reason,
             })?;
-        self.grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, refreshed);
-        registry.replace_session_connection(session, server, Arc::new(conn));
+        if registry.session_connection(&ctx.session, server).is_some() {
+            registry.replace_session_connection(&ctx.session, server, Arc::new(conn));
+        } else {
+            registry.install_session_connection(&ctx.session, server, Arc::new(conn));
+        }
+        self.book.mark_used(&ctx.session, server, used);
         Ok(())
     }
 
-    /// When `session`'s grant for `server` expires, if it holds one (for `core_auth_status`).
-    fn expires_at(&self, session: &SessionId, server: &str) -> Option<chrono::DateTime<chrono::Utc>> {
-        self.grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&(session.as_str().to_owned(), server.to_owned()))
-            .and_then(|g| g.expires_at)
+    /// Connects `ctx`'s session to the servers its caller holds grants for but the session has
+    /// no connection to yet: a person's `subject` grants in a new session of theirs, and a
+    /// principal's grants kept across a restart. Run before each meta-tool call; costs two map
+    /// lookups when there is nothing to do.
+    pub async fn adopt_grants(&self, registry: &Registry, ctx: &CallContext) {
+        let mut owners = vec![ctx.session.as_str().to_owned()];
+        if ctx.principal.is_some() {
+            owners.push(owner_of(
+                &ctx.session,
+                ctx.principal.as_ref(),
+                muster_core::crd::GrantScope::Subject,
+            ));
+        }
+        for owner in owners {
+            for server in self.book.servers_of(&owner) {
+                if self.owner(registry, ctx, &server) != owner
+                    || registry.session_connection(&ctx.session, &server).is_some()
+                {
+                    continue;
+                }
+                if let Err(e) = self.prepare_call(registry, ctx, &server).await {
+                    tracing::warn!(server, error = %e, "a held grant could not connect this session");
+                }
+            }
+        }
     }
 
-    /// Signs `session` out of `server`: revokes the grant where the authorization server can
-    /// and drops the session's connection. The answer of `core_auth_logout`.
-    pub async fn logout(&self, registry: &Registry, session: &SessionId, server: &str) -> Result<Value, ToolError> {
-        let grant = self
-            .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(session.as_str().to_owned(), server.to_owned()));
-        let dropped = registry.remove_session_connection(session, server);
+    /// Forgets `owner`'s grant for `server` and drops the connections of every session that
+    /// used it; the grant, for revocation.
+    fn sign_out(&self, registry: &Registry, owner: &str, server: &str) -> Option<Grant> {
+        let (grant, sessions) = self.book.take(owner, server);
+        for session in sessions {
+            registry.remove_session_connection(&session, server);
+        }
+        grant
+    }
+
+    /// Signs the caller out of `server`: revokes the grant where the authorization server can
+    /// and drops the connections that carried it (every session of the person's, for a
+    /// `subject` grant). The answer of `core_auth_logout`.
+    pub async fn logout(&self, registry: &Registry, ctx: &CallContext, server: &str) -> Result<Value, ToolError> {
+        let owner = self.owner(registry, ctx, server);
+        let grant = self.sign_out(registry, &owner, server);
+        let dropped = registry.remove_session_connection(&ctx.session, server);
         let revoked = match &grant {
             Some(grant) => match grant.revoke(&self.http).await {
                 Ok(revoked) => revoked,
@@ -594,37 +711,21 @@ impl SignInService {
         }))
     }
 
-    /// The caller's state on every server that wants people to sign in: the answer of
-    /// `core_auth_status`.
-    pub fn status(&self, registry: &Registry, session: &SessionId) -> Value {
-        let servers: Vec<Value> = registry
-            .servers()
-            .into_iter()
-            .filter(|s| s.runtime.state == MCPServerState::AuthRequired || s.runtime.auth_challenge.is_some())
-            .map(|s| {
-                let name = s.definition.metadata.name.clone();
-                let connected = registry.session_connection(session, &name).is_some();
-                let issuer = self
-                    .grants
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get(&(session.as_str().to_owned(), name.clone()))
-                    .map(|g| g.issuer.clone());
-                let expires_at = self
-                    .expires_at(session, &name)
-                    .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-                json!({
-                    "name": name,
-                    "status": if connected { "connected" } else { "auth_required" },
-                    "kind": "grant",
-                    "issuer": issuer,
-                    "expires_at": expires_at,
-                    "auth_tool": "core_auth_login",
-                    "suspended": s.definition.spec.suspended,
-                })
-            })
-            .collect();
-        json!({"servers": servers})
+    /// Forgets what ended session `session` held: its connections' grants, and the grants only
+    /// it owned, which are revoked in the background.
+    pub(crate) fn end_session(self: &Arc<Self>, session: &SessionId) {
+        let orphaned = self.book.end_session(session);
+        if orphaned.is_empty() {
+            return;
+        }
+        let service = Arc::clone(self);
+        tokio::spawn(async move {
+            for (server, grant) in orphaned {
+                if let Err(e) = grant.revoke(&service.http).await {
+                    tracing::debug!(server, error = %e, "revoking an ended session's grant failed");
+                }
+            }
+        });
     }
 }
 

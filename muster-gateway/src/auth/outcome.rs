@@ -164,7 +164,10 @@ mod tests {
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         outcomes.settle("s", Outcome::Refused("access_denied".into()));
-        assert_eq!(waiter.await.expect("in the test"), Waited::Refused("access_denied".into()));
+        assert_eq!(
+            waiter.await.expect("in the test"),
+            Waited::Refused("access_denied".into())
+        );
     }
 
     #[tokio::test]

@@ -342,8 +342,12 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
         CoreTool::WorkflowExecutionList => workflows::execution_list(registry, args).await?,
         CoreTool::WorkflowExecutionGet => workflows::execution_get(registry, args).await?,
         CoreTool::AuthStatus => {
+            let auth_urls = args
+                .get("auth_urls")
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false);
             let mut status = match registry.sign_in() {
-                Some(service) => service.status(registry, &call.ctx.session),
+                Some(service) => service.status(registry, &call.ctx, auth_urls).await,
                 None => serde_json::json!({"servers": []}),
             };
             if let Some(principal) = &call.ctx.principal {
@@ -362,7 +366,6 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
                     "OAuth is not configured: enable aggregator.oauth.mcpClient (enabled, publicUrl) in config.yaml",
                 )
             })?;
-            let session = &call.ctx.session;
             match tool {
                 CoreTool::AuthLogin => {
                     let reset = args
@@ -373,7 +376,7 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
                         .login(registry, &call.ctx, required_server(args)?, reset)
                         .await?
                 }
-                _ => service.logout(registry, session, required_server(args)?).await?,
+                _ => service.logout(registry, &call.ctx, required_server(args)?).await?,
             }
         }
     };

@@ -15,8 +15,8 @@ use muster_catalog::{
     CatalogError, View,
     pattern::NamePattern,
     prompts, resources,
-    tools::{self, Scope},
-    toolset::{DeclaredToolset, resolve},
+    tools::{self, Scope, ServerAuthHint},
+    toolset::{DeclaredToolset, InlineToolset, Presets, Rule, Selector, resolve},
 };
 use muster_core::{
     BoxToolService, CallContext, JsonObject, Principal, ProgressSink, SessionId, ToolCall, ToolError,
@@ -25,8 +25,9 @@ use muster_core::{
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-        PaginatedRequestParams, ProgressNotificationParam, ResourceContents, ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+        ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig,
     },
     service::{NotificationContext, RequestContext},
 };
@@ -71,6 +72,9 @@ impl MetaTools {
     /// intersected with it, and an invalid one is the answer of every meta-tool.
     pub async fn call(&self, name: &str, args: JsonObject, ctx: CallContext) -> Option<CallToolResult> {
         let tool = MetaTool::from_name(name)?;
+        if let Some(service) = self.registry.sign_in() {
+            service.adopt_grants(&self.registry, &ctx).await;
+        }
         let catalog = self.registry.catalog_for(&ctx.session);
         let presets = self.registry.presets();
         let (view, declared, unmatched) = match ctx.extensions.get::<DeclaredToolset>() {
@@ -93,6 +97,8 @@ impl MetaTools {
         let result = match tool {
             MetaTool::ListTools => json_or_error(tools::list_tools(&view, &args, scope).map(|mut page| {
                 page.servers_requiring_auth = self.registry.servers_requiring_auth(&ctx.session, None);
+                page.toolset_requiring_auth =
+                    self.toolset_requiring_auth(&page.servers_requiring_auth, declared.as_ref());
                 page
             })),
             MetaTool::FilterTools => {
@@ -104,6 +110,8 @@ impl MetaTools {
                     .and_then(|p| NamePattern::new(p, case_sensitive).ok());
                 json_or_error(tools::filter_tools(&view, &args, scope).map(|mut page| {
                     page.servers_requiring_auth = self.registry.servers_requiring_auth(&ctx.session, pattern.as_ref());
+                    let unscoped = self.registry.servers_requiring_auth(&ctx.session, None);
+                    page.toolset_requiring_auth = self.toolset_requiring_auth(&unscoped, declared.as_ref());
                     page
                 }))
             }
@@ -179,6 +187,38 @@ impl MetaTools {
             }
             Consent::Missing => None,
         }
+    }
+
+    /// The servers among `requiring` whose tools the request's toolset could select once the
+    /// caller signed in: named by a `server:` selector (or a preset's server rule), or with a
+    /// `tool:` selector or a preset's name pattern on their prefix, or under a read-only preset
+    /// rule (their tools' annotations are unknown until then). Empty without a toolset.
+    fn toolset_requiring_auth(
+        &self,
+        requiring: &[ServerAuthHint],
+        declared: Option<&InlineToolset>,
+    ) -> Vec<ServerAuthHint> {
+        let Some(toolset) = declared else {
+            return Vec::new();
+        };
+        let presets = self.registry.presets();
+        requiring
+            .iter()
+            .filter(|hint| {
+                let head = self
+                    .registry
+                    .names()
+                    .server_tool(hint.tool_prefix.as_deref().unwrap_or(&hint.name), "");
+                let names_server = |n: &str| n == hint.name || hint.family.as_deref() == Some(n);
+                toolset.selectors().iter().any(|selector| match selector {
+                    Selector::Server(n) => names_server(n),
+                    Selector::Tool(t) => t.starts_with(&head),
+                    Selector::Workflow(_) => false,
+                    Selector::Preset(p) => preset_could_select(presets, p, &names_server, &head, 0),
+                })
+            })
+            .cloned()
+            .collect()
     }
 
     /// The `auth_required` answer of a call to a tool of a server the session has not signed in
@@ -286,6 +326,28 @@ impl MetaTools {
     }
 }
 
+/// Whether preset `name` could select a tool of a server `names_server` recognizes, whose tools'
+/// exposed names start with `head`.
+fn preset_could_select(
+    presets: &Presets,
+    name: &str,
+    names_server: &dyn Fn(&str) -> bool,
+    head: &str,
+    depth: usize,
+) -> bool {
+    let Some(preset) = presets.get(name).filter(|_| depth < 8) else {
+        return false;
+    };
+    preset.include.iter().any(|rule| match rule {
+        Rule::All | Rule::ReadOnly => true,
+        Rule::Server(n) => names_server(n),
+        Rule::Tool(t) => t.starts_with(head),
+        Rule::Pattern(p) => p.matches(head) || p.matches(&format!("{head}x")),
+        Rule::Preset(inner) => preset_could_select(presets, inner, names_server, head, depth + 1),
+        _ => false,
+    })
+}
+
 fn base64_decoded_len(blob: &str) -> usize {
     let trimmed = blob.trim_end_matches('=');
     trimmed.len() * 3 / 4
@@ -354,6 +416,9 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
     call_ctx.extensions.insert(ClientPeer(ctx.peer.clone()));
     (call_ctx, relay)
 }
+
+/// The one resource the gateway serves itself: the caller's sign-in state.
+pub const AUTH_STATUS_URI: &str = "auth://status";
 
 /// The session a request belongs to. For a caller the front door authenticated, the session is
 /// its principal (issuer, subject, authorized party or else audience, actor chain), not the
@@ -424,6 +489,7 @@ impl ServerHandler for MetaTools {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
                 .build(),
         )
         .with_server_info(Implementation::new("muster", env!("CARGO_PKG_VERSION")))
@@ -436,6 +502,51 @@ impl ServerHandler for MetaTools {
             self.registry.add_session_peer(&session_of(parts), ctx.peer.clone());
         }
         self.registry.add_session(ctx.peer);
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(vec![
+            Resource::new(AUTH_STATUS_URI, "auth-status")
+                .with_title("Your sign-in state")
+                .with_description(
+                    "Your sign-in state on every MCP server (the document core_auth_status answers): \
+                     which servers need you to sign in (core_auth_login), which you are signed in to, \
+                     and which use your muster sign-in.",
+                )
+                .with_mime_type("application/json"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        if request.uri != AUTH_STATUS_URI {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "resource {:?} not found: muster serves {AUTH_STATUS_URI} itself; read the servers' resources with get_resource",
+                    request.uri
+                ),
+                None,
+            ));
+        }
+        let (call_ctx, _) = call_context(&ctx);
+        let status = match self.registry.sign_in() {
+            Some(service) => {
+                service.adopt_grants(&self.registry, &call_ctx).await;
+                service.status(&self.registry, &call_ctx, false).await
+            }
+            None => json!({"servers": []}),
+        };
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(status.to_string(), AUTH_STATUS_URI).with_mime_type("application/json"),
+        ])
+        .into())
     }
 
     async fn list_tools(

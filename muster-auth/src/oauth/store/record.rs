@@ -1,0 +1,97 @@
+//! The plaintext of a grant file. Private to the store and without `Debug`: the only place a
+//! token becomes serializable, and only on its way into the cipher.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Secret,
+    oauth::{
+        grant::Grant,
+        registration::{ClientRegistration, RegistrationKind},
+    },
+};
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct Record {
+    pub(super) owner: String,
+    pub(super) server: String,
+    pub(super) grant: GrantRecord,
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct GrantRecord {
+    access_token: String,
+    refresh_token: Option<String>,
+    expires_at: Option<DateTime<Utc>>,
+    scope: Option<String>,
+    issuer: String,
+    token_endpoint: String,
+    revocation_endpoint: Option<String>,
+    client: ClientRecord,
+    resource: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ClientRecord {
+    client_id: String,
+    client_secret: Option<String>,
+    kind: RegistrationKind,
+}
+
+impl From<&Grant> for GrantRecord {
+    fn from(grant: &Grant) -> Self {
+        // Destructured in full: a field added to `Grant` fails to compile here until it is stored.
+        let Grant {
+            access_token,
+            refresh_token,
+            expires_at,
+            scope,
+            issuer,
+            token_endpoint,
+            revocation_endpoint,
+            client,
+            resource,
+        } = grant;
+        let ClientRegistration {
+            client_id,
+            client_secret,
+            kind,
+        } = client;
+        Self {
+            access_token: access_token.expose().to_owned(),
+            refresh_token: refresh_token.as_ref().map(|t| t.expose().to_owned()),
+            expires_at: *expires_at,
+            scope: scope.clone(),
+            issuer: issuer.clone(),
+            token_endpoint: token_endpoint.clone(),
+            revocation_endpoint: revocation_endpoint.clone(),
+            client: ClientRecord {
+                client_id: client_id.clone(),
+                client_secret: client_secret.as_ref().map(|s| s.expose().to_owned()),
+                kind: *kind,
+            },
+            resource: resource.clone(),
+        }
+    }
+}
+
+impl From<GrantRecord> for Grant {
+    fn from(record: GrantRecord) -> Self {
+        Self {
+            access_token: Secret::new(record.access_token),
+            refresh_token: record.refresh_token.map(Secret::new),
+            expires_at: record.expires_at,
+            scope: record.scope,
+            issuer: record.issuer,
+            token_endpoint: record.token_endpoint,
+            revocation_endpoint: record.revocation_endpoint,
+            client: ClientRegistration {
+                client_id: record.client.client_id,
+                client_secret: record.client.client_secret.map(Secret::new),
+                kind: record.client.kind,
+            },
+            resource: record.resource,
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The per-session side of the registry: the connections a session holds to the servers it
+//! signed in to, the catalogue it sees, the clients to notify when its lists change, and the
+//! reaping of sessions that ended.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use muster_catalog::Catalog;
+use muster_core::{SessionId, crd::MCPServerState};
+use rmcp::{Peer, RoleServer};
+
+use super::Registry;
+use crate::upstream::SharedConnection;
+
+/// How often ended sessions are looked for.
+pub(crate) const SESSION_REAP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Registry {
+    /// Remembers a client of session `session` (a transport session, or several of one
+    /// principal's), to tell them alone when its lists change.
+    pub fn add_session_peer(&self, session: &SessionId, peer: Peer<RoleServer>) {
+        let mut peers = self.session_peers.lock().unwrap_or_else(|e| e.into_inner());
+        for list in peers.values_mut() {
+            list.retain(|p| !p.is_transport_closed());
+        }
+        peers.retain(|_, list| !list.is_empty());
+        peers.entry(session.as_str().to_owned()).or_default().push(peer);
+    }
+
+    /// The clients of `session`.
+    fn peers_of(&self, session: &SessionId) -> Vec<Peer<RoleServer>> {
+        self.session_peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The catalogue `session` sees: the shared one plus the tools of the servers it signed in
+    /// to.
+    pub fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
+        let own = self
+            .session_connections
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+            .filter(|c| !c.is_empty())
+            .cloned();
+        let Some(own) = own else {
+            return self.catalog();
+        };
+        if let Some(catalog) = self
+            .session_catalogs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+        {
+            return Arc::clone(catalog);
+        }
+        let (catalog, _, _) = self.build_catalog(&own);
+        let catalog = Arc::new(catalog);
+        self.session_catalogs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.as_str().to_owned(), Arc::clone(&catalog));
+        catalog
+    }
+
+    /// The servers a sign-in would unlock for `session`: waiting for people to sign in, not
+    /// suspended, and not signed in to by this session. With `pattern`, only those whose tools'
+    /// exposed names the pattern could match.
+    pub fn servers_requiring_auth(
+        &self,
+        session: &SessionId,
+        pattern: Option<&muster_catalog::pattern::NamePattern>,
+    ) -> Vec<muster_catalog::tools::ServerAuthHint> {
+        self.read_servers()
+            .values()
+            .filter(|s| s.runtime.state == MCPServerState::AuthRequired && !s.definition.spec.suspended)
+            .filter(|s| self.session_connection(session, &s.definition.metadata.name).is_none())
+            .filter_map(|s| {
+                let d = &s.definition;
+                let prefix = d.spec.tool_prefix.clone().unwrap_or_else(|| d.metadata.name.clone());
+                let sample = self.names.server_tool(&prefix, "");
+                pattern
+                    .is_none_or(|p| p.matches(&sample))
+                    .then(|| muster_catalog::tools::ServerAuthHint {
+                        name: d.metadata.name.clone(),
+                        status: "auth_required".to_owned(),
+                        auth_tool: "core_auth_login".to_owned(),
+                        tool_prefix: Some(prefix),
+                        family: d.spec.family.as_ref().map(|f| f.name.clone()),
+                    })
+            })
+            .collect()
+    }
+
+    /// The connection `session` holds to `server`, when it signed in to it.
+    pub fn session_connection(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
+        self.session_connections
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session.as_str())
+            .and_then(|c| c.get(server))
+            .cloned()
+    }
+
+    /// Gives `session` its own connection to `server` (after a sign-in); the session's catalogue
+    /// gains the server's tools and the session is told its lists changed.
+    pub fn install_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
+        self.replace_session_connection(session, server, conn);
+        self.session_changed(session);
+    }
+
+    /// Replaces the connection `session` holds to `server` (a refreshed token), without telling
+    /// the session anything changed.
+    pub(crate) fn replace_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
+        let previous = self
+            .session_connections
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(session.as_str().to_owned())
+            .or_default()
+            .insert(server.to_owned(), conn);
+        if let Some(previous) = previous {
+            previous.close();
+        }
+    }
+
+    /// Drops the connection `session` holds to `server`; whether it held one.
+    pub fn remove_session_connection(&self, session: &SessionId, server: &str) -> bool {
+        let removed = self
+            .session_connections
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(session.as_str())
+            .and_then(|c| c.remove(server));
+        let held = removed.is_some();
+        if let Some(conn) = removed {
+            conn.close();
+            self.session_changed(session);
+        }
+        held
+    }
+
+    /// Tells `session` that the URL elicitation `elicitation_id` completed
+    /// (`notifications/elicitation/complete`).
+    pub(crate) fn notify_elicitation_complete(&self, session: &SessionId, elicitation_id: &str) {
+        for peer in self.peers_of(session) {
+            let notification =
+                rmcp::model::ServerNotification::CustomNotification(rmcp::model::CustomNotification::new(
+                    "notifications/elicitation/complete",
+                    Some(serde_json::json!({"elicitationId": elicitation_id})),
+                ));
+            tokio::spawn(async move {
+                let _ = peer.send_notification(notification).await;
+            });
+        }
+    }
+
+    fn session_changed(&self, session: &SessionId) {
+        self.session_catalogs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(session.as_str());
+        for peer in self.peers_of(session) {
+            tokio::spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+                let _ = peer.notify_resource_list_changed().await;
+                let _ = peer.notify_prompt_list_changed().await;
+            });
+        }
+    }
+
+    /// Forgets the sessions whose clients are all gone: their connections are closed and the
+    /// grants only they owned are revoked. A principal's session (behind the front door) is
+    /// never reaped this way: it comes back with the person's next request; nor is the default
+    /// session of stdio.
+    pub fn reap_ended_sessions(&self) -> usize {
+        let ended: Vec<SessionId> = {
+            let mut peers = self.session_peers.lock().unwrap_or_else(|e| e.into_inner());
+            for list in peers.values_mut() {
+                list.retain(|p| !p.is_transport_closed());
+            }
+            let connections = self.session_connections.read().unwrap_or_else(|e| e.into_inner());
+            let ended = connections
+                .keys()
+                .filter(|s| !s.starts_with("principal-") && *s != SessionId::default().as_str())
+                .filter(|s| peers.get(*s).is_none_or(Vec::is_empty))
+                .map(SessionId::new)
+                .collect();
+            peers.retain(|_, list| !list.is_empty());
+            ended
+        };
+        for session in &ended {
+            let dropped = self
+                .session_connections
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(session.as_str());
+            for conn in dropped.into_iter().flat_map(BTreeMap::into_values) {
+                conn.close();
+            }
+            self.session_catalogs
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(session.as_str());
+            if let Some(service) = &self.sign_in {
+                service.end_session(session);
+            }
+        }
+        if !ended.is_empty() {
+            tracing::debug!(sessions = ended.len(), "reaped ended sessions");
+        }
+        ended.len()
+    }
+
+    /// Reaps ended sessions every [`SESSION_REAP_INTERVAL`] while the registry lives.
+    pub(crate) fn spawn_session_reaper(self: &Arc<Self>) {
+        let registry = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SESSION_REAP_INTERVAL);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(registry) = registry.upgrade() else { break };
+                registry.reap_ended_sessions();
+            }
+        });
+    }
+}

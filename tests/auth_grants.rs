@@ -1,0 +1,369 @@
+//! What the gateway keeps of people's sign-ins, and what it tells them: the `auth://status`
+//! resource and `core_auth_status` (with `auth_urls`), `toolset_requiring_auth`, grants kept
+//! encrypted on disk across a restart, and the sessions that ended being forgotten. Against a
+//! real authorization server (oidc-provider on loopback).
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::{call_meta, envelope, oidc::OidcProvider, signin::SignInGateway, text, tool_names};
+use muster::core::config::{AggregatorConfig, GrantStoreConfig, McpClientConfig, OAuthServerConfig};
+use rmcp::{
+    RoleClient, ServiceExt,
+    model::ReadResourceRequestParams,
+    service::RunningService,
+    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
+};
+use serde_json::{Value, json};
+
+type Client = RunningService<RoleClient, ()>;
+
+async fn client(url: &str, headers: &[(&'static str, String)], bearer: Option<String>) -> Client {
+    let headers = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                http::HeaderName::from_static(k),
+                http::HeaderValue::from_str(v).expect("header value"),
+            )
+        })
+        .collect();
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(headers);
+    if let Some(token) = bearer {
+        config = config.auth_header(token);
+    }
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("client connects")
+}
+
+/// The document a core tool answered through call_tool.
+async fn core(client: &Client, name: &str, args: Value) -> Value {
+    let result = call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
+    let body = envelope(&result)["content"][0]["text"]
+        .as_str()
+        .unwrap_or("null")
+        .to_owned();
+    serde_json::from_str(&body).unwrap_or(Value::String(body))
+}
+
+async fn auth_status_resource(client: &Client) -> Value {
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("auth://status"))
+        .await
+        .expect("auth://status reads");
+    let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("a text resource: {read:?}");
+    };
+    serde_json::from_str(text).expect("JSON")
+}
+
+async fn tools_of(client: &Client) -> Vec<String> {
+    let page = call_meta(client, "list_tools", json!({"limit": 200})).await;
+    tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null))
+}
+
+async fn sign_in(idp: &OidcProvider, link: &str, login: &str) {
+    let callback = idp.sign_in(link, login).await;
+    let page = reqwest::get(callback.as_str()).await.expect("the callback answers");
+    assert_eq!(page.status(), 200, "{}", page.text().await.unwrap_or_default());
+}
+
+#[tokio::test]
+async fn the_status_resource_and_tool_say_what_each_server_needs_and_issue_links_on_request() {
+    let idp = OidcProvider::start();
+    let gw = SignInGateway::start(&idp, |base| {
+        AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base))
+    })
+    .await;
+    let mcp = format!("{}/mcp", gw.base);
+    let alice = client(&mcp, &[], None).await;
+
+    let listed = alice.list_resources(None).await.expect("resources list");
+    assert!(listed.resources.iter().any(|r| r.uri == "auth://status"), "{listed:?}");
+    let before = auth_status_resource(&alice).await;
+    let entry = &before["servers"][0];
+    assert_eq!(entry["name"], "protected", "{before}");
+    assert_eq!(entry["kind"], "grant");
+    assert_eq!(entry["grant_scope"], "session");
+    assert_eq!(entry["status"], "auth_required");
+    assert_eq!(entry["auth_tool"], "core_auth_login");
+    assert_eq!(entry["suspended"], false);
+    assert!(entry.get("auth_url").is_none(), "links only on request: {before}");
+
+    let with_links = core(&alice, "core_auth_status", json!({"auth_urls": true})).await;
+    let link = with_links["servers"][0]["auth_url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a link: {with_links}"))
+        .to_owned();
+    assert!(
+        link.starts_with(&format!("{}/oauth/proxy/start?state=", gw.base)),
+        "{link}"
+    );
+    // The same link core_auth_login gives.
+    let login = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
+    assert_eq!(login["authUrl"], link.as_str(), "{login}");
+
+    sign_in(&idp, &link, "alice").await;
+    let after = auth_status_resource(&alice).await;
+    let entry = &after["servers"][0];
+    assert_eq!(entry["status"], "connected", "{after}");
+    assert_eq!(entry["issuer"], idp.issuer());
+    assert!(entry["expires_at"].is_string(), "{after}");
+    assert!(entry.get("auth_tool").is_none(), "{after}");
+    // Another session's document is its own.
+    let bob = client(&mcp, &[], None).await;
+    assert_eq!(
+        auth_status_resource(&bob).await["servers"][0]["status"],
+        "auth_required"
+    );
+
+    for c in [alice, bob] {
+        let _ = c.cancel().await;
+    }
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_toolset_names_the_servers_a_sign_in_would_unlock_inside_it() {
+    let idp = OidcProvider::start();
+    let gw = SignInGateway::start(&idp, |base| {
+        AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base))
+    })
+    .await;
+    let mcp = format!("{}/mcp", gw.base);
+    for (toolset, expected) in [
+        ("server:protected", true),
+        ("tool:x_protected_whoami", true),
+        ("preset:read-only", true),
+        ("server:elsewhere", false),
+        ("tool:x_other_thing", false),
+    ] {
+        let c = client(&mcp, &[("x-muster-toolset", toolset.to_owned())], None).await;
+        for meta in ["list_tools", "filter_tools"] {
+            let page: Value = serde_json::from_str(&text(&call_meta(&c, meta, json!({})).await)).unwrap_or_default();
+            let named: Vec<&str> = page["toolset_requiring_auth"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|h| h["name"].as_str()).collect())
+                .unwrap_or_default();
+            assert_eq!(named.contains(&"protected"), expected, "{toolset} {meta}: {page}");
+            // servers_requiring_auth is not narrowed by the toolset.
+            assert_eq!(
+                page["servers_requiring_auth"][0]["name"], "protected",
+                "{toolset}: {page}"
+            );
+        }
+        let _ = c.cancel().await;
+    }
+    let plain = client(&mcp, &[], None).await;
+    let page: Value =
+        serde_json::from_str(&text(&call_meta(&plain, "list_tools", json!({})).await)).unwrap_or_default();
+    assert!(page.get("toolset_requiring_auth").is_none(), "{page}");
+    let _ = plain.cancel().await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_principals_grant_is_kept_encrypted_on_disk_and_survives_a_restart() {
+    let idp = OidcProvider::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key_file = dir.path().join("grant.key");
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).expect("random");
+    use base64::Engine;
+    std::fs::write(&key_file, base64::engine::general_purpose::STANDARD.encode(key)).expect("write key");
+    let store = dir.path().join("grants");
+    let issuer = idp.issuer().to_owned();
+    let configure = |base: String| {
+        AggregatorConfig::default()
+            .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![issuer.clone()]))
+            .with_mcp_client(
+                McpClientConfig::enabled_at(base).with_grant_store(GrantStoreConfig::new(
+                    store.to_string_lossy(),
+                    key_file.to_string_lossy(),
+                )),
+            )
+    };
+    let gw = SignInGateway::start(&idp, configure).await;
+    let mcp = format!("{}/mcp", gw.base);
+    let dana = client(&mcp, &[], Some(idp.token_for(&mcp, "dana").await)).await;
+    let login = core(&dana, "core_auth_login", json!({"server": "protected"})).await;
+    sign_in(&idp, login["authUrl"].as_str().expect("a link"), "dana").await;
+    assert!(tools_of(&dana).await.contains(&"x_protected_whoami".to_owned()));
+
+    let files: Vec<_> = std::fs::read_dir(&store)
+        .expect("the store exists")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "grant"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let mode = std::fs::metadata(&files[0]).expect("metadata").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(
+        std::fs::metadata(&store).expect("metadata").permissions().mode() & 0o777,
+        0o700
+    );
+    let bytes = std::fs::read(&files[0]).expect("read");
+    // Every JWT starts with the base64 of `{"`; the grant's tokens are JWTs.
+    assert!(
+        !bytes.windows(3).any(|w| w == b"eyJ"),
+        "a token is readable in the file"
+    );
+    let _ = dana.cancel().await;
+
+    // After a restart the same person (a new token of the same client) is signed in still.
+    let gw = gw.restart(configure).await;
+    let mcp = format!("{}/mcp", gw.base);
+    let dana = client(&mcp, &[], Some(idp.token_for(&mcp, "dana").await)).await;
+    assert!(tools_of(&dana).await.contains(&"x_protected_whoami".to_owned()));
+    assert_eq!(core(&dana, "x_protected_whoami", json!({})).await, json!("you are in"));
+    // Someone else is not.
+    let erin = client(&mcp, &[], Some(idp.token_for(&mcp, "erin").await)).await;
+    assert!(!tools_of(&erin).await.iter().any(|t| t.starts_with("x_protected_")));
+
+    // Signing out removes the file.
+    let out = core(&dana, "core_auth_logout", json!({"server": "protected"})).await;
+    assert_eq!(out["signed_out"], true, "{out}");
+    let left = std::fs::read_dir(&store)
+        .expect("the store exists")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "grant"))
+        .count();
+    assert_eq!(left, 0);
+
+    for c in [dana, erin] {
+        let _ = c.cancel().await;
+    }
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_ended_session_is_forgotten_with_its_grants() {
+    let idp = OidcProvider::start();
+    let gw = SignInGateway::start(&idp, |base| {
+        AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base))
+    })
+    .await;
+    let mcp = format!("{}/mcp", gw.base);
+    let carol = client(&mcp, &[], None).await;
+    let login = core(&carol, "core_auth_login", json!({"server": "protected"})).await;
+    sign_in(&idp, login["authUrl"].as_str().expect("a link"), "carol").await;
+    assert!(tools_of(&carol).await.contains(&"x_protected_whoami".to_owned()));
+    let registry = std::sync::Arc::clone(gw.gateway.registry());
+    assert_eq!(registry.reap_ended_sessions(), 0, "a live session stays");
+
+    let _ = carol.cancel().await;
+    let reaped = common::eventually(10, || {
+        let registry = std::sync::Arc::clone(&registry);
+        async move { registry.reap_ended_sessions() == 1 }
+    })
+    .await;
+    assert!(reaped, "the ended session was reaped");
+    assert_eq!(registry.reap_ended_sessions(), 0);
+    gw.stop().await;
+}
+
+fn pinned(issuer: &str, grant_scope: &str) -> muster::core::crd::MCPServerAuth {
+    serde_json::from_value(json!({"authorizationServer": {"issuer": issuer, "grantScope": grant_scope}}))
+        .expect("an auth block")
+}
+
+#[tokio::test]
+async fn servers_naming_one_issuer_must_describe_it_alike() {
+    let idp = OidcProvider::start();
+    let issuer = idp.issuer().to_owned();
+    let gw = SignInGateway::start_defining(
+        &idp,
+        |server| server.spec.auth = Some(pinned(&issuer, "session")),
+        |base| AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base)),
+    )
+    .await;
+    let registry = std::sync::Arc::clone(gw.gateway.registry());
+    let state = |name: &'static str| {
+        let registry = std::sync::Arc::clone(&registry);
+        move || registry.server(name).map(|s| s.runtime)
+    };
+    assert_eq!(
+        state("protected")().map(|r| r.state),
+        Some(muster::core::crd::MCPServerState::AuthRequired)
+    );
+    let mcp = format!("{}/mcp", gw.base);
+    let alice = client(&mcp, &[], None).await;
+
+    // A second server pins the same issuer with grantScope: subject: its description is used
+    // (it pins something), so `protected` is refused, naming it.
+    let protected_url = registry
+        .server("protected")
+        .and_then(|s| s.definition.spec.url)
+        .expect("a url");
+    let mut wiki = common::remote("wiki", &protected_url);
+    wiki.spec.auth = Some(pinned(&issuer, "subject"));
+    registry.apply_server(wiki);
+    let refused = common::eventually(10, || {
+        let runtime = state("protected")();
+        async move { runtime.is_some_and(|r| r.conflicts_with.as_deref() == Some("wiki")) }
+    })
+    .await;
+    assert!(
+        refused,
+        "protected is refused for the conflict: {:?}",
+        state("protected")()
+    );
+    let status = registry
+        .server("protected")
+        .map(|s| s.runtime.to_status(false))
+        .expect("status");
+    assert_eq!(status.conditions[0].reason, "AuthorizationServerConflict");
+    assert!(
+        status.conditions[0].message.contains("wiki"),
+        "{:?}",
+        status.conditions[0]
+    );
+    let login = call_meta(
+        &alice,
+        "call_tool",
+        json!({"name": "core_auth_login", "arguments": {"server": "protected"}}),
+    )
+    .await;
+    assert_eq!(login.is_error, Some(true));
+    let answer = text(&login);
+    assert!(
+        answer.contains("AuthorizationServerConflict") && answer.contains("wiki"),
+        "{answer}"
+    );
+    let doc = auth_status_resource(&alice).await;
+    let entry = doc["servers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|e| e["name"] == "protected"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        entry["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("AuthorizationServerConflict"),
+        "{doc}"
+    );
+    // The server whose description is used signs people in.
+    let wiki_login = core(&alice, "core_auth_login", json!({"server": "wiki"})).await;
+    assert!(wiki_login["authUrl"].is_string(), "{wiki_login}");
+
+    // When the other server goes, `protected` waits for sign-ins again.
+    registry.remove_server("wiki");
+    let back = common::eventually(10, || {
+        let runtime = state("protected")();
+        async move {
+            runtime.is_some_and(|r| {
+                r.state == muster::core::crd::MCPServerState::AuthRequired && r.conflicts_with.is_none()
+            })
+        }
+    })
+    .await;
+    assert!(back, "{:?}", state("protected")());
+    let login = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
+    assert!(login["authUrl"].is_string(), "{login}");
+    let _ = alice.cancel().await;
+    gw.stop().await;
+}
