@@ -367,3 +367,47 @@ async fn servers_naming_one_issuer_must_describe_it_alike() {
     let _ = alice.cancel().await;
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_subject_grant_follows_the_person_into_every_session_until_they_sign_out() {
+    let idp = OidcProvider::start();
+    let issuer = idp.issuer().to_owned();
+    let gw = SignInGateway::start_defining(
+        &idp,
+        |server| server.spec.auth = Some(pinned(&issuer, "subject")),
+        |base| {
+            AggregatorConfig::default()
+                .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![issuer.clone()]))
+                .with_mcp_client(McpClientConfig::enabled_at(base))
+        },
+    )
+    .await;
+    let mcp = format!("{}/mcp", gw.base);
+    // Frank through two applications (two sessions: another authorized party), and Grace.
+    let frank_chat = client(&mcp, &[], Some(idp.token_for(&mcp, "frank").await)).await;
+    let frank_ide = client(&mcp, &[], Some(idp.token_for_new_client(&mcp, "frank").await)).await;
+    let grace = client(&mcp, &[], Some(idp.token_for_new_client(&mcp, "grace").await)).await;
+
+    let status = core(&frank_chat, "core_auth_status", json!({})).await;
+    assert_eq!(status["servers"][0]["grant_scope"], "subject", "{status}");
+    let login = core(&frank_chat, "core_auth_login", json!({"server": "protected"})).await;
+    sign_in(&idp, login["authUrl"].as_str().expect("a link"), "frank").await;
+
+    // Frank's other session has the server without signing in again; Grace does not.
+    assert!(tools_of(&frank_ide).await.contains(&"x_protected_whoami".to_owned()));
+    assert_eq!(core(&frank_ide, "x_protected_whoami", json!({})).await, json!("you are in"));
+    assert!(!tools_of(&grace).await.iter().any(|t| t.starts_with("x_protected_")));
+    let again = core(&frank_ide, "core_auth_login", json!({"server": "protected"})).await;
+    assert_eq!(again["status"], "connected", "{again}");
+
+    // Signing out in one session signs the person out everywhere.
+    let out = core(&frank_ide, "core_auth_logout", json!({"server": "protected"})).await;
+    assert_eq!(out["revoked"], true, "{out}");
+    for session in [&frank_chat, &frank_ide] {
+        assert!(!tools_of(session).await.iter().any(|t| t.starts_with("x_protected_")));
+    }
+    for c in [frank_chat, frank_ide, grace] {
+        let _ = c.cancel().await;
+    }
+    gw.stop().await;
+}

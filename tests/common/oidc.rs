@@ -111,8 +111,19 @@ impl OidcProvider {
     }
 
     /// An access token for `resource` issued to `login`, obtained the way the gateway's OAuth
-    /// client does it (discovery, dynamic registration, PKCE sign-in, code exchange).
+    /// client does it (discovery, dynamic registration, PKCE sign-in, code exchange). Every call
+    /// uses the same registered client (one `azp`).
     pub async fn token_for(&self, resource: &str, login: &str) -> String {
+        self.token_through(resource, login, false).await
+    }
+
+    /// As [`Self::token_for`], through a client registered for this token alone: the same person
+    /// signed in to another application (another `azp`).
+    pub async fn token_for_new_client(&self, resource: &str, login: &str) -> String {
+        self.token_through(resource, login, true).await
+    }
+
+    async fn token_through(&self, resource: &str, login: &str, new_client: bool) -> String {
         use muster::auth::oauth::{
             discovery::authorization_server_metadata,
             flow::{Callback, SignInRequest, SignIns},
@@ -124,7 +135,11 @@ impl OidcProvider {
             .await
             .expect("metadata");
         let redirect = "http://127.0.0.1:9/callback".to_owned();
-        let known = self.client.lock().expect("lock").clone();
+        let known = if new_client {
+            None
+        } else {
+            self.client.lock().expect("lock").clone()
+        };
         let client = match known {
             Some(client) => client,
             None => {
@@ -139,7 +154,9 @@ impl OidcProvider {
                 )
                 .await
                 .expect("registered");
-                *self.client.lock().expect("lock") = Some(client.clone());
+                if !new_client {
+                    *self.client.lock().expect("lock") = Some(client.clone());
+                }
                 client
             }
         };
