@@ -395,7 +395,10 @@ async fn a_subject_grant_follows_the_person_into_every_session_until_they_sign_o
 
     // Frank's other session has the server without signing in again; Grace does not.
     assert!(tools_of(&frank_ide).await.contains(&"x_protected_whoami".to_owned()));
-    assert_eq!(core(&frank_ide, "x_protected_whoami", json!({})).await, json!("you are in"));
+    assert_eq!(
+        core(&frank_ide, "x_protected_whoami", json!({})).await,
+        json!("you are in")
+    );
     assert!(!tools_of(&grace).await.iter().any(|t| t.starts_with("x_protected_")));
     let again = core(&frank_ide, "core_auth_login", json!({"server": "protected"})).await;
     assert_eq!(again["status"], "connected", "{again}");
