@@ -388,6 +388,15 @@ async fn a_subject_grant_follows_the_person_into_every_session_until_they_sign_o
     let frank_ide = client(&mcp, &[], Some(idp.token_for_new_client(&mcp, "frank").await)).await;
     let grace = client(&mcp, &[], Some(idp.token_for_new_client(&mcp, "grace").await)).await;
 
+    // A workflow of the server's tool is available to a session that can call the tool.
+    let workflow: muster::core::crd::Workflow = serde_json::from_value(json!({
+        "metadata": {"name": "ask"},
+        "spec": {"steps": [{"id": "who", "tool": "x_protected_whoami", "args": {}}]},
+    }))
+    .expect("a workflow");
+    gw.gateway.registry().apply_workflow(workflow).expect("applied");
+    assert!(!tools_of(&frank_chat).await.contains(&"workflow_ask".to_owned()));
+
     let status = core(&frank_chat, "core_auth_status", json!({})).await;
     assert_eq!(status["servers"][0]["grant_scope"], "subject", "{status}");
     let login = core(&frank_chat, "core_auth_login", json!({"server": "protected"})).await;
@@ -400,6 +409,11 @@ async fn a_subject_grant_follows_the_person_into_every_session_until_they_sign_o
         json!("you are in")
     );
     assert!(!tools_of(&grace).await.iter().any(|t| t.starts_with("x_protected_")));
+    assert!(tools_of(&frank_ide).await.contains(&"workflow_ask".to_owned()));
+    assert!(!tools_of(&grace).await.contains(&"workflow_ask".to_owned()));
+    let ran = core(&frank_ide, "workflow_ask", json!({})).await;
+    assert_eq!(ran["status"], "completed", "{ran}");
+    assert_eq!(ran["steps"][0]["status"], "completed", "{ran}");
     let again = core(&frank_ide, "core_auth_login", json!({"server": "protected"})).await;
     assert_eq!(again["status"], "connected", "{again}");
 
