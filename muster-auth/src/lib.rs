@@ -8,11 +8,14 @@
 //!   callback, refresh and revocation;
 //! - [`jwt`]: bearer JWTs checked against trusted issuers (JWKS with rotation);
 //! - [`resource`]: an MCP endpoint as a protected resource (the 401 challenge, RFC 9728
-//!   metadata).
+//!   metadata);
+//! - [`exchange`]: RFC 8693 token exchange of a caller's token at another authorization server
+//!   (Dex's connector-based exchange), the issued token's issuer checked, cached per key with one
+//!   exchange at a time and failures classified as the caller's own or shared.
 //!
 //! The gateway composes them (`muster_gateway::auth`, its front door); all of it is tested
-//! against a real authorization server (`oidc-provider`). Token forwarding and exchange are not
-//! here yet.
+//! against a real authorization server (`oidc-provider`). Token forwarding needs nothing here:
+//! the gateway sends the front door's validated bearer as it is.
 //!
 //! ```
 //! use muster_auth::oauth::discovery::Challenge;
@@ -23,6 +26,7 @@
 //! assert!(bearer.param("resource_metadata").is_some());
 //! ```
 
+pub mod exchange;
 pub mod jwt;
 pub mod oauth;
 pub mod resource;

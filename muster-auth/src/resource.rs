@@ -154,6 +154,9 @@ where
             match layer.validator.validate(&bearer).await {
                 Ok(claims) => {
                     request.extensions_mut().insert::<Claims>(claims);
+                    request
+                        .extensions_mut()
+                        .insert(ValidatedBearer(crate::Secret::new(bearer)));
                     inner.call(request).await
                 }
                 Err(e) => {
@@ -164,6 +167,12 @@ where
         })
     }
 }
+
+/// The bearer token a [`BearerAuthLayer`] validated, in the request's extensions next to its
+/// [`Claims`]: the only token the gateway forwards to a downstream server (`forwardToken`) or
+/// exchanges for one (`tokenExchange`). A token that was not validated never becomes one.
+#[derive(Debug, Clone)]
+pub struct ValidatedBearer(pub crate::Secret);
 
 /// A 401 whose `WWW-Authenticate` names the metadata (and, for a refused token, why).
 fn challenge(metadata_url: &str, refused: Option<&str>) -> Response {

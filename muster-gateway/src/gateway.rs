@@ -142,6 +142,7 @@ impl Gateway {
             events: Some(events),
             store: Some(crate::store::ConfigStore::new(dir)),
             executions: Some(executions),
+            secrets: Some(Arc::new(crate::secrets::DirectorySecrets::new(dir.join("secrets")))),
         };
         let gateway = Self::with_options(
             loaded.config.clone(),

@@ -33,6 +33,7 @@ mod gateway;
 pub mod http;
 pub mod meta;
 pub mod registry;
+pub mod secrets;
 pub mod store;
 pub mod supervisor;
 mod surface;

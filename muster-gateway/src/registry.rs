@@ -73,6 +73,10 @@ pub struct ServerRuntime {
     /// The server whose description of the same authorization server is used instead of this
     /// one's, while this one is refused for it (`AuthorizationServerConflict`).
     pub conflicts_with: Option<String>,
+    /// For a server Failed by a failure every caller shares (its token exchange), the class of
+    /// the failure: the Ready reason (`TokenExchangeEndpoint`, `TokenExchangeCredentials`,
+    /// `TokenExchangeConnector`).
+    pub failure_class: Option<String>,
 }
 
 impl ServerRuntime {
@@ -96,6 +100,7 @@ impl ServerRuntime {
             last_failure_http_status: None,
             auth_challenge: None,
             conflicts_with: None,
+            failure_class: None,
         }
     }
 }
@@ -110,6 +115,12 @@ impl ServerRuntime {
             "Suspended".to_owned()
         } else if self.state == MCPServerState::Failed && self.conflicts_with.is_some() {
             "AuthorizationServerConflict".to_owned()
+        } else if let Some(class) = self
+            .failure_class
+            .as_ref()
+            .filter(|_| self.state == MCPServerState::Failed)
+        {
+            class.clone()
         } else {
             self.state.as_str().replace(' ', "")
         };
@@ -219,6 +230,8 @@ pub struct Registry {
     /// How many servers the registry has learned of (their arrival order).
     arrivals: std::sync::atomic::AtomicU64,
     sign_in: Option<Arc<crate::auth::SignInService>>,
+    /// The per-session connections of single sign-on servers.
+    sso: crate::auth::sso::SsoService,
     supervision: SupervisorConfig,
     started: std::sync::atomic::AtomicBool,
     events: EventLog,
@@ -244,6 +257,8 @@ pub struct RegistryOptions {
     pub store: Option<ConfigStore>,
     /// Where workflow execution records go (in memory unless given).
     pub executions: Option<Arc<dyn ExecutionStore>>,
+    /// Where the Secrets servers name are read (none: every read fails naming the Secret).
+    pub secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
 }
 
 impl RegistryOptions {
@@ -268,6 +283,12 @@ impl RegistryOptions {
     /// Sets where workflow execution records go.
     pub fn with_executions(mut self, executions: Arc<dyn ExecutionStore>) -> Self {
         self.executions = Some(executions);
+        self
+    }
+
+    /// Sets where the Secrets servers name are read.
+    pub fn with_secrets(mut self, secrets: Arc<dyn crate::secrets::SecretSource>) -> Self {
+        self.secrets = Some(secrets);
         self
     }
 }
@@ -314,6 +335,8 @@ impl Registry {
             .collect();
         let events = options.events.unwrap_or_else(EventLog::in_memory);
         let sign_in = crate::auth::SignInService::from_config(&config)?;
+        let sso =
+            crate::auth::sso::SsoService::new(options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)));
         let workflows = workflows
             .into_iter()
             .filter_map(|w| {
@@ -348,6 +371,7 @@ impl Registry {
             session_peers: std::sync::Mutex::new(BTreeMap::new()),
             arrivals: std::sync::atomic::AtomicU64::new(arrivals),
             sign_in,
+            sso,
             supervision,
             started: std::sync::atomic::AtomicBool::new(false),
             events,
@@ -653,6 +677,55 @@ impl Registry {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|p| !p.is_transport_closed());
         sessions.push(peer);
+    }
+
+    /// The per-session connections of single sign-on servers.
+    pub fn sso(&self) -> &crate::auth::sso::SsoService {
+        &self.sso
+    }
+
+    /// Puts server `name` in Failed for a failure every caller shares (`class` is the Ready
+    /// reason), unless it is already.
+    pub(crate) fn fail_shared(&self, name: &str, class: &str, message: &str) {
+        let changed = {
+            let mut servers = self.write_servers();
+            match servers.get_mut(name) {
+                Some(slot)
+                    if slot.runtime.last_error.as_deref() != Some(message)
+                        || slot.runtime.state != MCPServerState::Failed =>
+                {
+                    slot.runtime.state = MCPServerState::Failed;
+                    slot.runtime.state_since = Utc::now();
+                    slot.runtime.last_error = Some(message.to_owned());
+                    slot.runtime.failure_class = Some(class.to_owned());
+                    true
+                }
+                _ => false,
+            }
+        };
+        if changed {
+            self.emit(Event::mcp_server(
+                name,
+                reasons::MCP_SERVER_FAILED,
+                format!("MCP server {name} failed for every caller: {message}"),
+            ));
+        }
+    }
+
+    /// Takes server `name` out of a Failed state that a shared failure caused: it serves
+    /// sessions again (`Connected` while one holds a connection, else `Awaiting Session`).
+    pub(crate) fn recover_shared(&self, name: &str) {
+        let mut servers = self.write_servers();
+        if let Some(slot) = servers.get_mut(name)
+            && slot.runtime.failure_class.is_some()
+        {
+            slot.runtime.failure_class = None;
+            slot.runtime.last_error = None;
+            slot.runtime.state = MCPServerState::AwaitingSession;
+            slot.runtime.state_since = Utc::now();
+        }
+        drop(servers);
+        self.derive_sso_state(name);
     }
 
     /// The sign-in service, when `aggregator.oauth.mcpClient` is enabled.

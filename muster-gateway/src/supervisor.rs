@@ -240,6 +240,41 @@ pub(crate) async fn supervise(
             }
         };
         let Some(attempt) = attempt else { continue };
+        if crate::auth::sso::is_sso(&definition) {
+            // Served per session with each caller's identity: the probe only shows the endpoint
+            // answers (a 401, or a connection that is not kept); no connection of the gateway's.
+            let reachable = match &attempt {
+                Ok(conn) => {
+                    conn.close();
+                    true
+                }
+                Err(e) => auth_challenge_in(&e.to_string()).is_some(),
+            };
+            if reachable {
+                failures = 0;
+                with_registry(&registry, |r| {
+                    r.mark(&key, |rt| {
+                        rt.state = MCPServerState::AwaitingSession;
+                        rt.state_since = Utc::now();
+                        rt.health = MCPServerHealth::Unknown;
+                        rt.last_error = None;
+                        rt.failure_class = None;
+                        rt.consecutive_failures = 0;
+                        rt.last_failure_http_status = None;
+                    });
+                    r.derive_sso_state(&key.name);
+                });
+                if let Some(tx) = first_attempt.take() {
+                    let _ = tx.send(());
+                }
+                match commands.recv().await {
+                    Some(Command::Stop) => want_running = false,
+                    Some(Command::Start | Command::Restart) => {}
+                    None => return,
+                }
+                continue;
+            }
+        }
         let lost = match attempt {
             Ok(conn) => {
                 failures = 0;

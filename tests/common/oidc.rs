@@ -52,6 +52,12 @@ impl OidcProvider {
     /// Starts the provider with extra environment variables (`OIDC_ACCESS_TTL`,
     /// `OIDC_STATIC_CLIENT_ID`, ...; see `tests/fixtures/oidc/provider.mjs`).
     pub fn start_with_env(env: &[(&str, &str)]) -> Self {
+        Self::start_on(0, env)
+    }
+
+    /// Starts the provider on loopback port `port` (0: a free one) with extra environment
+    /// variables.
+    pub fn start_on(port: u16, env: &[(&str, &str)]) -> Self {
         let root = repo_root();
         assert!(
             root.join("node_modules/oidc-provider/package.json").is_file(),
@@ -62,7 +68,7 @@ impl OidcProvider {
         let mut command = Command::new("node");
         command
             .arg(root.join("tests/fixtures/oidc/provider.mjs"))
-            .arg("0")
+            .arg(port.to_string())
             .current_dir(&root)
             .env_remove("OIDC_PORT")
             .stdin(Stdio::null())
@@ -321,6 +327,64 @@ impl OidcProvider {
             "keys/{action}: {status} {body} (was the provider started with OIDC_ROTATE_ADMIN=1?)"
         );
         serde_json::from_str(&body).expect("the admin answer is JSON")
+    }
+}
+
+/// Token exchange (additions for the token exchange tests; the provider started with
+/// `OIDC_TOKEN_EXCHANGE=1`, see `tests/fixtures/oidc/provider.mjs`).
+impl OidcProvider {
+    /// The token endpoint, `<issuer>/token` (oidc-provider's path).
+    pub fn token_endpoint(&self) -> String {
+        format!("{}/token", self.issuer)
+    }
+
+    /// How many token requests with the token exchange grant the provider has received,
+    /// whatever their outcome (a refused client included). Blocks briefly on a loopback
+    /// request, so it can be called from sync and async tests alike.
+    pub fn exchange_count(&self) -> u64 {
+        let (succeeded, failed) = self.exchange_counts();
+        succeeded + failed
+    }
+
+    /// The token exchange requests received: `(succeeded, failed)`.
+    pub fn exchange_counts(&self) -> (u64, u64) {
+        let counts = self.admin_get("/admin/exchanges");
+        let count = |name: &str| {
+            counts[name]
+                .as_u64()
+                .unwrap_or_else(|| panic!("/admin/exchanges has no {name}: {counts}"))
+        };
+        (count("succeeded"), count("failed"))
+    }
+
+    /// GETs the admin route `path` with a plain HTTP/1.0 request (no async runtime needed) and
+    /// reads its JSON answer.
+    fn admin_get(&self, path: &str) -> serde_json::Value {
+        use std::io::Write;
+        let url = Url::parse(&self.issuer).expect("issuer is a URL");
+        let address = format!(
+            "{}:{}",
+            url.host_str().expect("issuer host"),
+            url.port_or_known_default().expect("issuer port")
+        );
+        let mut stream = std::net::TcpStream::connect(&address)
+            .unwrap_or_else(|err| panic!("the provider at {address} answers: {err}"));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        write!(
+            stream,
+            "GET {path} HTTP/1.0\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("request sent");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("response read");
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        assert!(
+            head.lines().next().is_some_and(|status| status.contains(" 200 ")),
+            "GET {path}: {head}\n{body} (was the provider started with OIDC_TOKEN_EXCHANGE=1?)"
+        );
+        serde_json::from_str(body).unwrap_or_else(|err| panic!("GET {path}: not JSON ({err}): {body}"))
     }
 }
 

@@ -24,16 +24,19 @@ use serde_json::{Map, Value};
 /// `Err(text)` an error result with that text.
 pub type Script = Arc<dyn Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync>;
 
+/// The credentials headers a call arrived with (`authorization`, `x-muster-id-token`).
+pub type CallHeaders = BTreeMap<String, String>;
+
 #[derive(Clone, Default)]
 struct Scripted {
     tools: Arc<BTreeMap<String, (Tool, Script)>>,
-    calls: Arc<Mutex<Vec<(String, Value)>>>,
+    calls: Arc<Mutex<Vec<(String, Value, CallHeaders)>>>,
 }
 
 /// A running scripted server.
 pub struct ScriptedServer {
     pub url: String,
-    calls: Arc<Mutex<Vec<(String, Value)>>>,
+    calls: Arc<Mutex<Vec<(String, Value, CallHeaders)>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -67,10 +70,17 @@ impl ScriptedBuilder {
     /// Serves the tools as an OAuth protected resource of `issuer`: `/mcp` wants a bearer JWT
     /// of that issuer for this server's URL, and RFC 9728 metadata names the issuer.
     pub async fn serve_protected(self, issuer: &str) -> ScriptedServer {
-        self.serve_inner(Some(issuer.to_owned())).await
+        self.serve_inner(Some((issuer.to_owned(), None))).await
     }
 
-    async fn serve_inner(self, issuer: Option<String>) -> ScriptedServer {
+    /// As [`Self::serve_protected`], accepting tokens for `audience` instead of this server's
+    /// URL (a token forwarded from the gateway's front door is for the gateway).
+    pub async fn serve_protected_for(self, issuer: &str, audience: &str) -> ScriptedServer {
+        self.serve_inner(Some((issuer.to_owned(), Some(audience.to_owned()))))
+            .await
+    }
+
+    async fn serve_inner(self, issuer: Option<(String, Option<String>)>) -> ScriptedServer {
         let handler = Scripted {
             tools: Arc::new(self.tools),
             calls: Arc::default(),
@@ -84,13 +94,15 @@ impl ScriptedBuilder {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
         let mut app = axum::Router::new().nest_service("/mcp", service);
-        if let Some(issuer) = issuer {
+        if let Some((issuer, audience)) = issuer {
             use muster::auth::{
                 jwt::{JwtValidator, TrustedIssuer},
                 resource::{BearerAuthLayer, ProtectedResource},
             };
             let resource = ProtectedResource::new(url.clone(), vec![issuer.clone()]);
-            let validator = JwtValidator::new(vec![TrustedIssuer::new(issuer).with_audience(url.clone())]);
+            let validator = JwtValidator::new(vec![
+                TrustedIssuer::new(issuer).with_audience(audience.unwrap_or_else(|| url.clone())),
+            ]);
             app = app
                 .layer(BearerAuthLayer::new(validator, &resource))
                 .merge(resource.metadata_route());
@@ -113,8 +125,19 @@ impl ScriptedServer {
             .lock()
             .expect("lock")
             .iter()
-            .filter(|(n, _)| n == tool)
-            .map(|(_, a)| a.clone())
+            .filter(|(n, _, _)| n == tool)
+            .map(|(_, a, _)| a.clone())
+            .collect()
+    }
+
+    /// The credential headers of every call of `tool`, in order.
+    pub fn headers_of(&self, tool: &str) -> Vec<CallHeaders> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(n, _, _)| n == tool)
+            .map(|(_, _, h)| h.clone())
             .collect()
     }
 
@@ -124,7 +147,7 @@ impl ScriptedServer {
             .lock()
             .expect("lock")
             .iter()
-            .map(|(n, _)| n.clone())
+            .map(|(n, _, _)| n.clone())
             .collect()
     }
 }
@@ -153,13 +176,26 @@ impl ServerHandler for Scripted {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
+        let headers: CallHeaders = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .map(|parts| {
+                ["authorization", "x-muster-id-token"]
+                    .into_iter()
+                    .filter_map(|name| {
+                        let value = parts.headers.get(name)?.to_str().ok()?;
+                        Some((name.to_owned(), value.to_owned()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         self.calls
             .lock()
             .expect("lock")
-            .push((request.name.to_string(), Value::Object(args.clone())));
+            .push((request.name.to_string(), Value::Object(args.clone()), headers));
         let (_, script) = self
             .tools
             .get(request.name.as_ref())

@@ -112,6 +112,21 @@ impl OAuthHttp {
         answer::<serde_json::Value>(endpoint, url, response).await.map(|_| ())
     }
 
+    /// POSTs `form`, authenticating the client with HTTP Basic when one is given (and not at
+    /// all otherwise), and returns the status and the body as they are, for a caller that
+    /// classifies the answer itself (token exchange). Only a failure to get an answer is an
+    /// error ([`AuthError::Unreachable`], or a body larger than the limit).
+    pub(crate) async fn post_form_raw(
+        &self,
+        url: &str,
+        form: &[(&str, &str)],
+        basic: Option<(&str, &Secret)>,
+    ) -> Result<(reqwest::StatusCode, Vec<u8>)> {
+        let response = self.send(url, form.to_vec(), basic).await?;
+        let status = response.status();
+        Ok((status, read_body(url, response).await?))
+    }
+
     async fn send_form(
         &self,
         url: &str,
@@ -119,13 +134,28 @@ impl OAuthHttp {
         (client_id, secret): (&str, Option<&Secret>),
     ) -> Result<reqwest::Response> {
         let mut fields: Vec<(&str, &str)> = form.to_vec();
+        let basic = match secret {
+            Some(secret) => Some((client_id, secret)),
+            None => {
+                fields.push(("client_id", client_id));
+                None
+            }
+        };
+        self.send(url, fields, basic).await
+    }
+
+    async fn send(
+        &self,
+        url: &str,
+        fields: Vec<(&str, &str)>,
+        basic: Option<(&str, &Secret)>,
+    ) -> Result<reqwest::Response> {
         let mut request = self
             .client
             .post(url)
             .header(reqwest::header::ACCEPT, "application/json");
-        match secret {
-            Some(secret) => request = request.basic_auth(form_encode(client_id), Some(form_encode(secret.expose()))),
-            None => fields.push(("client_id", client_id)),
+        if let Some((client_id, secret)) = basic {
+            request = request.basic_auth(form_encode(client_id), Some(form_encode(secret.expose())));
         }
         let body = url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs(fields)

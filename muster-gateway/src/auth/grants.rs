@@ -59,6 +59,14 @@ pub(super) struct Held {
 pub(super) struct Used {
     pub(super) owner: String,
     pub(super) generation: u64,
+    /// The fingerprint of the identity sent along (`forwardIdentity`), if any.
+    pub(super) identity: Option<[u8; 32]>,
+}
+
+/// A SHA-256 fingerprint of a secret, to tell whether a connection carries it without keeping it.
+pub(super) fn fingerprint(secret: &muster_auth::Secret) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(secret.expose().as_bytes()).into()
 }
 
 /// The grants, and what each session connection uses.
@@ -235,6 +243,7 @@ mod tests {
                 Used {
                     owner: "subject-x".into(),
                     generation,
+                    identity: None,
                 },
             );
         }
@@ -244,6 +253,7 @@ mod tests {
             Used {
                 owner: "c".into(),
                 generation: 9,
+                identity: None,
             },
         );
         let (taken, mut sessions) = book.take("subject-x", "github");

@@ -16,6 +16,7 @@ mod grants;
 pub mod issuers;
 pub mod outcome;
 mod routes;
+pub mod sso;
 mod status;
 
 use std::{
@@ -40,6 +41,7 @@ use muster_core::{
 use serde_json::{Value, json};
 
 pub use routes::routes;
+pub use status::status_document;
 
 use self::{
     challenge::{ChallengeSlot, SignInChallenge},
@@ -552,7 +554,7 @@ impl SignInService {
                 completed.server
             ));
         }
-        let conn = connect_as(view.definition, &completed.grant)
+        let conn = connect_as(view.definition, &completed.grant, None)
             .await
             .map_err(|e| format!("signed in, but the connection to {} failed: {e}", completed.server))?;
         let generation = self
@@ -565,6 +567,7 @@ impl SignInService {
             Used {
                 owner: completed.owner.clone(),
                 generation,
+                identity: None,
             },
         );
         if let Some(state) = &callback.state {
@@ -618,19 +621,30 @@ impl SignInService {
                 None => return Ok(()),
             }
         }
+        let view = registry
+            .server(server)
+            .ok_or_else(|| ToolError::invalid_arguments(format!("server {server} not found")))?;
+        // forwardIdentity: the caller's validated bearer goes along in X-Muster-Id-Token, and a
+        // new one (a refreshed token) reconnects.
+        let identity = view
+            .definition
+            .spec
+            .auth
+            .as_ref()
+            .filter(|a| a.forward_identity)
+            .and_then(|_| ctx.extensions.get::<muster_auth::resource::ValidatedBearer>())
+            .map(|b| b.0.clone());
         let used = Used {
             owner: owner.clone(),
             generation: held.generation,
+            identity: identity.as_ref().map(grants::fingerprint),
         };
         if self.book.used_by(&ctx.session, server).as_ref() == Some(&used)
             && registry.session_connection(&ctx.session, server).is_some()
         {
             return Ok(());
         }
-        let view = registry
-            .server(server)
-            .ok_or_else(|| ToolError::invalid_arguments(format!("server {server} not found")))?;
-        let conn = connect_as(view.definition, &held.grant)
+        let conn = connect_as(view.definition, &held.grant, identity.as_ref())
             .await
             .map_err(|reason| ToolError::ServerUnavailable {
                 server: server.to_owned(),
@@ -729,16 +743,31 @@ impl SignInService {
     }
 }
 
-/// A connection to `definition`'s server carrying `grant`'s access token.
-async fn connect_as(mut definition: muster_core::crd::MCPServer, grant: &Grant) -> Result<UpstreamConnection, String> {
+/// A connection to `definition`'s server carrying `grant`'s access token, and `identity` (the
+/// caller's validated bearer) in `X-Muster-Id-Token` when the server asks for it
+/// (`forwardIdentity`).
+async fn connect_as(
+    mut definition: muster_core::crd::MCPServer,
+    grant: &Grant,
+    identity: Option<&muster_auth::Secret>,
+) -> Result<UpstreamConnection, String> {
     definition.spec.headers.insert(
         "Authorization".to_owned(),
         format!("Bearer {}", grant.access_token.expose()),
     );
+    if let Some(identity) = identity {
+        definition
+            .spec
+            .headers
+            .insert(ID_TOKEN_HEADER.to_owned(), identity.expose().to_owned());
+    }
     UpstreamConnection::connect(&definition, None)
         .await
         .map_err(|e| e.to_string())
 }
+
+/// The header a `forwardIdentity` server receives the session's ID token in.
+pub const ID_TOKEN_HEADER: &str = "X-Muster-Id-Token";
 
 fn refused(error: AuthError) -> ToolError {
     ToolError::invalid_arguments(format!("sign-in is not possible: {error}"))

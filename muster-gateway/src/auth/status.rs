@@ -12,7 +12,6 @@ use muster_core::{
 };
 use serde_json::{Map, Value, json};
 
-use super::SignInService;
 use crate::registry::{Registry, ServerView};
 
 /// How a server's caller gets its credentials.
@@ -37,12 +36,14 @@ fn kind_of(view: &ServerView) -> Kind {
     }
 }
 
-impl SignInService {
-    /// The caller's state on every server. With `auth_urls`, every `grant` server that waits for
-    /// the caller's sign-in and is not suspended carries the link `core_auth_login` would give
-    /// (issuing them counts as one sign-in attempt), or the reason it cannot in `error`; a
-    /// server whose grant the caller already holds is connected by the call.
-    pub async fn status(&self, registry: &Registry, ctx: &CallContext, auth_urls: bool) -> Value {
+/// The caller's state on every server. With `auth_urls`, every `grant` server that waits for the
+/// caller's sign-in and is not suspended carries the link `core_auth_login` would give (issuing
+/// them counts as one sign-in attempt), or the reason it cannot in `error`; a server whose grant
+/// the caller already holds is connected by the call. Without sign-in configured
+/// (`aggregator.oauth.mcpClient`), `grant` servers carry no link.
+pub async fn status_document(registry: &Registry, ctx: &CallContext, auth_urls: bool) -> Value {
+    let service = registry.sign_in();
+    {
         let views = registry.servers();
         let mut attempt = None;
         let mut servers = Vec::with_capacity(views.len());
@@ -78,12 +79,14 @@ impl SignInService {
                             "session"
                         }),
                     );
-                    if auth_urls && !suspended && registry.session_connection(&ctx.session, &name).is_none() {
+                    if let Some(service) = service.filter(|_| auth_urls && !suspended)
+                        && registry.session_connection(&ctx.session, &name).is_none()
+                    {
                         // One attempt for all the links of this call.
                         let counted =
-                            attempt.get_or_insert_with(|| self.count_attempt(&ctx.session, &name, registry, false));
+                            attempt.get_or_insert_with(|| service.count_attempt(&ctx.session, &name, registry, false));
                         match counted {
-                            Ok(()) => match self.link(registry, ctx, &name, false).await {
+                            Ok(()) => match service.link(registry, ctx, &name, false).await {
                                 Ok((answer, _)) => {
                                     if let Some(url) = answer.get("authUrl") {
                                         entry.insert("auth_url".into(), url.clone());
@@ -107,7 +110,7 @@ impl SignInService {
                         "auth_required"
                     };
                     entry.insert("status".into(), json!(status));
-                    let held = self.book.get(&self.owner(registry, ctx, &name), &name);
+                    let held = service.and_then(|s| s.book.get(&s.owner(registry, ctx, &name), &name));
                     let issuer = held
                         .as_ref()
                         .map(|h| h.grant.issuer.clone())

@@ -346,10 +346,7 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
                 .get("auth_urls")
                 .and_then(serde_json::Value::as_bool)
                 .unwrap_or(false);
-            let mut status = match registry.sign_in() {
-                Some(service) => service.status(registry, &call.ctx, auth_urls).await,
-                None => serde_json::json!({"servers": []}),
-            };
+            let mut status = crate::auth::status_document(registry, &call.ctx, auth_urls).await;
             if let Some(principal) = &call.ctx.principal {
                 status["principal"] = serde_json::json!({
                     "subject": principal.subject,

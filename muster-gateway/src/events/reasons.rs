@@ -44,6 +44,10 @@ pub const MCP_SERVER_AUTHENTICATED: &str = "MCPServerAuthenticated";
 pub const MCP_SERVER_TOKEN_FORWARDED: &str = "MCPServerTokenForwarded";
 /// Forwarding a caller's ID token to an MCPServer failed.
 pub const MCP_SERVER_TOKEN_FORWARDING_FAILED: &str = "MCPServerTokenForwardingFailed";
+/// A session's token was exchanged (RFC 8693) for one of an MCP server's issuer.
+pub const MCP_SERVER_TOKEN_EXCHANGED: &str = "MCPServerTokenExchanged";
+/// A token exchange for an MCP server failed.
+pub const MCP_SERVER_TOKEN_EXCHANGE_FAILED: &str = "MCPServerTokenExchangeFailed";
 /// A remote MCPServer's connection was established. Not in Go muster, which reports
 /// [`MCP_SERVER_STARTED`] for every transport.
 pub const MCP_SERVER_CONNECTED: &str = "MCPServerConnected";

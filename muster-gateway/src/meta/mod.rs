@@ -72,6 +72,7 @@ impl MetaTools {
     /// intersected with it, and an invalid one is the answer of every meta-tool.
     pub async fn call(&self, name: &str, args: JsonObject, ctx: CallContext) -> Option<CallToolResult> {
         let tool = MetaTool::from_name(name)?;
+        self.registry.sso().adopt(&self.registry, &ctx).await;
         if let Some(service) = self.registry.sign_in() {
             service.adopt_grants(&self.registry, &ctx).await;
         }
@@ -153,6 +154,9 @@ impl MetaTools {
                     if let Some(answer) = self.sign_in_answer(&name, &ctx).await {
                         return answer;
                     }
+                    if let Some(reason) = self.sso_failure(&name, &ctx) {
+                        return error_result(format!("Tool execution failed: {reason}"));
+                    }
                     let error = self
                         .registry
                         .unavailable_tool(&name)
@@ -219,6 +223,29 @@ impl MetaTools {
             })
             .cloned()
             .collect()
+    }
+
+    /// Why the session could not reach the single sign-on server tool `name` belongs to, when
+    /// its last attempt failed (an exchange refused, a forwarded token rejected).
+    fn sso_failure(&self, name: &str, ctx: &CallContext) -> Option<String> {
+        self.registry.servers().into_iter().find_map(|view| {
+            let definition = &view.definition;
+            let prefix = definition
+                .spec
+                .tool_prefix
+                .as_deref()
+                .unwrap_or(&definition.metadata.name);
+            let head = self.registry.names().server_tool(prefix, "");
+            (name.starts_with(&head) && name.len() > head.len())
+                .then(|| self.registry.sso().failure(&ctx.session, &definition.metadata.name))
+                .flatten()
+                .map(|reason| {
+                    format!(
+                        "{name} is served with your own identity, which {} did not accept: {reason}",
+                        definition.metadata.name
+                    )
+                })
+        })
     }
 
     /// The `auth_required` answer of a call to a tool of a server the session has not signed in
@@ -375,6 +402,9 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
             principal = principal.with_actor(actor.to_string());
         }
         call_ctx = call_ctx.with_principal(principal);
+        if let Some(bearer) = parts.and_then(|p| p.extensions.get::<muster_auth::resource::ValidatedBearer>()) {
+            call_ctx.extensions.insert(bearer.clone());
+        }
     }
     let declared = parts.and_then(|p| {
         p.extensions
@@ -536,13 +566,11 @@ impl ServerHandler for MetaTools {
             ));
         }
         let (call_ctx, _) = call_context(&ctx);
-        let status = match self.registry.sign_in() {
-            Some(service) => {
-                service.adopt_grants(&self.registry, &call_ctx).await;
-                service.status(&self.registry, &call_ctx, false).await
-            }
-            None => json!({"servers": []}),
-        };
+        self.registry.sso().adopt(&self.registry, &call_ctx).await;
+        if let Some(service) = self.registry.sign_in() {
+            service.adopt_grants(&self.registry, &call_ctx).await;
+        }
+        let status = crate::auth::status_document(&self.registry, &call_ctx, false).await;
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(status.to_string(), AUTH_STATUS_URI).with_mime_type("application/json"),
         ])

@@ -125,6 +125,7 @@ impl Registry {
         if let Some(previous) = previous {
             previous.close();
         }
+        self.derive_sso_state(server);
     }
 
     /// Drops the connection `session` holds to `server`; whether it held one.
@@ -139,6 +140,7 @@ impl Registry {
         if let Some(conn) = removed {
             conn.close();
             self.session_changed(session);
+            self.derive_sso_state(server);
         }
         held
     }
@@ -208,11 +210,47 @@ impl Registry {
             if let Some(service) = &self.sign_in {
                 service.end_session(session);
             }
+            self.sso.end_session(session);
+        }
+        if !ended.is_empty() {
+            let names: Vec<String> = self.read_servers().keys().cloned().collect();
+            for name in names {
+                self.derive_sso_state(&name);
+            }
         }
         if !ended.is_empty() {
             tracing::debug!(sessions = ended.len(), "reaped ended sessions");
         }
         ended.len()
+    }
+
+    /// For a single sign-on server: `Connected` while any session holds a connection to it,
+    /// else `Awaiting Session` (other states are the supervisor's).
+    pub(crate) fn derive_sso_state(&self, server: &str) {
+        let held = self
+            .session_connections
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .any(|c| c.contains_key(server));
+        let mut servers = self.write_servers();
+        if let Some(slot) = servers.get_mut(server)
+            && crate::auth::sso::is_sso(&slot.definition)
+            && matches!(
+                slot.runtime.state,
+                MCPServerState::AwaitingSession | MCPServerState::Connected
+            )
+        {
+            let state = if held {
+                MCPServerState::Connected
+            } else {
+                MCPServerState::AwaitingSession
+            };
+            if slot.runtime.state != state {
+                slot.runtime.state = state;
+                slot.runtime.state_since = chrono::Utc::now();
+            }
+        }
     }
 
     /// Reaps ended sessions every [`SESSION_REAP_INTERVAL`] while the registry lives.

@@ -1,0 +1,193 @@
+//! [`ExchangeCache`]: exchanged tokens by key, one exchange at a time per key, failures
+//! remembered with backoff.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use super::{ExchangeError, ExchangedToken, TokenExchange};
+use crate::{Secret, oauth::http::OAuthHttp};
+
+/// An exchanged token is exchanged again this long before it expires (or at half its lifetime,
+/// when that is shorter).
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
+/// After a failed exchange, the same subject token is answered with the same error for this
+/// long without asking the endpoint; each further failure doubles the wait.
+pub const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+
+/// The longest wait after failed exchanges.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Exchanged tokens by key (the gateway uses `"<session>\0<server>"`).
+///
+/// [`ExchangeCache::token`] answers from the cache while the token is fresh (until
+/// [`REFRESH_MARGIN`] before it expires, or half its lifetime when that is shorter; a token
+/// without a known expiry is not kept) and the subject token and exchange are the ones it was
+/// exchanged for (compared by a SHA-256 fingerprint). Otherwise it exchanges, one exchange at a
+/// time per key: callers that arrive while one runs wait for it and share its outcome (twenty
+/// concurrent calls make one request). A failure is remembered for its key and fingerprint and
+/// answered without contacting the endpoint for a backoff: [`BACKOFF_INITIAL`], doubling to
+/// [`BACKOFF_MAX`], reset by a success, a new subject token or a changed exchange.
+#[derive(Default)]
+pub struct ExchangeCache {
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+}
+
+impl fmt::Debug for ExchangeCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExchangeCache")
+            .field("keys", &self.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One key's state.
+#[derive(Default)]
+struct Slot {
+    /// Exchanges completed for this key, read before waiting for `state`: a caller that
+    /// finds it moved on while it waited shares the outcome of the exchange it waited for.
+    completed: AtomicU64,
+    state: tokio::sync::Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// What subject token and exchange everything below is for.
+    fingerprint: Option<[u8; 32]>,
+    /// The token while it is fresh.
+    fresh: Option<(ExchangedToken, Instant)>,
+    /// The last failure, its backoff and when the endpoint may be asked again.
+    failure: Option<Failure>,
+    /// The outcome of the last exchange.
+    last: Option<Result<ExchangedToken, ExchangeError>>,
+}
+
+struct Failure {
+    error: ExchangeError,
+    backoff: Duration,
+    retry_at: Instant,
+}
+
+impl ExchangeCache {
+    /// The exchanged token for `key`: from the cache, or from one exchange of `subject_token`
+    /// shared by the callers that wait for it (see the type's documentation).
+    pub async fn token(
+        &self,
+        key: &str,
+        exchange: &TokenExchange,
+        http: &OAuthHttp,
+        subject_token: &Secret,
+    ) -> Result<ExchangedToken, ExchangeError> {
+        let print = fingerprint(exchange, subject_token);
+        let slot = Arc::clone(self.lock().entry(key.to_owned()).or_default());
+        let seen = slot.completed.load(Ordering::Acquire);
+        let mut state = slot.state.lock().await;
+
+        if state.fingerprint != Some(print) {
+            *state = State {
+                fingerprint: Some(print),
+                ..State::default()
+            };
+        } else if slot.completed.load(Ordering::Acquire) != seen
+            && let Some(outcome) = &state.last
+        {
+            return outcome.clone();
+        }
+        let now = Instant::now();
+        if let Some((token, fresh_until)) = &state.fresh
+            && now < *fresh_until
+        {
+            return Ok(token.clone());
+        }
+        if let Some(failure) = &state.failure
+            && now < failure.retry_at
+        {
+            return Err(failure.error.clone());
+        }
+
+        let outcome = exchange.exchange(http, subject_token).await;
+        let now = Instant::now();
+        match &outcome {
+            Ok(token) => {
+                state.failure = None;
+                state.fresh = fresh_for(token).map(|fresh| (token.clone(), now + fresh));
+            }
+            Err(error) => {
+                let backoff = state
+                    .failure
+                    .as_ref()
+                    .map_or(BACKOFF_INITIAL, |f| (f.backoff * 2).min(BACKOFF_MAX));
+                state.fresh = None;
+                state.failure = Some(Failure {
+                    error: error.clone(),
+                    backoff,
+                    retry_at: now + backoff,
+                });
+            }
+        }
+        state.last = Some(outcome.clone());
+        slot.completed.fetch_add(1, Ordering::Release);
+        outcome
+    }
+
+    /// Drops what is kept for `key` (an exchange running for it completes unseen).
+    pub fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    /// Drops every key starting with `prefix` (a session ended: `"<session>\0"`).
+    pub fn forget_prefix(&self, prefix: &str) {
+        self.lock().retain(|key, _| !key.starts_with(prefix));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Slot>>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How long a token just received stays fresh: its lifetime less [`REFRESH_MARGIN`], or half
+/// its lifetime when that is shorter; `None` without a known expiry.
+fn fresh_for(token: &ExchangedToken) -> Option<Duration> {
+    let lifetime = (token.expires_at? - chrono::Utc::now()).to_std().ok()?;
+    fresh_within(lifetime)
+}
+
+pub(super) fn fresh_within(lifetime: Duration) -> Option<Duration> {
+    let fresh = lifetime - REFRESH_MARGIN.min(lifetime / 2);
+    (!fresh.is_zero()).then_some(fresh)
+}
+
+/// What a cached token or failure is for: the subject token and every part of the exchange
+/// that changes the answer (a rotated client secret starts afresh). Hashed, so the cache holds
+/// no copy of the subject token.
+fn fingerprint(exchange: &TokenExchange, subject_token: &Secret) -> [u8; 32] {
+    let mut digest = Sha256::new();
+    let (client_id, client_secret) = match &exchange.client {
+        Some((id, secret)) => (id.as_str(), secret.expose()),
+        None => ("", ""),
+    };
+    for part in [
+        exchange.token_endpoint.as_str(),
+        &exchange.expected_issuer(),
+        &exchange.connector_id,
+        &exchange.scope(),
+        &exchange.subject_token_type,
+        client_id,
+        client_secret,
+        subject_token.expose(),
+    ] {
+        digest.update((part.len() as u64).to_be_bytes());
+        digest.update(part.as_bytes());
+    }
+    digest.finalize().into()
+}

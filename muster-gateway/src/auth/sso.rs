@@ -1,0 +1,309 @@
+//! Single sign-on to downstream servers: servers used with each caller's own identity.
+//!
+//! - `auth.forwardToken`: the caller's bearer token, validated by the front door
+//!   ([`ValidatedBearer`]), is sent to the server as it is. An opaque, unvalidated or absent
+//!   bearer is never sent: such a caller does not reach the server.
+//! - `auth.tokenExchange`: the validated bearer is exchanged (RFC 8693) at the configured token
+//!   endpoint for a token of the server's issuer, cached per session and server until shortly
+//!   before it expires; concurrent calls share one exchange ([`ExchangeCache`]).
+//!
+//! Each session gets its own connection to such a server, made on its first request and made
+//! again when its credential changes (a refreshed bearer, a new exchanged token). The gateway
+//! holds no connection of its own: the server is `Awaiting Session` until a session connects,
+//! then `Connected` while any session holds one. A failure of the caller's own token is that
+//! session's (an `MCPServerTokenForwardingFailed` / `MCPServerTokenExchangeFailed` event); an
+//! exchange failure every caller shares (the endpoint does not answer, the client credentials
+//! are refused, the connector is unknown) puts the server in Failed with the class of failure as
+//! its Ready reason, until an exchange succeeds again.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use muster_auth::{
+    Secret,
+    exchange::{DEFAULT_EXCHANGE_SCOPES, ExchangeCache, TokenExchange},
+    oauth::http::OAuthHttp,
+    resource::ValidatedBearer,
+};
+use muster_core::{
+    CallContext, SessionId, ToolError,
+    crd::{MCPServer, MCPServerState},
+};
+
+use crate::{
+    events::{Event, reasons},
+    registry::{Registry, ServerView},
+    secrets::SecretSource,
+    upstream::UpstreamConnection,
+};
+
+/// Whether `server` is used with each caller's own identity (forwarded or exchanged).
+pub fn is_sso(server: &MCPServer) -> bool {
+    server
+        .spec
+        .auth
+        .as_ref()
+        .is_some_and(|a| a.forward_token || a.token_exchange.as_ref().is_some_and(|t| t.enabled))
+}
+
+/// A session and a server.
+type SessionServer = (String, String);
+
+/// The per-session connections of single sign-on servers.
+#[derive(Debug)]
+pub struct SsoService {
+    http: OAuthHttp,
+    exchanges: ExchangeCache,
+    secrets: Arc<dyn SecretSource>,
+    /// One connect at a time per (session, server).
+    connecting: Mutex<HashMap<SessionServer, Arc<tokio::sync::Mutex<()>>>>,
+    /// The fingerprint of the credential each session connection carries.
+    used: Mutex<HashMap<SessionServer, [u8; 32]>>,
+    /// Why each session could not connect to a server, until it can.
+    failures: Mutex<HashMap<SessionServer, String>>,
+}
+
+impl SsoService {
+    /// The service, reading client credentials from `secrets`.
+    pub fn new(secrets: Arc<dyn SecretSource>) -> Self {
+        Self {
+            http: OAuthHttp::new(),
+            exchanges: ExchangeCache::default(),
+            secrets,
+            connecting: Mutex::new(HashMap::new()),
+            used: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Why `session` has no connection to `server`, when its last attempt failed.
+    pub fn failure(&self, session: &SessionId, server: &str) -> Option<String> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(session.as_str().to_owned(), server.to_owned()))
+            .cloned()
+    }
+
+    /// Connects `ctx`'s session to every single sign-on server it has none to (or one with an
+    /// outdated credential), with its validated bearer. Run before each meta-tool call; a caller
+    /// without a validated bearer is left alone.
+    pub async fn adopt(&self, registry: &Registry, ctx: &CallContext) {
+        let Some(ValidatedBearer(bearer)) = ctx.extensions.get::<ValidatedBearer>() else {
+            return;
+        };
+        for view in registry.servers() {
+            if !is_sso(&view.definition)
+                || view.definition.spec.suspended
+                || !matches!(
+                    view.runtime.state,
+                    MCPServerState::AwaitingSession | MCPServerState::Connected | MCPServerState::Failed
+                )
+            {
+                continue;
+            }
+            // A server Failed for another reason than its exchange is not tried per session.
+            if view.runtime.state == MCPServerState::Failed && view.runtime.failure_class.is_none() {
+                continue;
+            }
+            let key = (ctx.session.as_str().to_owned(), view.definition.metadata.name.clone());
+            match self.connect(registry, &ctx.session, &view, bearer).await {
+                Ok(()) => {
+                    self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                }
+                Err(e) => {
+                    tracing::debug!(server = %key.1, error = %e, "no single sign-on connection for this session");
+                    self.failures
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, e.to_string());
+                }
+            }
+        }
+    }
+
+    /// Makes sure `session` holds a connection to `view`'s server carrying the current
+    /// credential derived from `bearer`.
+    async fn connect(
+        &self,
+        registry: &Registry,
+        session: &SessionId,
+        view: &ServerView,
+        bearer: &Secret,
+    ) -> Result<(), ToolError> {
+        let name = view.definition.metadata.name.clone();
+        let key = (session.as_str().to_owned(), name.clone());
+        let held = registry.session_connection(session, &name).is_some();
+        let auth = view.definition.spec.auth.clone().unwrap_or_default();
+        let exchange = auth.token_exchange.as_ref().filter(|t| t.enabled);
+        // Forwarding needs nothing from anyone: skip the lock when the bearer is unchanged.
+        if exchange.is_none() && held && self.used_by(&key) == Some(fingerprint(bearer)) {
+            return Ok(());
+        }
+        let lock = Arc::clone(
+            self.connecting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(key.clone())
+                .or_default(),
+        );
+        let _one_at_a_time = lock.lock().await;
+        let credential = match exchange {
+            None => bearer.clone(),
+            Some(_) => match self.exchanged(registry, session, view, bearer).await {
+                Ok(token) => token,
+                Err(e) => return Err(e),
+            },
+        };
+        let print = fingerprint(&credential);
+        if registry.session_connection(session, &name).is_some() && self.used_by(&key) == Some(print) {
+            return Ok(());
+        }
+        let mut definition = view.definition.clone();
+        definition
+            .spec
+            .headers
+            .insert("Authorization".to_owned(), format!("Bearer {}", credential.expose()));
+        let (reason_ok, reason_failed) = if exchange.is_some() {
+            (
+                reasons::MCP_SERVER_TOKEN_EXCHANGED,
+                reasons::MCP_SERVER_TOKEN_EXCHANGE_FAILED,
+            )
+        } else {
+            (
+                reasons::MCP_SERVER_TOKEN_FORWARDED,
+                reasons::MCP_SERVER_TOKEN_FORWARDING_FAILED,
+            )
+        };
+        match UpstreamConnection::connect(&definition, None).await {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                if registry.session_connection(session, &name).is_some() {
+                    registry.replace_session_connection(session, &name, conn);
+                } else {
+                    registry.install_session_connection(session, &name, conn);
+                }
+                self.used.lock().unwrap_or_else(|e| e.into_inner()).insert(key, print);
+                registry.emit(Event::mcp_server(
+                    &name,
+                    reason_ok,
+                    format!("a session connected to MCP server {name} with its own identity"),
+                ));
+                Ok(())
+            }
+            Err(e) => {
+                // The server answered before; refusing this caller's credential is this caller's.
+                let message = e.to_string();
+                registry.emit(Event::mcp_server(
+                    &name,
+                    reason_failed,
+                    format!("MCP server {name} refused a session's identity: {message}"),
+                ));
+                Err(ToolError::ServerUnavailable {
+                    server: name,
+                    reason: message,
+                })
+            }
+        }
+    }
+
+    /// The token `view`'s exchange gives for `bearer` in `session`. A failure every caller
+    /// shares puts the server in Failed; one of the caller's own is reported for the session.
+    async fn exchanged(
+        &self,
+        registry: &Registry,
+        session: &SessionId,
+        view: &ServerView,
+        bearer: &Secret,
+    ) -> Result<Secret, ToolError> {
+        let name = view.definition.metadata.name.as_str();
+        let exchange = match self.exchange_of(&view.definition) {
+            Ok(exchange) => exchange,
+            Err(reason) => {
+                registry.fail_shared(name, "TokenExchangeCredentials", &reason);
+                return Err(ToolError::ServerUnavailable {
+                    server: name.to_owned(),
+                    reason,
+                });
+            }
+        };
+        let cache_key = format!("{}\0{name}", session.as_str());
+        match self.exchanges.token(&cache_key, &exchange, &self.http, bearer).await {
+            Ok(token) => {
+                if view.runtime.failure_class.is_some() {
+                    registry.recover_shared(name);
+                }
+                Ok(token.token)
+            }
+            Err(e) => {
+                let message = e.to_string();
+                match e.ready_reason() {
+                    Some(class) if e.is_shared() => registry.fail_shared(name, class, &message),
+                    _ => registry.emit(Event::mcp_server(
+                        name,
+                        reasons::MCP_SERVER_TOKEN_EXCHANGE_FAILED,
+                        format!("the token exchange for a session failed for MCP server {name}: {message}"),
+                    )),
+                }
+                Err(ToolError::ServerUnavailable {
+                    server: name.to_owned(),
+                    reason: message,
+                })
+            }
+        }
+    }
+
+    /// The exchange `server` configures, with its client credentials read from their Secret.
+    fn exchange_of(&self, server: &MCPServer) -> Result<TokenExchange, String> {
+        let auth = server.spec.auth.as_ref().ok_or("no auth")?;
+        let config = auth.token_exchange.as_ref().ok_or("no tokenExchange")?;
+        let endpoint = config
+            .dex_token_endpoint
+            .clone()
+            .ok_or("tokenExchange.dexTokenEndpoint is not set")?;
+        let mut exchange = TokenExchange::new(endpoint, config.connector_id.clone().unwrap_or_default())
+            .with_scopes(if config.scopes.trim().is_empty() {
+                DEFAULT_EXCHANGE_SCOPES.to_owned()
+            } else {
+                config.scopes.clone()
+            })
+            .with_audiences(auth.required_audiences.clone());
+        if let Some(issuer) = &config.expected_issuer {
+            exchange = exchange.with_expected_issuer(issuer.clone());
+        }
+        if let Some(reference) = &config.client_credentials_secret_ref {
+            let namespace = reference.namespace.as_deref();
+            let id = self.secrets.get(namespace, &reference.name, &reference.client_id_key)?;
+            let secret = self
+                .secrets
+                .get(namespace, &reference.name, &reference.client_secret_key)?;
+            exchange = exchange.with_client_credentials(id.expose().to_owned(), secret);
+        }
+        Ok(exchange)
+    }
+
+    fn used_by(&self, key: &SessionServer) -> Option<[u8; 32]> {
+        self.used.lock().unwrap_or_else(|e| e.into_inner()).get(key).copied()
+    }
+
+    /// Forgets what ended session `session` held.
+    pub(crate) fn end_session(&self, session: &SessionId) {
+        self.used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(s, _), _| s != session.as_str());
+        self.connecting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(s, _), _| s != session.as_str());
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(s, _), _| s != session.as_str());
+        self.exchanges.forget_prefix(&format!("{}\0", session.as_str()));
+    }
+}
+
+use super::grants::fingerprint;
