@@ -151,9 +151,13 @@ async fn a_forward_token_server_receives_exactly_the_callers_validated_token() {
     )
     .await;
     assert!(text(&events).contains("MCPServerTokenForwarded"), "{}", text(&events));
-    // SSO servers refuse a manual sign-in and read as kind sso.
-    let (refused, message) = run(&dana, "core_auth_login").await;
-    assert!(refused, "{message}");
+    // An idle session's connection is closed (the server awaits a session again); its next
+    // request connects it again.
+    assert!(gw.gateway.registry().reap_idle_sessions(std::time::Duration::ZERO) >= 1);
+    assert_eq!(gw.state("k8s"), Some(MCPServerState::AwaitingSession));
+    let (failed, answer) = run(&dana_again, "x_k8s_whoami").await;
+    assert!(!failed, "{answer}");
+    assert_eq!(gw.state("k8s"), Some(MCPServerState::Connected));
     for c in [dana, dana_again] {
         let _ = c.cancel().await;
     }
@@ -279,16 +283,25 @@ fn exchanging(name: &str, url: &str, endpoint: &str, expected_issuer: Option<&st
 /// A gateway whose front door trusts `front_issuer`, with the exchange client's Secret, and the
 /// leeway `clock_skew` for expired tokens.
 async fn exchange_gateway(front_issuer: &str, servers: Vec<MCPServer>, clock_skew: u64) -> Served {
-    let (listen, base) = listener().await;
     let secrets = muster::gateway::secrets::StaticSecrets::default()
         .with("exchange-client", "client-id", "muster")
         .with("exchange-client", "client-secret", "s3cret");
+    exchange_gateway_with(front_issuer, servers, clock_skew, std::sync::Arc::new(secrets)).await
+}
+
+async fn exchange_gateway_with(
+    front_issuer: &str,
+    servers: Vec<MCPServer>,
+    clock_skew: u64,
+    secrets: std::sync::Arc<dyn muster::gateway::secrets::SecretSource>,
+) -> Served {
+    let (listen, base) = listener().await;
     let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_oauth_server(
         OAuthServerConfig::trusting(base.clone(), vec![front_issuer.to_owned()]).with_clock_skew_seconds(clock_skew),
     ));
     let options = muster::gateway::registry::RegistryOptions::default()
         .with_supervision(fast_supervision())
-        .with_secrets(std::sync::Arc::new(secrets));
+        .with_secrets(secrets);
     let gateway = Gateway::with_options(config, servers, Vec::new(), options).expect("valid configuration");
     gateway.start().await;
     let app = gateway.router();
@@ -323,6 +336,18 @@ async fn twenty_concurrent_calls_of_a_session_cause_one_exchange_for_a_token_of_
     )
     .await;
     assert_eq!(gw.state("remote"), Some(MCPServerState::AwaitingSession));
+    let ready = gw
+        .gateway
+        .registry()
+        .server("remote")
+        .map(|s| s.runtime.to_status(false).conditions[0].clone())
+        .expect("status");
+    assert_eq!(ready.reason, "AwaitingSession");
+    assert!(
+        ready.message.contains(&remote_idp.token_endpoint()) && ready.message.contains("connector \"local\""),
+        "{}",
+        ready.message
+    );
     let token = front.token_for(&gw.mcp(), "dana").await;
     let dana = client(&gw.mcp(), Some(token.clone())).await;
 
@@ -462,6 +487,55 @@ async fn an_unreachable_token_endpoint_fails_the_server_until_it_answers_again()
     let recovered = common::eventually(15, || async { !run(&dana, "x_remote_whoami").await.0 }).await;
     assert!(recovered, "the session is served once the endpoint answers");
     assert_eq!(gw.state("remote"), Some(MCPServerState::Connected));
+    let _ = dana.cancel().await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_client_credentials_secret_fails_the_server_until_it_exists() {
+    let front = OidcProvider::start();
+    let remote_idp = start_exchange_server(0, front.issuer());
+    let k8s = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in")))
+        .serve_protected_for(remote_idp.issuer(), "remote-k8s")
+        .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = exchange_gateway_with(
+        front.issuer(),
+        vec![exchanging("remote", &k8s.url, &remote_idp.token_endpoint(), None)],
+        30,
+        std::sync::Arc::new(muster::gateway::secrets::DirectorySecrets::new(dir.path())),
+    )
+    .await;
+    let runtime = gw.gateway.registry().server("remote").expect("defined").runtime;
+    assert_eq!(runtime.state, MCPServerState::Failed);
+    assert!(
+        runtime
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("exchange-client"),
+        "{runtime:?}"
+    );
+    assert_eq!(
+        runtime.to_status(false).conditions[0].reason,
+        "TokenExchangeCredentials"
+    );
+
+    // The Secret appears: the server settles on its own and serves sessions.
+    std::fs::write(
+        dir.path().join("exchange-client.yaml"),
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: exchange-client}\nstringData: {client-id: muster, client-secret: s3cret}\n",
+    )
+    .expect("write the Secret");
+    let settled = common::eventually(10, || async {
+        gw.state("remote") == Some(MCPServerState::AwaitingSession)
+    })
+    .await;
+    assert!(settled, "{:?}", gw.state("remote"));
+    let dana = client(&gw.mcp(), Some(front.token_for(&gw.mcp(), "dana").await)).await;
+    let (failed, answer) = run(&dana, "x_remote_whoami").await;
+    assert!(!failed, "{answer}");
     let _ = dana.cancel().await;
     gw.stop().await;
 }

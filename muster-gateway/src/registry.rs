@@ -7,6 +7,7 @@
 //! to its server's connection under the server's own name, a core tool to [`crate::core_tools`].
 
 mod sessions;
+pub use sessions::SESSION_IDLE;
 
 use std::{
     collections::BTreeMap,
@@ -77,6 +78,11 @@ pub struct ServerRuntime {
     /// the failure: the Ready reason (`TokenExchangeEndpoint`, `TokenExchangeCredentials`,
     /// `TokenExchangeConnector`).
     pub failure_class: Option<String>,
+    /// For a server served per session (single sign-on), how: the mechanism, and for an exchange
+    /// its endpoint and connector.
+    pub served_per_session: Option<String>,
+    /// When a session's token was last exchanged for this server.
+    pub last_exchange: Option<DateTime<Utc>>,
 }
 
 impl ServerRuntime {
@@ -101,6 +107,8 @@ impl ServerRuntime {
             auth_challenge: None,
             conflicts_with: None,
             failure_class: None,
+            served_per_session: None,
+            last_exchange: None,
         }
     }
 }
@@ -126,6 +134,10 @@ impl ServerRuntime {
         };
         let mut message = match self.state {
             MCPServerState::Running => "The server process is running and connected.".to_owned(),
+            MCPServerState::Connected if self.served_per_session.is_some() => format!(
+                "{} A session is connected.",
+                self.served_per_session.as_deref().unwrap_or_default()
+            ),
             MCPServerState::Connected => "The server is reachable and connected.".to_owned(),
             MCPServerState::Starting => "The server process is starting.".to_owned(),
             MCPServerState::Connecting => "A connection is being established.".to_owned(),
@@ -139,6 +151,18 @@ impl ServerRuntime {
                     .unwrap_or("unknown error")
                     .trim_end_matches('.')
             ),
+            MCPServerState::AwaitingSession if self.served_per_session.is_some() => {
+                let mut message = self.served_per_session.clone().unwrap_or_default();
+                message.push_str(" No session is connected");
+                match self.last_exchange {
+                    Some(at) => message.push_str(&format!(
+                        "; the last exchange succeeded at {}.",
+                        at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    )),
+                    None => message.push('.'),
+                }
+                message
+            }
             other => format!("The server is {other}."),
         };
         if let Some(at) = self.next_retry_after {
@@ -229,6 +253,8 @@ pub struct Registry {
     session_peers: std::sync::Mutex<BTreeMap<String, Vec<Peer<RoleServer>>>>,
     /// How many servers the registry has learned of (their arrival order).
     arrivals: std::sync::atomic::AtomicU64,
+    /// When each session last made a request, for idle reaping.
+    last_seen: std::sync::Mutex<BTreeMap<String, std::time::Instant>>,
     sign_in: Option<Arc<crate::auth::SignInService>>,
     /// The per-session connections of single sign-on servers.
     sso: crate::auth::sso::SsoService,
@@ -370,6 +396,7 @@ impl Registry {
             session_catalogs: RwLock::new(BTreeMap::new()),
             session_peers: std::sync::Mutex::new(BTreeMap::new()),
             arrivals: std::sync::atomic::AtomicU64::new(arrivals),
+            last_seen: std::sync::Mutex::new(BTreeMap::new()),
             sign_in,
             sso,
             supervision,
@@ -709,6 +736,13 @@ impl Registry {
                 reasons::MCP_SERVER_FAILED,
                 format!("MCP server {name} failed for every caller: {message}"),
             ));
+        }
+    }
+
+    /// Records that a session's token was just exchanged for server `name`.
+    pub(crate) fn note_exchange(&self, name: &str) {
+        if let Some(slot) = self.write_servers().get_mut(name) {
+            slot.runtime.last_exchange = Some(Utc::now());
         }
     }
 

@@ -250,10 +250,40 @@ pub(crate) async fn supervise(
                 }
                 Err(e) => auth_challenge_in(&e.to_string()).is_some(),
             };
+            // A token exchange whose client credentials cannot be read fails every caller alike.
+            let credentials = with_registry(&registry, |r| r.sso().credentials_problem(&definition)).flatten();
+            if let (true, Some(problem)) = (reachable, credentials) {
+                failures += 1;
+                let delay = config.backoff(failures);
+                let at =
+                    Utc::now() + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::seconds(120));
+                with_registry(&registry, |r| {
+                    r.fail_shared(&key.name, "TokenExchangeCredentials", &problem);
+                    r.mark(&key, |rt| {
+                        rt.consecutive_failures = failures;
+                        rt.next_retry_after = Some(at);
+                    });
+                });
+                if let Some(tx) = first_attempt.take() {
+                    let _ = tx.send(());
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    command = commands.recv() => match command {
+                        Some(Command::Stop) => want_running = false,
+                        Some(Command::Start | Command::Restart) => {}
+                        None => return,
+                    }
+                }
+                continue;
+            }
             if reachable {
                 failures = 0;
+                let note = crate::auth::sso::served_per_session(&definition);
                 with_registry(&registry, |r| {
                     r.mark(&key, |rt| {
+                        rt.served_per_session = Some(note);
+                        rt.next_retry_after = None;
                         rt.state = MCPServerState::AwaitingSession;
                         rt.state_since = Utc::now();
                         rt.health = MCPServerHealth::Unknown;

@@ -163,6 +163,11 @@ impl GrantBook {
             .cloned()
     }
 
+    /// Forgets what `session`'s connections carry (they were closed).
+    pub(super) fn forget_used(&self, session: &SessionId) {
+        self.lock_used().retain(|(s, _), _| s != session.as_str());
+    }
+
     /// Forgets what `session`'s connections carry (its connections are gone) and hands back the
     /// grants only it owned (its own `session` grants, for a transport session that ended).
     pub(super) fn end_session(&self, session: &SessionId) -> Vec<(String, Grant)> {

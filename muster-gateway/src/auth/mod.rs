@@ -725,6 +725,12 @@ impl SignInService {
         }))
     }
 
+    /// Forgets which grants idle session `session`'s connections carried (they were closed);
+    /// its grants stay, and its next request connects it again.
+    pub(crate) fn disconnect_session(&self, session: &SessionId) {
+        self.book.forget_used(session);
+    }
+
     /// Forgets what ended session `session` held: its connections' grants, and the grants only
     /// it owned, which are revoked in the background.
     pub(crate) fn end_session(self: &Arc<Self>, session: &SessionId) {

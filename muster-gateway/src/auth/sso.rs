@@ -48,6 +48,22 @@ pub fn is_sso(server: &MCPServer) -> bool {
         .is_some_and(|a| a.forward_token || a.token_exchange.as_ref().is_some_and(|t| t.enabled))
 }
 
+/// How `server` is served per session, for its Ready condition.
+pub fn served_per_session(server: &MCPServer) -> String {
+    let auth = server.spec.auth.as_ref();
+    match auth.and_then(|a| a.token_exchange.as_ref()).filter(|t| t.enabled) {
+        Some(exchange) => format!(
+            "Served per session: each caller's token is exchanged (RFC 8693) at {} through connector {:?}; muster holds no connection of its own.",
+            exchange.dex_token_endpoint.as_deref().unwrap_or("(no endpoint)"),
+            exchange.connector_id.as_deref().unwrap_or_default()
+        ),
+        None => {
+            "Served per session: each caller's validated token is forwarded; muster holds no connection of its own."
+                .to_owned()
+        }
+    }
+}
+
 /// A session and a server.
 type SessionServer = (String, String);
 
@@ -186,6 +202,9 @@ impl SsoService {
                     registry.install_session_connection(session, &name, conn);
                 }
                 self.used.lock().unwrap_or_else(|e| e.into_inner()).insert(key, print);
+                if exchange.is_some() {
+                    registry.note_exchange(&name);
+                }
                 registry.emit(Event::mcp_server(
                     &name,
                     reason_ok,
@@ -253,6 +272,16 @@ impl SsoService {
                 })
             }
         }
+    }
+
+    /// Why `server`'s token exchange cannot run for anyone (its client credentials Secret cannot
+    /// be read), if that is so.
+    pub fn credentials_problem(&self, server: &MCPServer) -> Option<String> {
+        let exchange = server.spec.auth.as_ref()?.token_exchange.as_ref()?;
+        if !exchange.enabled || exchange.client_credentials_secret_ref.is_none() {
+            return None;
+        }
+        self.exchange_of(server).err()
     }
 
     /// The exchange `server` configures, with its client credentials read from their Secret.

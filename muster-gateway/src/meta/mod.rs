@@ -72,6 +72,7 @@ impl MetaTools {
     /// intersected with it, and an invalid one is the answer of every meta-tool.
     pub async fn call(&self, name: &str, args: JsonObject, ctx: CallContext) -> Option<CallToolResult> {
         let tool = MetaTool::from_name(name)?;
+        self.registry.touch_session(&ctx.session);
         self.registry.sso().adopt(&self.registry, &ctx).await;
         if let Some(service) = self.registry.sign_in() {
             service.adopt_grants(&self.registry, &ctx).await;

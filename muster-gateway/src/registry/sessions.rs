@@ -11,8 +11,12 @@ use rmcp::{Peer, RoleServer};
 use super::Registry;
 use crate::upstream::SharedConnection;
 
-/// How often ended sessions are looked for.
+/// How often ended and idle sessions are looked for.
 pub(crate) const SESSION_REAP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A session (a principal's, which does not end with a transport) whose connections are closed
+/// after this long without a request; its next request connects it again.
+pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 impl Registry {
     /// Remembers a client of session `session` (a transport session, or several of one
@@ -179,7 +183,39 @@ impl Registry {
     /// never reaped this way: it comes back with the person's next request; nor is the default
     /// session of stdio.
     pub fn reap_ended_sessions(&self) -> usize {
-        let ended: Vec<SessionId> = {
+        let ended = self.ended_sessions();
+        self.forget_sessions(&ended, true);
+        ended.len()
+    }
+
+    /// Notes that `session` made a request now.
+    pub fn touch_session(&self, session: &SessionId) {
+        self.last_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.as_str().to_owned(), std::time::Instant::now());
+    }
+
+    /// Closes the connections of the sessions that made no request for `idle` (their grants
+    /// stay: the next request connects them again); how many there were.
+    pub fn reap_idle_sessions(&self, idle: std::time::Duration) -> usize {
+        let idle_sessions: Vec<SessionId> = {
+            let seen = self.last_seen.lock().unwrap_or_else(|e| e.into_inner());
+            self.session_connections
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter(|(_, c)| !c.is_empty())
+                .filter(|(s, _)| seen.get(*s).is_none_or(|at| at.elapsed() >= idle))
+                .map(|(s, _)| SessionId::new(s))
+                .collect()
+        };
+        self.forget_sessions(&idle_sessions, false);
+        idle_sessions.len()
+    }
+
+    fn ended_sessions(&self) -> Vec<SessionId> {
+        {
             let mut peers = self.session_peers.lock().unwrap_or_else(|e| e.into_inner());
             for list in peers.values_mut() {
                 list.retain(|p| !p.is_transport_closed());
@@ -193,8 +229,13 @@ impl Registry {
                 .collect();
             peers.retain(|_, list| !list.is_empty());
             ended
-        };
-        for session in &ended {
+        }
+    }
+
+    /// Closes `sessions`' connections and forgets what they carried; for sessions that `ended`,
+    /// the grants only they owned too (revoked), while an idle session keeps its grants.
+    fn forget_sessions(&self, sessions: &[SessionId], ended: bool) {
+        for session in sessions {
             let dropped = self
                 .session_connections
                 .write()
@@ -208,20 +249,25 @@ impl Registry {
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(session.as_str());
             if let Some(service) = &self.sign_in {
-                service.end_session(session);
+                if ended {
+                    service.end_session(session);
+                } else {
+                    service.disconnect_session(session);
+                }
             }
             self.sso.end_session(session);
+            self.last_seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(session.as_str());
         }
-        if !ended.is_empty() {
+        if !sessions.is_empty() {
+            tracing::debug!(sessions = sessions.len(), ended, "reaped sessions");
             let names: Vec<String> = self.read_servers().keys().cloned().collect();
             for name in names {
                 self.derive_sso_state(&name);
             }
         }
-        if !ended.is_empty() {
-            tracing::debug!(sessions = ended.len(), "reaped ended sessions");
-        }
-        ended.len()
     }
 
     /// For a single sign-on server: `Connected` while any session holds a connection to it,
@@ -263,6 +309,7 @@ impl Registry {
                 tick.tick().await;
                 let Some(registry) = registry.upgrade() else { break };
                 registry.reap_ended_sessions();
+                registry.reap_idle_sessions(SESSION_IDLE);
             }
         });
     }
