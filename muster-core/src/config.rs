@@ -425,6 +425,50 @@ pub struct AggregatorConfig {
     /// OAuth around the gateway.
     #[serde(skip_serializing_if = "is_default_oauth")]
     pub oauth: OAuthConfig,
+    /// What `tools/list`, `resources/list` and `prompts/list` show: the meta-tools (`meta`, the
+    /// default), the aggregated tools, resources and prompts themselves (`native`), or both.
+    pub exposure: Exposure,
+    /// Whether downstream names carry the `x_<server>_` prefix (`always`, the default) or are
+    /// exposed unchanged (`never`; names two servers share then collide).
+    pub prefix_mode: PrefixMode,
+}
+
+/// `aggregator.exposure`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Exposure {
+    /// The 13 meta-tools only.
+    #[default]
+    Meta,
+    /// The aggregated tools, resources and prompts, without the meta-tools.
+    Native,
+    /// The meta-tools and the aggregated ones.
+    Both,
+}
+
+impl Exposure {
+    /// Whether the meta-tools are listed and callable.
+    pub fn meta(self) -> bool {
+        matches!(self, Self::Meta | Self::Both)
+    }
+
+    /// Whether the aggregated tools, resources and prompts are listed and callable directly.
+    pub fn native(self) -> bool {
+        matches!(self, Self::Native | Self::Both)
+    }
+}
+
+/// `aggregator.prefixMode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum PrefixMode {
+    /// `x_<server>_<name>`.
+    #[default]
+    Always,
+    /// Downstream names unchanged.
+    Never,
 }
 
 fn is_default_oauth(oauth: &OAuthConfig) -> bool {
@@ -440,6 +484,8 @@ impl Default for AggregatorConfig {
             muster_prefix: DEFAULT_MUSTER_PREFIX.to_owned(),
             enabled: true,
             oauth: OAuthConfig::default(),
+            exposure: Exposure::default(),
+            prefix_mode: PrefixMode::default(),
         }
     }
 }
@@ -466,6 +512,18 @@ impl AggregatorConfig {
     /// Sets the tool name prefix.
     pub fn with_muster_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.muster_prefix = prefix.into();
+        self
+    }
+
+    /// Sets what the MCP lists show.
+    pub fn with_exposure(mut self, exposure: Exposure) -> Self {
+        self.exposure = exposure;
+        self
+    }
+
+    /// Sets whether downstream names are prefixed.
+    pub fn with_prefix_mode(mut self, mode: PrefixMode) -> Self {
+        self.prefix_mode = mode;
         self
     }
 

@@ -28,6 +28,7 @@ pub const DEFAULT_MUSTER_PREFIX: &str = "x";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NameRules {
     muster_prefix: String,
+    unprefixed: bool,
 }
 
 impl Default for NameRules {
@@ -41,7 +42,20 @@ impl NameRules {
     pub fn new(muster_prefix: impl Into<String>) -> Self {
         Self {
             muster_prefix: muster_prefix.into(),
+            unprefixed: false,
         }
+    }
+
+    /// The same rules exposing downstream names unchanged (`prefixMode: never`) when
+    /// `unprefixed`.
+    pub fn unprefixed(mut self, unprefixed: bool) -> Self {
+        self.unprefixed = unprefixed;
+        self
+    }
+
+    /// Whether downstream names are exposed unchanged.
+    pub fn is_unprefixed(&self) -> bool {
+        self.unprefixed
     }
 
     /// The `musterPrefix` in force.
@@ -51,6 +65,9 @@ impl NameRules {
 
     /// The exposed name of downstream tool `tool` of a server whose prefix is `server_prefix`.
     pub fn server_tool(&self, server_prefix: &str, tool: &str) -> String {
+        if self.unprefixed {
+            return tool.to_owned();
+        }
         let local = match tool.strip_prefix(server_prefix) {
             Some(rest) if rest.starts_with('_') => tool.to_owned(),
             _ => format!("{server_prefix}_{tool}"),
@@ -95,6 +112,15 @@ impl NameRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unprefixed_rules_expose_downstream_names_unchanged() {
+        let names = NameRules::default().unprefixed(true);
+        assert_eq!(names.server_tool("kubernetes", "get_pods"), "get_pods");
+        assert_eq!(names.server_prompt("kubernetes", "triage"), "triage");
+        assert_eq!(names.server_resource_uri("kubernetes", "notes"), "notes");
+        assert_eq!(names.workflow_tool("deploy"), "workflow_deploy");
+    }
 
     #[test]
     fn server_tools_get_the_global_and_the_server_prefix() {

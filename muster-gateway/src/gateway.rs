@@ -50,6 +50,12 @@ pub enum GatewayError {
     /// A toolset preset of `config.yaml` is invalid.
     #[error(transparent)]
     Toolset(#[from] ToolsetError),
+    /// With `prefixMode: never`, two servers expose the same name.
+    #[error(
+        "aggregator.prefixMode is never, and these names are exposed by two servers: {}; give the servers prefixes (prefixMode: always) or remove one",
+        .0.join("; ")
+    )]
+    NameCollisions(Vec<String>),
     /// The grant store of `aggregator.oauth.mcpClient.grantStore` cannot be opened.
     #[error("cannot open the grant store (aggregator.oauth.mcpClient.grantStore): {0}")]
     GrantStore(#[from] muster_auth::oauth::store::GrantStoreError),
@@ -174,6 +180,20 @@ impl Gateway {
     pub async fn start(&self) {
         crate::workflows::spawn_retention(Arc::clone(self.registry.executions()), self.shutdown.child_token());
         self.registry.start().await;
+    }
+
+    /// Refuses a started gateway whose `prefixMode: never` left two servers exposing the same
+    /// name (with prefixes, names cannot collide this way). Run it after [`Gateway::start`].
+    pub fn check_unique_names(&self) -> Result<(), GatewayError> {
+        if self.registry.config().aggregator.prefix_mode != muster_core::config::PrefixMode::Never {
+            return Ok(());
+        }
+        let collisions = self.registry.name_collisions();
+        if collisions.is_empty() {
+            Ok(())
+        } else {
+            Err(GatewayError::NameCollisions(collisions))
+        }
     }
 
     /// The registry.

@@ -342,7 +342,8 @@ impl Registry {
     ) -> Result<Arc<Self>, crate::gateway::GatewayError> {
         let supervision = options.supervision;
         let presets = Arc::new(Presets::from_config(&config.toolset_presets)?);
-        let names = NameRules::new(config.aggregator.muster_prefix.clone());
+        let names = NameRules::new(config.aggregator.muster_prefix.clone())
+            .unprefixed(config.aggregator.prefix_mode == muster_core::config::PrefixMode::Never);
         let arrivals = servers.len() as u64;
         let servers = servers
             .into_iter()
@@ -1127,6 +1128,16 @@ impl Registry {
                 }
             }
         }
+    }
+
+    /// The exposed names two connected servers both produce, each as `<name> (servers a, b)`:
+    /// with `prefixMode: never` the gateway refuses to start while there are any.
+    pub fn name_collisions(&self) -> Vec<String> {
+        let (_, collisions, _) = self.build_catalog(&BTreeMap::new());
+        collisions
+            .iter()
+            .map(|c| format!("{} (servers {}, {})", c.name, c.kept_by, c.server))
+            .collect()
     }
 
     /// A catalogue of the connected servers, plus `own` (a session's connections to servers

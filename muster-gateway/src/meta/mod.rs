@@ -8,6 +8,8 @@
 
 mod definitions;
 mod envelope;
+mod native;
+mod server;
 
 use std::sync::Arc;
 
@@ -23,13 +25,9 @@ use muster_core::{
     call::ProgressUpdate,
 };
 use rmcp::{
-    ErrorData as McpError, RoleServer, ServerHandler,
-    model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourcesResult,
-        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-        ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig,
-    },
-    service::{NotificationContext, RequestContext},
+    RoleServer,
+    model::{CallToolRequestParams, CallToolResult, ContentBlock, ProgressNotificationParam, ResourceContents},
+    service::RequestContext,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -39,7 +37,7 @@ pub use definitions::{MetaTool, definitions};
 pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
 
 use crate::{
-    auth::challenge::{self, ChallengeSlot, Consent, SignInState},
+    auth::challenge::{self, Consent, SignInState},
     registry::Registry,
     upstream::ClientPeer,
 };
@@ -72,25 +70,15 @@ impl MetaTools {
     /// intersected with it, and an invalid one is the answer of every meta-tool.
     pub async fn call(&self, name: &str, args: JsonObject, ctx: CallContext) -> Option<CallToolResult> {
         let tool = MetaTool::from_name(name)?;
-        self.registry.touch_session(&ctx.session);
-        self.registry.sso().adopt(&self.registry, &ctx).await;
-        if let Some(service) = self.registry.sign_in() {
-            service.adopt_grants(&self.registry, &ctx).await;
-        }
-        let catalog = self.registry.catalog_for(&ctx.session);
-        let presets = self.registry.presets();
-        let (view, declared, unmatched) = match ctx.extensions.get::<DeclaredToolset>() {
-            None => (catalog.view(), None, Vec::new()),
-            Some(DeclaredToolset(Err(e))) => return Some(error_result(e.to_string())),
-            Some(DeclaredToolset(Ok(toolset))) => match resolve(&catalog, presets, toolset) {
-                Ok(resolved) => (
-                    catalog.view().restricted(&resolved.selection),
-                    Some(toolset.clone()),
-                    resolved.unmatched,
-                ),
-                Err(e) => return Some(error_result(e.to_string())),
-            },
+        let Scoped {
+            view,
+            declared,
+            unmatched,
+        } = match self.scoped(&ctx).await {
+            Ok(scoped) => scoped,
+            Err(refusal) => return Some(error_result(refusal)),
         };
+        let presets = self.registry.presets();
         let scope = Scope {
             presets,
             declared: declared.as_ref(),
@@ -174,6 +162,34 @@ impl MetaTools {
         }
     }
 
+    /// The catalogue the request sees: the session's (after connecting what the caller's
+    /// identity unlocks: held grants, single sign-on servers), narrowed by the request's
+    /// toolset. The refusal when the toolset is invalid.
+    pub(crate) async fn scoped(&self, ctx: &CallContext) -> Result<Scoped, String> {
+        self.registry.touch_session(&ctx.session);
+        self.registry.sso().adopt(&self.registry, ctx).await;
+        if let Some(service) = self.registry.sign_in() {
+            service.adopt_grants(&self.registry, ctx).await;
+        }
+        let catalog = self.registry.catalog_for(&ctx.session);
+        match ctx.extensions.get::<DeclaredToolset>() {
+            None => Ok(Scoped {
+                view: catalog.view(),
+                declared: None,
+                unmatched: Vec::new(),
+            }),
+            Some(DeclaredToolset(Err(e))) => Err(e.to_string()),
+            Some(DeclaredToolset(Ok(toolset))) => match resolve(&catalog, self.registry.presets(), toolset) {
+                Ok(resolved) => Ok(Scoped {
+                    view: catalog.view().restricted(&resolved.selection),
+                    declared: Some(toolset.clone()),
+                    unmatched: resolved.unmatched,
+                }),
+                Err(e) => Err(e.to_string()),
+            },
+        }
+    }
+
     /// A 2026-07-28 retry of a call answered with a sign-in link (its `requestState` is one of
     /// ours): when the person accepted, waits until the sign-in completed (or gave up) so the
     /// call then runs signed in, or is answered with a new link; when they declined, the tool
@@ -237,7 +253,7 @@ impl MetaTools {
                 .as_deref()
                 .unwrap_or(&definition.metadata.name);
             let head = self.registry.names().server_tool(prefix, "");
-            (name.starts_with(&head) && name.len() > head.len())
+            (!head.is_empty() && name.starts_with(&head) && name.len() > head.len())
                 .then(|| self.registry.sso().failure(&ctx.session, &definition.metadata.name))
                 .flatten()
                 .map(|reason| {
@@ -262,7 +278,7 @@ impl MetaTools {
                     .registry
                     .names()
                     .server_tool(h.tool_prefix.as_deref().unwrap_or(&h.name), "");
-                name.starts_with(&head) && name.len() > head.len()
+                !head.is_empty() && name.starts_with(&head) && name.len() > head.len()
             })?;
         let link = match service.login(&self.registry, ctx, &hint.name, false).await {
             Ok(link) => link,
@@ -295,7 +311,7 @@ impl MetaTools {
             Ok(e) => Arc::clone(e),
             Err(e) => return error_result(e.to_string()),
         };
-        let Some(conn) = self.registry.connection(&entry.server) else {
+        let Some(conn) = self.registry.connection_for(&ctx.session, &entry.server) else {
             return error_result(format!("server {} is not connected", entry.server));
         };
         match conn.read_resource(&entry.server_uri, ctx).await {
@@ -337,7 +353,7 @@ impl MetaTools {
             ),
             Some(_) => return error_result("arguments must be a JSON object"),
         };
-        let Some(conn) = self.registry.connection(&entry.server) else {
+        let Some(conn) = self.registry.connection_for(&ctx.session, &entry.server) else {
             return error_result(format!("server {} is not connected", entry.server));
         };
         match conn.get_prompt(&entry.server_prompt, arguments, ctx).await {
@@ -448,6 +464,17 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
     (call_ctx, relay)
 }
 
+/// The catalogue a request sees ([`MetaTools::scoped`]).
+#[derive(Debug)]
+pub(crate) struct Scoped {
+    /// The session's catalogue, narrowed by the toolset.
+    pub(crate) view: View,
+    /// The request's toolset, when it declared one.
+    pub(crate) declared: Option<InlineToolset>,
+    /// Its selectors that selected nothing.
+    pub(crate) unmatched: Vec<String>,
+}
+
 /// The one resource the gateway serves itself: the caller's sign-in state.
 pub const AUTH_STATUS_URI: &str = "auth://status";
 
@@ -512,112 +539,4 @@ fn json_or_error<T: Serialize>(result: Result<T, CatalogError>) -> CallToolResul
 
 fn error_result(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
-}
-
-impl ServerHandler for MetaTools {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_resources()
-                .build(),
-        )
-        .with_server_info(Implementation::new("muster", env!("CARGO_PKG_VERSION")))
-        .with_instructions(INSTRUCTIONS)
-    }
-
-    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        let parts = ctx.extensions.get::<http::request::Parts>();
-        if parts.is_some() {
-            self.registry.add_session_peer(&session_of(parts), ctx.peer.clone());
-        }
-        self.registry.add_session(ctx.peer);
-    }
-
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(vec![
-            Resource::new(AUTH_STATUS_URI, "auth-status")
-                .with_title("Your sign-in state")
-                .with_description(
-                    "Your sign-in state on every MCP server (the document core_auth_status answers): \
-                     which servers need you to sign in (core_auth_login), which you are signed in to, \
-                     and which use your muster sign-in.",
-                )
-                .with_mime_type("application/json"),
-        ]))
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, McpError> {
-        if request.uri != AUTH_STATUS_URI {
-            return Err(McpError::resource_not_found(
-                format!(
-                    "resource {:?} not found: muster serves {AUTH_STATUS_URI} itself; read the servers' resources with get_resource",
-                    request.uri
-                ),
-                None,
-            ));
-        }
-        let (call_ctx, _) = call_context(&ctx);
-        self.registry.sso().adopt(&self.registry, &call_ctx).await;
-        if let Some(service) = self.registry.sign_in() {
-            service.adopt_grants(&self.registry, &call_ctx).await;
-        }
-        let status = crate::auth::status_document(&self.registry, &call_ctx, false).await;
-        Ok(ReadResourceResult::new(vec![
-            ResourceContents::text(status.to_string(), AUTH_STATUS_URI).with_mime_type("application/json"),
-        ])
-        .into())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(definitions().to_vec()))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let (mut call_ctx, progress) = call_context(&ctx);
-        if let Some(declined) = self.await_sign_in_retry(&request, &call_ctx).await {
-            return Ok(declined.into());
-        }
-        let slot = ChallengeSlot::install(&mut call_ctx);
-        let args = request.arguments.unwrap_or_default();
-        let result = self.call(&request.name, args, call_ctx).await;
-        if let Some(progress) = progress {
-            progress.flush().await;
-        }
-        match result {
-            Some(result) => match slot.take() {
-                Some(challenge) => challenge::answer(
-                    challenge,
-                    result,
-                    ctx.protocol_version().as_ref(),
-                    ctx.client_capabilities().as_ref(),
-                ),
-                None => Ok(result.into()),
-            },
-            None => Err(McpError::invalid_params(
-                format!(
-                    "unknown tool {:?}: only the meta-tools are callable directly; run other tools with call_tool",
-                    request.name
-                ),
-                None,
-            )),
-        }
-    }
 }

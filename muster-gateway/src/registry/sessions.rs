@@ -99,6 +99,13 @@ impl Registry {
             .collect()
     }
 
+    /// The connection a call of `session` to `server` goes through: the session's own, else the
+    /// gateway's.
+    pub fn connection_for(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
+        self.session_connection(session, server)
+            .or_else(|| self.connection(server))
+    }
+
     /// The connection `session` holds to `server`, when it signed in to it.
     pub fn session_connection(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
         self.session_connections

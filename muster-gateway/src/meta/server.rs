@@ -1,0 +1,245 @@
+//! The meta-tools as an MCP server (rmcp's [`ServerHandler`]): what `tools/list`,
+//! `resources/list` and `prompts/list` show and what calls reach, by `aggregator.exposure`.
+//!
+//! - `meta` (the default): the 13 meta-tools, and the `auth://status` resource.
+//! - `native`: the aggregated tools, resources and prompts themselves ([`super::native`]), and
+//!   `auth://status`.
+//! - `both`: the meta-tools first, then the aggregated ones.
+//!
+//! Whichever the tool, a call that needs a sign-in is answered by the client's protocol version
+//! ([`crate::auth::challenge`]).
+
+use muster_core::{CallContext, JsonObject};
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams, GetPromptResponse,
+        Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
+        ServerCapabilities, ServerConfig,
+    },
+    service::{NotificationContext, RequestContext},
+};
+
+use super::{AUTH_STATUS_URI, INSTRUCTIONS, MetaTool, MetaTools, call_context, definitions, native::page, session_of};
+use crate::auth::challenge::{self, ChallengeSlot};
+
+impl MetaTools {
+    fn exposure(&self) -> muster_core::config::Exposure {
+        self.registry.config().aggregator.exposure
+    }
+
+    /// Runs tool `name` as the exposure allows: a meta-tool, or an aggregated tool directly.
+    async fn run(&self, name: &str, args: JsonObject, ctx: CallContext) -> Result<CallToolResult, McpError> {
+        let exposure = self.exposure();
+        if exposure.meta() && MetaTool::from_name(name).is_some() {
+            if let Some(result) = self.call(name, args, ctx).await {
+                return Ok(result);
+            }
+        } else if exposure.native() {
+            let scoped = self.scoped(&ctx).await.map_err(|e| McpError::invalid_params(e, None))?;
+            if let Some(result) = self.native_call(&scoped, name, args, ctx).await {
+                return Ok(result);
+            }
+        }
+        Err(McpError::invalid_params(
+            if exposure.native() {
+                format!("unknown tool {name:?}")
+            } else {
+                format!(
+                    "unknown tool {name:?}: only the meta-tools are callable directly; run other tools with call_tool"
+                )
+            },
+            None,
+        ))
+    }
+}
+
+fn auth_status_resource() -> Resource {
+    Resource::new(AUTH_STATUS_URI, "auth-status")
+        .with_title("Your sign-in state")
+        .with_description(
+            "Your sign-in state on every MCP server (the document core_auth_status answers): \
+             which servers need you to sign in (core_auth_login), which you are signed in to, \
+             and which use your muster sign-in.",
+        )
+        .with_mime_type("application/json")
+}
+
+fn cursor(request: Option<&PaginatedRequestParams>) -> Option<&str> {
+    request.and_then(|r| r.cursor.as_deref())
+}
+
+impl ServerHandler for MetaTools {
+    fn get_info(&self) -> ServerConfig {
+        let builder = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed();
+        let capabilities = if self.exposure().native() {
+            builder.enable_prompts().enable_prompts_list_changed().build()
+        } else {
+            builder.build()
+        };
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("muster", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        let parts = ctx.extensions.get::<http::request::Parts>();
+        if parts.is_some() {
+            self.registry.add_session_peer(&session_of(parts), ctx.peer.clone());
+        }
+        self.registry.add_session(ctx.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let exposure = self.exposure();
+        let mut tools = if exposure.meta() {
+            definitions().to_vec()
+        } else {
+            Vec::new()
+        };
+        if exposure.native() {
+            let (call_ctx, _) = call_context(&ctx);
+            let scoped = self
+                .scoped(&call_ctx)
+                .await
+                .map_err(|e| McpError::invalid_params(e, None))?;
+            tools.extend(Self::native_tools(&scoped));
+        }
+        let (items, next) = page(tools, cursor(request.as_ref()))?;
+        let mut result = ListToolsResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let (mut call_ctx, progress) = call_context(&ctx);
+        if let Some(declined) = self.await_sign_in_retry(&request, &call_ctx).await {
+            return Ok(declined.into());
+        }
+        let slot = ChallengeSlot::install(&mut call_ctx);
+        let args = request.arguments.unwrap_or_default();
+        let result = self.run(&request.name, args, call_ctx).await;
+        if let Some(progress) = progress {
+            progress.flush().await;
+        }
+        let result = result?;
+        match slot.take() {
+            Some(challenge) => challenge::answer(
+                challenge,
+                result,
+                ctx.protocol_version().as_ref(),
+                ctx.client_capabilities().as_ref(),
+            ),
+            None => Ok(result.into()),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let mut resources = vec![auth_status_resource()];
+        if self.exposure().native() {
+            let (call_ctx, _) = call_context(&ctx);
+            let scoped = self
+                .scoped(&call_ctx)
+                .await
+                .map_err(|e| McpError::invalid_params(e, None))?;
+            resources.extend(Self::native_resources(&scoped));
+        }
+        let (items, next) = page(resources, cursor(request.as_ref()))?;
+        let mut result = ListResourcesResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let (call_ctx, _) = call_context(&ctx);
+        if request.uri != AUTH_STATUS_URI {
+            if self.exposure().native() {
+                let scoped = self
+                    .scoped(&call_ctx)
+                    .await
+                    .map_err(|e| McpError::invalid_params(e, None))?;
+                return self.native_read(&scoped, &request.uri, &call_ctx).await.map(Into::into);
+            }
+            return Err(McpError::resource_not_found(
+                format!(
+                    "resource {:?} not found: muster serves {AUTH_STATUS_URI} itself; read the servers' resources with get_resource",
+                    request.uri
+                ),
+                None,
+            ));
+        }
+        self.registry.sso().adopt(&self.registry, &call_ctx).await;
+        if let Some(service) = self.registry.sign_in() {
+            service.adopt_grants(&self.registry, &call_ctx).await;
+        }
+        let status = crate::auth::status_document(&self.registry, &call_ctx, false).await;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(status.to_string(), AUTH_STATUS_URI).with_mime_type("application/json"),
+        ])
+        .into())
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        if !self.exposure().native() {
+            return Ok(ListPromptsResult::with_all_items(Vec::new()));
+        }
+        let (call_ctx, _) = call_context(&ctx);
+        let scoped = self
+            .scoped(&call_ctx)
+            .await
+            .map_err(|e| McpError::invalid_params(e, None))?;
+        let (items, next) = page(Self::native_prompts(&scoped), cursor(request.as_ref()))?;
+        let mut result = ListPromptsResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if !self.exposure().native() {
+            return Err(McpError::invalid_params(
+                format!(
+                    "prompt {:?} not found: get the servers' prompts with get_prompt",
+                    request.name
+                ),
+                None,
+            ));
+        }
+        let (call_ctx, _) = call_context(&ctx);
+        let scoped = self
+            .scoped(&call_ctx)
+            .await
+            .map_err(|e| McpError::invalid_params(e, None))?;
+        self.native_prompt(&scoped, &request.name, request.arguments, &call_ctx)
+            .await
+            .map(Into::into)
+    }
+}
