@@ -9,33 +9,14 @@ use std::os::unix::fs::PermissionsExt;
 
 use common::{call_meta, envelope, oidc::OidcProvider, signin::SignInGateway, text, tool_names};
 use muster::core::config::{AggregatorConfig, GrantStoreConfig, McpClientConfig, OAuthServerConfig};
-use rmcp::{
-    RoleClient, ServiceExt,
-    model::ReadResourceRequestParams,
-    service::RunningService,
-    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
-};
+use rmcp::{RoleClient, model::ReadResourceRequestParams, service::RunningService};
 use serde_json::{Value, json};
 
 type Client = RunningService<RoleClient, ()>;
 
 async fn client(url: &str, headers: &[(&'static str, String)], bearer: Option<String>) -> Client {
-    let headers = headers
-        .iter()
-        .map(|(k, v)| {
-            (
-                http::HeaderName::from_static(k),
-                http::HeaderValue::from_str(v).expect("header value"),
-            )
-        })
-        .collect();
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(headers);
-    if let Some(token) = bearer {
-        config = config.auth_header(token);
-    }
-    ().serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("client connects")
+    let headers: Vec<(&'static str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    common::connect(url, &headers, bearer).await
 }
 
 /// The document a core tool answered through call_tool.

@@ -33,15 +33,6 @@ async fn downstream(count: usize) -> ScriptedServer {
     builder.serve().await
 }
 
-fn first_text(result: &rmcp::model::CallToolResult) -> String {
-    result
-        .content
-        .first()
-        .and_then(|c| c.as_text())
-        .map(|t| t.text.clone())
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn native_exposure_lists_pages_and_calls_the_aggregated_tools_directly() {
     let scripted = downstream(120).await;
@@ -94,7 +85,7 @@ async fn native_exposure_lists_pages_and_calls_the_aggregated_tools_directly() {
         .await
         .expect("tools/call");
     assert_ne!(result.is_error, Some(true), "{result:?}");
-    assert_eq!(first_text(&result), "\"tool_007\"");
+    assert_eq!(common::text(&result), "\"tool_007\"");
     assert_eq!(scripted.calls_of("tool_007").len(), 1);
     // An unknown tool is a protocol error naming it; a meta-tool is not callable in native mode.
     let unknown = h.client.call_tool(CallToolRequestParams::new("x_lab_nope")).await;
@@ -154,12 +145,12 @@ async fn both_exposes_the_meta_tools_first_then_the_aggregated_ones_under_the_to
         .await
         .expect("a tool error");
     assert_eq!(refused.is_error, Some(true));
-    assert!(first_text(&refused).contains("outside the toolset"), "{refused:?}");
+    assert!(common::text(&refused).contains("outside the toolset"), "{refused:?}");
     let allowed = scoped
         .call_tool(CallToolRequestParams::new("x_lab_whoami"))
         .await
         .expect("allowed");
-    assert_eq!(first_text(&allowed), "\"you are in\"");
+    assert_eq!(common::text(&allowed), "\"you are in\"");
     let _ = scoped.cancel().await;
     h.stop().await;
 }
@@ -186,7 +177,7 @@ async fn without_prefixes_names_are_the_servers_own_and_a_clash_is_refused() {
         .call_tool(CallToolRequestParams::new("whoami"))
         .await
         .expect("tools/call");
-    assert_eq!(first_text(&result), "\"you are in\"");
+    assert_eq!(common::text(&result), "\"you are in\"");
     h.stop().await;
 
     // Two servers with the same tool names.
@@ -263,7 +254,7 @@ async fn a_native_call_that_needs_a_sign_in_gets_the_sign_in_answer_and_then_the
         .call_tool(CallToolRequestParams::new("x_protected_whoami"))
         .await
         .expect("called");
-    assert_eq!(first_text(&called), "\"you are in\"");
+    assert_eq!(common::text(&called), "\"you are in\"");
     let _ = client.cancel().await;
     gw.stop().await;
 }

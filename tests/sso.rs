@@ -13,11 +13,7 @@ use muster::core::{
     crd::{MCPServer, MCPServerAuth, MCPServerState},
 };
 use muster::gateway::Gateway;
-use rmcp::{
-    RoleClient, ServiceExt,
-    service::RunningService,
-    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
-};
+use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
 use serde_json::{Value, json};
 
 type Client = RunningService<RoleClient, ()>;
@@ -68,13 +64,7 @@ async fn listener() -> (tokio::net::TcpListener, String) {
 }
 
 async fn client(url: &str, bearer: Option<String>) -> Client {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
-    if let Some(token) = bearer {
-        config = config.auth_header(token);
-    }
-    ().serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("client connects")
+    common::connect(url, &[], bearer).await
 }
 
 fn auth(value: Value) -> MCPServerAuth {

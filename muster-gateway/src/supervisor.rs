@@ -294,13 +294,9 @@ pub(crate) async fn supervise(
                     });
                     r.derive_sso_state(&key.name);
                 });
-                if let Some(tx) = first_attempt.take() {
-                    let _ = tx.send(());
-                }
-                match commands.recv().await {
-                    Some(Command::Stop) => want_running = false,
-                    Some(Command::Start | Command::Restart) => {}
+                match park(&mut first_attempt, &mut commands).await {
                     None => return,
+                    Some(run) => want_running = want_running && run,
                 }
                 continue;
             }
@@ -386,13 +382,9 @@ pub(crate) async fn supervise(
                         rt.conflicts_with = None;
                     });
                 });
-                if let Some(tx) = first_attempt.take() {
-                    let _ = tx.send(());
-                }
-                match commands.recv().await {
-                    Some(Command::Stop) => want_running = false,
-                    Some(Command::Start | Command::Restart) => {}
+                match park(&mut first_attempt, &mut commands).await {
                     None => return,
+                    Some(run) => want_running = want_running && run,
                 }
                 continue;
             }
@@ -496,6 +488,22 @@ async fn watch(
                 None => return Outcome::Gone,
             },
         }
+    }
+}
+
+/// Reports the first attempt done, then waits for the next command: `None` when the registry
+/// is gone, else whether to keep running (`false` after a stop).
+async fn park(
+    first_attempt: &mut Option<oneshot::Sender<()>>,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+) -> Option<bool> {
+    if let Some(tx) = first_attempt.take() {
+        let _ = tx.send(());
+    }
+    match commands.recv().await {
+        Some(Command::Stop) => Some(false),
+        Some(Command::Start | Command::Restart) => Some(true),
+        None => None,
     }
 }
 

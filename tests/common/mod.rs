@@ -157,19 +157,7 @@ impl Harness {
 
     /// Another client of the same gateway, sending `headers` on every request.
     pub async fn client_with_headers(&self, headers: &[(&'static str, &str)]) -> RunningService<RoleClient, ()> {
-        let headers = headers
-            .iter()
-            .map(|(k, v)| {
-                (
-                    http::HeaderName::from_static(k),
-                    http::HeaderValue::from_str(v).expect("header value"),
-                )
-            })
-            .collect();
-        let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone()).custom_headers(headers);
-        ().serve(StreamableHttpClientTransport::from_config(config))
-            .await
-            .expect("client connects")
+        connect(&self.url, headers, None).await
     }
 
     /// Calls meta-tool `name` and parses its one text item as JSON; panics on an error result.
@@ -223,6 +211,31 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     false
+}
+
+/// An rmcp client of the MCP endpoint `url`, sending `headers` and, when given, `bearer` as its
+/// `Authorization` on every request.
+pub async fn connect(
+    url: &str,
+    headers: &[(&'static str, &str)],
+    bearer: Option<String>,
+) -> RunningService<RoleClient, ()> {
+    let headers = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                http::HeaderName::from_static(k),
+                http::HeaderValue::from_str(v).expect("header value"),
+            )
+        })
+        .collect();
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(headers);
+    if let Some(token) = bearer {
+        config = config.auth_header(token);
+    }
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("client connects")
 }
 
 /// The text of a result's first item.
