@@ -3,6 +3,7 @@
 //! ```text
 //! gateway serve [--config-path DIR] [--host HOST] [--port PORT] [--debug]
 //! gateway demo-server [--http ADDR]
+//! gateway agent --mcp-server [--endpoint URL] [--timeout 5m] [--debug]
 //! ```
 //!
 //! `serve` loads the muster config directory (default `~/.config/muster`: `config.yaml`,
@@ -12,10 +13,16 @@
 //!
 //! `demo-server` is the small demo MCP server the example configuration aggregates: over stdio by
 //! default, or over streamable HTTP with `--http 127.0.0.1:0` (it prints the URL it serves).
+//!
+//! `agent --mcp-server` is the bridge for IDEs: a stdio MCP server whose tools are the
+//! meta-tools of a running gateway (`--endpoint`, default `MUSTER_ENDPOINT` or
+//! `http://127.0.0.1:8090/mcp`), with `call_tool` results unwrapped and bounded by `--timeout`
+//! or the call's own `timeout` argument (see `agent.rs`).
 
+mod agent;
 mod demo;
 
-use std::{net::SocketAddr, path::PathBuf};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Parser, Subcommand};
 use muster::gateway::{Gateway, supervisor::SupervisorConfig};
@@ -54,6 +61,28 @@ enum Command {
         #[arg(long)]
         http: Option<SocketAddr>,
     },
+    /// Serve a running gateway's meta-tools to an IDE over stdio (`--mcp-server`).
+    #[command(
+        after_help = "Examples:\n  gateway agent --mcp-server\n  gateway agent --mcp-server --endpoint \
+                      http://127.0.0.1:9000/mcp --timeout 10m\n\nIDE configuration (mcp.json):\n  \
+                      {\"mcpServers\": {\"muster\": {\"command\": \"gateway\", \"args\": [\"agent\", \"--mcp-server\"]}}}\n\n\
+                      Start the gateway first: gateway serve --config-path <muster config dir>"
+    )]
+    Agent {
+        /// Run as an MCP server on stdio (for IDEs); the only mode so far.
+        #[arg(long)]
+        mcp_server: bool,
+        /// The gateway's MCP endpoint.
+        #[arg(long, env = "MUSTER_ENDPOINT", default_value = agent::DEFAULT_ENDPOINT)]
+        endpoint: String,
+        /// How long to wait for a call (e.g. 30s, 5m, 1h); call_tool's `timeout` argument
+        /// (seconds) overrides it per call.
+        #[arg(long, default_value = "5m", value_parser = agent::parse_duration)]
+        timeout: Duration,
+        /// Log at debug level (to stderr; stdout carries MCP).
+        #[arg(long)]
+        debug: bool,
+    },
 }
 
 fn default_config_path() -> PathBuf {
@@ -64,8 +93,8 @@ fn default_config_path() -> PathBuf {
         .join("muster")
 }
 
-fn init_logging(debug: bool) {
-    let default = if debug { "debug" } else { "info" };
+fn init_logging(debug: bool, quiet: &str) {
+    let default = if debug { "debug" } else { quiet };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -83,6 +112,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             debug,
         } => serve(config_path.unwrap_or_else(default_config_path), host, port, debug).await,
         Command::DemoServer { http } => demo::run(http).await,
+        Command::Agent {
+            mcp_server,
+            endpoint,
+            timeout,
+            debug,
+        } => {
+            if !mcp_server {
+                return Err("the agent runs as an MCP server for IDEs: `gateway agent --mcp-server`".into());
+            }
+            // The IDE shows a server's stderr: only warnings unless asked (the agent itself
+            // explains a gateway it cannot reach; rmcp's worker would say it again, less clearly).
+            init_logging(debug, "warn,rmcp::transport::worker=off");
+            agent::run_mcp_server(endpoint, timeout).await
+        }
     }
 }
 
@@ -92,7 +135,7 @@ async fn serve(
     port: Option<u16>,
     debug: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    init_logging(debug);
+    init_logging(debug, "info");
     let (gateway, problems) = Gateway::from_config_dir(&config_path, SupervisorConfig::from_env())
         .map_err(|e| format!("cannot start from {}: {e}", config_path.display()))?;
     for problem in &problems {

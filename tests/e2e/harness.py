@@ -380,3 +380,35 @@ def entries(body: Any, key: str) -> list[dict[str, Any]]:
         body = body[key]
     assert isinstance(body, list), f"expected a list of {key}, got {type(body).__name__}"
     return body
+
+
+def restart_gateway(gw: Gateway, expected_tools: frozenset[str]) -> Gateway:
+    """Start a stopped gateway again: same configuration directory and port, output appended to
+    the same log files; wait until it lists `expected_tools`."""
+    assert gw.proc.poll() is not None, "restart_gateway: stop the gateway first"
+    env = dict(os.environ)
+    env.setdefault("RUST_LOG", "info")
+    env.setdefault("NO_COLOR", "1")
+    env.setdefault("RUST_BACKTRACE", "1")
+    with open(gw.stdout_path, "ab") as out, open(gw.stderr_path, "ab") as err:
+        proc = subprocess.Popen(
+            [str(GATEWAY_BIN), "serve", "--config-path", str(gw.config_dir), "--port", str(gw.port)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            cwd=gw.config_dir.parent,
+            env=env,
+            start_new_session=True,
+        )
+    again = Gateway(
+        proc=proc, port=gw.port, config_dir=gw.config_dir, stdout_path=gw.stdout_path, stderr_path=gw.stderr_path
+    )
+    started = time.monotonic()
+    try:
+        _wait_healthy(again, started + START_TIMEOUT)
+        anyio.run(_wait_tools, again, expected_tools, started + START_TIMEOUT)
+    except BaseException:
+        again.stop()
+        raise
+    again.startup_seconds = time.monotonic() - started
+    return again
