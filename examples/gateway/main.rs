@@ -168,9 +168,15 @@ async fn serve(
             None
         }
     };
-    // Serve right away; downstream servers connect in the background and join the catalogue.
-    let starter = gateway.clone();
-    tokio::spawn(async move { starter.start().await });
+    if config.aggregator.prefix_mode == muster::core::config::PrefixMode::Never {
+        // Unprefixed names may clash: connect every server first and refuse to serve a clash.
+        gateway.start().await;
+        gateway.check_unique_names()?;
+    } else {
+        // Serve right away; downstream servers connect in the background and join the catalogue.
+        let starter = gateway.clone();
+        tokio::spawn(async move { starter.start().await });
+    }
     tracing::info!("muster gateway serving MCP at http://{addr}/mcp");
 
     let shutdown_gateway = gateway.clone();
