@@ -170,8 +170,18 @@ async fn a_downstream_printing_garbage_is_failed_with_its_error() {
     garbage.spec.args = vec!["-c".into(), "echo 'this is not JSON-RPC'; exec sleep 30".into()];
     garbage.spec.timeout = 1;
     let h = Harness::start(vec![garbage, demo_stdio("demo")]).await;
+    let registry = std::sync::Arc::clone(h.gateway.registry());
+    let failed = eventually(10, || {
+        let registry = std::sync::Arc::clone(&registry);
+        async move {
+            registry
+                .server("garbage")
+                .is_some_and(|s| s.runtime.state == MCPServerState::Failed)
+        }
+    })
+    .await;
     let status = h.gateway.registry().server("garbage").expect("defined");
-    assert_eq!(status.runtime.state, MCPServerState::Failed);
+    assert!(failed, "{:?}", status.runtime);
     assert!(status.runtime.last_error.is_some_and(|e| !e.is_empty()));
     let ok = h
         .meta(

@@ -11,11 +11,15 @@ use std::sync::Arc;
 use muster_core::{CallContext, JsonObject, ToolCall, ToolError};
 use rmcp::{
     ErrorData as McpError,
-    model::{CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, Tool},
+    model::{
+        CallToolResult, CompleteRequestParams, CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Reference,
+        Resource, ResourceTemplate, Tool,
+    },
 };
 use tower::ServiceExt;
 
 use super::{MetaTools, Scoped, error_result};
+use crate::upstream::SharedConnection;
 
 /// Items per page of a native list.
 pub(crate) const NATIVE_PAGE: usize = 100;
@@ -97,27 +101,96 @@ impl MetaTools {
         )
     }
 
-    /// Reads aggregated resource `uri` directly, through the session's connection to its server
-    /// when it has one.
+    /// The resource templates of the servers the session reaches, with their servers.
+    pub(crate) fn native_templates(&self, ctx: &CallContext) -> Vec<(String, ResourceTemplate)> {
+        self.registry
+            .servers()
+            .into_iter()
+            .filter_map(|view| {
+                let name = view.definition.metadata.name;
+                let conn = self.registry.connection_for(&ctx.session, &name)?;
+                Some(
+                    conn.resource_templates()
+                        .iter()
+                        .map(|t| (name.clone(), t.clone()))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// The connection that serves resource `uri` and the server's own URI for it: a listed
+    /// resource's server, else the server with a template `uri` matches.
+    pub(crate) fn resource_owner(
+        &self,
+        scoped: &Scoped,
+        uri: &str,
+        ctx: &CallContext,
+    ) -> Result<(SharedConnection, String), McpError> {
+        let (server, server_uri) = match scoped.view.resources().find(|e| e.uri() == uri) {
+            Some(entry) => (entry.server.clone(), entry.server_uri.clone()),
+            None => self
+                .native_templates(ctx)
+                .into_iter()
+                .find(|(_, t)| template_matches(&t.uri_template, uri))
+                .map(|(server, _)| (server, uri.to_owned()))
+                .ok_or_else(|| McpError::resource_not_found(format!("resource {uri:?} not found"), None))?,
+        };
+        let conn = self
+            .registry
+            .connection_for(&ctx.session, &server)
+            .ok_or_else(|| McpError::internal_error(format!("server {server} is not connected"), None))?;
+        Ok((conn, server_uri))
+    }
+
+    /// Reads aggregated resource `uri` directly (a listed one, or one of a server's templates),
+    /// through the session's connection to its server when it has one.
     pub(crate) async fn native_read(
         &self,
         scoped: &Scoped,
         uri: &str,
         ctx: &CallContext,
     ) -> Result<ReadResourceResult, McpError> {
-        let entry = scoped
-            .view
-            .resources()
-            .find(|e| e.uri() == uri)
-            .cloned()
-            .ok_or_else(|| McpError::resource_not_found(format!("resource {uri:?} not found"), None))?;
-        let conn = self
-            .registry
-            .connection_for(&ctx.session, &entry.server)
-            .ok_or_else(|| McpError::internal_error(format!("server {} is not connected", entry.server), None))?;
-        conn.read_resource(&entry.server_uri, ctx)
+        let (conn, server_uri) = self.resource_owner(scoped, uri, ctx)?;
+        conn.read_resource(&server_uri, ctx)
             .await
             .map_err(|e| McpError::internal_error(format!("Failed to read resource {uri}: {e}"), None))
+    }
+
+    /// Completes an argument of an aggregated prompt or resource template at its server.
+    pub(crate) async fn native_complete(
+        &self,
+        scoped: &Scoped,
+        mut request: CompleteRequestParams,
+        ctx: &CallContext,
+    ) -> Result<CompleteResult, McpError> {
+        let server = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let entry = scoped
+                    .view
+                    .prompt(&prompt.name)
+                    .ok_or_else(|| McpError::invalid_params(format!("prompt {:?} not found", prompt.name), None))?;
+                prompt.name = entry.server_prompt.clone();
+                entry.server.clone()
+            }
+            Reference::Resource(template) => self
+                .native_templates(ctx)
+                .into_iter()
+                .find(|(_, t)| t.uri_template == template.uri)
+                .map(|(server, _)| server)
+                .ok_or_else(|| {
+                    McpError::invalid_params(format!("resource template {:?} not found", template.uri), None)
+                })?,
+            _ => return Err(McpError::invalid_params("unknown completion reference", None)),
+        };
+        let conn = self
+            .registry
+            .connection_for(&ctx.session, &server)
+            .ok_or_else(|| McpError::internal_error(format!("server {server} is not connected"), None))?;
+        conn.complete(request, ctx)
+            .await
+            .map_err(|e| McpError::internal_error(format!("completion failed at {server}: {e}"), None))
     }
 
     /// Gets aggregated prompt `name` directly.
@@ -144,9 +217,58 @@ impl MetaTools {
     }
 }
 
+/// Whether `uri` is one of the URIs RFC 6570 template `template` describes (level 1: each
+/// `{var}` stands for a non-empty run of characters other than `/`; `{+var}` for any).
+pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
+    fn matches(parts: &[&str], literal_first: bool, rest: &str) -> bool {
+        let Some((head, tail)) = parts.split_first() else {
+            return rest.is_empty();
+        };
+        if literal_first {
+            return rest.strip_prefix(head).is_some_and(|r| matches(tail, false, r));
+        }
+        // `head` is a variable: take one or more characters, then match the rest.
+        let reserved = head.starts_with('+');
+        (1..=rest.len())
+            .filter(|&n| rest.is_char_boundary(n))
+            .take_while(|&n| reserved || !rest[..n].contains('/'))
+            .any(|n| matches(tail, true, &rest[n..]))
+    }
+    // Split into alternating literal / variable parts: "a{x}b{y}" -> ["a", "x", "b", "y", ""].
+    let mut parts = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            return false;
+        };
+        parts.push(&rest[..open]);
+        parts.push(&rest[open + 1..open + close]);
+        rest = &rest[open + close + 1..];
+    }
+    parts.push(rest);
+    matches(&parts, true, uri)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uris_match_the_templates_that_describe_them() {
+        assert!(template_matches(
+            "test://template/{id}/data",
+            "test://template/123/data"
+        ));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template/1/2/data"
+        ));
+        assert!(!template_matches("test://template/{id}/data", "test://template//data"));
+        assert!(template_matches("file:///{+path}", "file:///a/b/c"));
+        assert!(template_matches("demo://{a}-{b}", "demo://x-y"));
+        assert!(!template_matches("demo://static", "demo://other"));
+        assert!(template_matches("demo://static", "demo://static"));
+    }
 
     #[test]
     fn pages_follow_their_cursors_to_the_end() {

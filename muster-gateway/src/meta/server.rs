@@ -9,14 +9,20 @@
 //! Whichever the tool, a call that needs a sign-in is answered by the client's protocol version
 //! ([`crate::auth::challenge`]).
 
+#![allow(
+    deprecated,
+    reason = "logging/setLevel and resource subscriptions are what clients of the current protocols send"
+)]
+
 use muster_core::{CallContext, JsonObject};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams, GetPromptResponse,
-        Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
-        ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        SubscribeRequestParams, UnsubscribeRequestParams,
     },
     service::{NotificationContext, RequestContext},
 };
@@ -55,6 +61,9 @@ impl MetaTools {
     }
 }
 
+const NATIVE_INSTRUCTIONS: &str = "muster aggregates many MCP servers: their tools, resources and prompts are \
+listed and callable here directly.";
+
 fn auth_status_resource() -> Resource {
     Resource::new(AUTH_STATUS_URI, "auth-status")
         .with_title("Your sign-in state")
@@ -70,32 +79,10 @@ fn cursor(request: Option<&PaginatedRequestParams>) -> Option<&str> {
     request.and_then(|r| r.cursor.as_deref())
 }
 
-impl ServerHandler for MetaTools {
-    fn get_info(&self) -> ServerConfig {
-        let builder = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .enable_resources()
-            .enable_resources_list_changed();
-        let capabilities = if self.exposure().native() {
-            builder.enable_prompts().enable_prompts_list_changed().build()
-        } else {
-            builder.build()
-        };
-        ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new("muster", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
-    }
-
-    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        let parts = ctx.extensions.get::<http::request::Parts>();
-        if parts.is_some() {
-            self.registry.add_session_peer(&session_of(parts), ctx.peer.clone());
-        }
-        self.registry.add_session(ctx.peer);
-    }
-
-    async fn list_tools(
+/// The handlers behind [`ServerHandler`], each boxed there so that the request dispatch stays
+/// small on the stack (calls nest deeply: a workflow's steps run through the whole stack again).
+impl MetaTools {
+    async fn handle_list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
@@ -120,7 +107,7 @@ impl ServerHandler for MetaTools {
         Ok(result)
     }
 
-    async fn call_tool(
+    async fn handle_call_tool(
         &self,
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
@@ -147,7 +134,7 @@ impl ServerHandler for MetaTools {
         }
     }
 
-    async fn list_resources(
+    async fn handle_list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
@@ -167,7 +154,7 @@ impl ServerHandler for MetaTools {
         Ok(result)
     }
 
-    async fn read_resource(
+    async fn handle_read_resource(
         &self,
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
@@ -200,7 +187,78 @@ impl ServerHandler for MetaTools {
         .into())
     }
 
-    async fn list_prompts(
+    async fn handle_list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let templates = if self.exposure().native() {
+            let (call_ctx, _) = call_context(&ctx);
+            self.native_templates(&call_ctx)
+                .into_iter()
+                .map(|(_, template)| template)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (items, next) = page(templates, cursor(request.as_ref()))?;
+        let mut result = ListResourceTemplatesResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn handle_complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        if !self.exposure().native() {
+            return Err(McpError::invalid_params(
+                "completion is served with exposure native or both",
+                None,
+            ));
+        }
+        let (call_ctx, _) = call_context(&ctx);
+        let scoped = self
+            .scoped(&call_ctx)
+            .await
+            .map_err(|e| McpError::invalid_params(e, None))?;
+        self.native_complete(&scoped, request, &call_ctx).await
+    }
+
+    async fn handle_subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (call_ctx, _) = call_context(&ctx);
+        let scoped = self
+            .scoped(&call_ctx)
+            .await
+            .map_err(|e| McpError::invalid_params(e, None))?;
+        let (conn, uri) = self.resource_owner(&scoped, &request.uri, &call_ctx)?;
+        conn.subscribe(&uri, crate::upstream::ClientPeer(ctx.peer.clone()), &call_ctx)
+            .await
+            .map_err(|e| McpError::internal_error(format!("subscribing to {} failed: {e}", request.uri), None))
+    }
+
+    async fn handle_unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (call_ctx, _) = call_context(&ctx);
+        let scoped = self
+            .scoped(&call_ctx)
+            .await
+            .map_err(|e| McpError::invalid_params(e, None))?;
+        let (conn, uri) = self.resource_owner(&scoped, &request.uri, &call_ctx)?;
+        conn.unsubscribe(&uri, &call_ctx)
+            .await
+            .map_err(|e| McpError::internal_error(format!("unsubscribing from {} failed: {e}", request.uri), None))
+    }
+
+    async fn handle_list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
@@ -219,7 +277,7 @@ impl ServerHandler for MetaTools {
         Ok(result)
     }
 
-    async fn get_prompt(
+    async fn handle_get_prompt(
         &self,
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
@@ -241,5 +299,140 @@ impl ServerHandler for MetaTools {
         self.native_prompt(&scoped, &request.name, request.arguments, &call_ctx)
             .await
             .map(Into::into)
+    }
+}
+
+impl ServerHandler for MetaTools {
+    fn get_info(&self) -> ServerConfig {
+        let builder = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed();
+        let native = self.exposure().native();
+        let mut capabilities = if native {
+            builder.enable_prompts().enable_prompts_list_changed().build()
+        } else {
+            builder.build()
+        };
+        // Downstream log messages are relayed during calls.
+        capabilities.logging = Some(Default::default());
+        if native {
+            capabilities.completions = Some(Default::default());
+            if let Some(resources) = capabilities.resources.as_mut() {
+                resources.subscribe = Some(true);
+            }
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("muster", env!("CARGO_PKG_VERSION")))
+            .with_instructions(if native && !self.exposure().meta() {
+                NATIVE_INSTRUCTIONS
+            } else {
+                INSTRUCTIONS
+            })
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        let parts = ctx.extensions.get::<http::request::Parts>();
+        if parts.is_some() {
+            self.registry.add_session_peer(&session_of(parts), ctx.peer.clone());
+        }
+        self.registry.add_session(ctx.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Box::pin(self.handle_list_tools(request, ctx)).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        Box::pin(self.handle_call_tool(request, ctx)).await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Box::pin(self.handle_list_resources(request, ctx)).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        Box::pin(self.handle_read_resource(request, ctx)).await
+    }
+
+    #[allow(
+        deprecated,
+        reason = "logging/setLevel is what clients of the current protocols send"
+    )]
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Downstream servers keep their own levels (their connections are shared); the messages
+        // they send during a call are relayed as they come.
+        Ok(())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Box::pin(self.handle_list_resource_templates(request, ctx)).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        Box::pin(self.handle_complete(request, ctx)).await
+    }
+
+    #[allow(deprecated, reason = "the legacy protocols' subscriptions, which downstreams serve")]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Box::pin(self.handle_subscribe(request, ctx)).await
+    }
+
+    #[allow(deprecated, reason = "the legacy protocols' subscriptions, which downstreams serve")]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Box::pin(self.handle_unsubscribe(request, ctx)).await
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Box::pin(self.handle_list_prompts(request, ctx)).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        Box::pin(self.handle_get_prompt(request, ctx)).await
     }
 }

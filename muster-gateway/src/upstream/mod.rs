@@ -33,8 +33,9 @@ use rmcp::{
     Peer, RoleClient, ServiceExt,
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest,
-        GetPromptRequestParams, GetPromptResult, Implementation, JsonObject, Prompt, ReadResourceRequestParams,
-        ReadResourceResult, Resource, ServerResult, Tool,
+        CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, Implementation, JsonObject,
+        Prompt, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerResult,
+        SubscribeRequestParams, Tool, UnsubscribeRequestParams,
     },
     service::{PeerRequestOptions, ServiceError},
 };
@@ -87,8 +88,12 @@ pub struct UpstreamConnection {
     relay: CallRelay,
     tools: Vec<Tool>,
     resources: Vec<Resource>,
+    templates: Vec<ResourceTemplate>,
     prompts: Vec<Prompt>,
 }
+
+/// What a server offers: its tools, resources, resource templates and prompts.
+type Lists = (Vec<Tool>, Vec<Resource>, Vec<ResourceTemplate>, Vec<Prompt>);
 
 impl UpstreamConnection {
     /// Connects to `server` and reads what it offers. Its `list_changed` notifications are sent
@@ -162,6 +167,7 @@ impl UpstreamConnection {
             relay,
             tools: Vec::new(),
             resources: Vec::new(),
+            templates: Vec::new(),
             prompts: Vec::new(),
         };
         if let Err(e) = conn.refresh().await {
@@ -173,16 +179,17 @@ impl UpstreamConnection {
 
     /// Reads the server's tools, resources and prompts again (all pages).
     pub async fn refresh(&mut self) -> Result<(), UpstreamError> {
-        let (tools, resources, prompts) = self.fetch_lists().await?;
+        let (tools, resources, templates, prompts) = self.fetch_lists().await?;
         self.tools = tools;
         self.resources = resources;
+        self.templates = templates;
         self.prompts = prompts;
         Ok(())
     }
 
     /// A copy of this connection's lists refreshed from the server, sharing the connection.
     pub async fn refreshed(&self) -> Result<Self, UpstreamError> {
-        let (tools, resources, prompts) = self.fetch_lists().await?;
+        let (tools, resources, templates, prompts) = self.fetch_lists().await?;
         Ok(Self {
             server: self.server.clone(),
             timeout: self.timeout,
@@ -193,11 +200,12 @@ impl UpstreamConnection {
             relay: self.relay.clone(),
             tools,
             resources,
+            templates,
             prompts,
         })
     }
 
-    async fn fetch_lists(&self) -> Result<(Vec<Tool>, Vec<Resource>, Vec<Prompt>), UpstreamError> {
+    async fn fetch_lists(&self) -> Result<Lists, UpstreamError> {
         let caps = self
             .peer
             .peer_info()
@@ -220,6 +228,15 @@ impl UpstreamConnection {
         } else {
             Vec::new()
         };
+        // Templates are optional even for a server with resources: one that refuses the list
+        // has none.
+        let templates = if caps.resources.is_some() {
+            self.bounded("resources/templates/list", self.peer.list_all_resource_templates())
+                .await?
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let prompts = if caps.prompts.is_some() {
             self.bounded("prompts/list", self.peer.list_all_prompts())
                 .await?
@@ -230,7 +247,7 @@ impl UpstreamConnection {
         } else {
             Vec::new()
         };
-        Ok((tools, resources, prompts))
+        Ok((tools, resources, templates, prompts))
     }
 
     async fn bounded<T>(&self, what: &'static str, fut: impl Future<Output = T>) -> Result<T, UpstreamError> {
@@ -353,6 +370,48 @@ impl UpstreamConnection {
         let params = ReadResourceRequestParams::new(uri);
         let result = self.run(ctx, self.peer.read_resource(params)).await?;
         result.map_err(|e| self.service_error(e))
+    }
+
+    /// Its resource templates.
+    pub fn resource_templates(&self) -> &[ResourceTemplate] {
+        &self.templates
+    }
+
+    /// Asks the server to complete an argument (`completion/complete`), `params` naming the
+    /// server's own prompt or template.
+    pub async fn complete(
+        &self,
+        params: CompleteRequestParams,
+        ctx: &CallContext,
+    ) -> Result<CompleteResult, ToolError> {
+        let result = self.run(ctx, self.peer.complete(params)).await?;
+        result.map_err(|e| self.service_error(e))
+    }
+
+    /// Subscribes `client` (the calling session's) to updates of resource `uri` (the server's own
+    /// URI): the server is asked once, and each `notifications/resources/updated` reaches every
+    /// subscriber.
+    pub async fn subscribe(&self, uri: &str, client: ClientPeer, ctx: &CallContext) -> Result<(), ToolError> {
+        if self.relay.add_subscriber(uri, ctx.session.as_str(), client) {
+            #[allow(deprecated, reason = "the legacy protocols' subscription is what downstreams serve")]
+            let asked = self.peer.subscribe(SubscribeRequestParams::new(uri));
+            if let Err(e) = self.run(ctx, asked).await?.map_err(|e| self.service_error(e)) {
+                self.relay.remove_subscriber(uri, ctx.session.as_str());
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the calling session's subscription to `uri`; the server is told once nobody is
+    /// subscribed.
+    pub async fn unsubscribe(&self, uri: &str, ctx: &CallContext) -> Result<(), ToolError> {
+        if self.relay.remove_subscriber(uri, ctx.session.as_str()) {
+            #[allow(deprecated, reason = "the legacy protocols' subscription is what downstreams serve")]
+            let asked = self.peer.unsubscribe(UnsubscribeRequestParams::new(uri));
+            self.run(ctx, asked).await?.map_err(|e| self.service_error(e))?;
+        }
+        Ok(())
     }
 
     /// Gets the server's prompt `name` (its own name) with string arguments.

@@ -23,7 +23,7 @@ use rmcp::{
     model::{
         ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
         ElicitResult, ElicitationAction, Implementation, LoggingMessageNotificationParam, ProgressNotificationParam,
-        ProgressToken,
+        ProgressToken, ResourceUpdatedNotificationParam,
     },
     service::{NotificationContext, RequestContext},
 };
@@ -61,10 +61,14 @@ struct Calls {
     next: u64,
 }
 
-/// The calls in flight on one connection.
+/// The clients subscribed to each resource URI (the server's own), with their sessions.
+type Subscriptions = HashMap<String, Vec<(String, ClientPeer)>>;
+
+/// The calls in flight on one connection, and the clients subscribed to its resources.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CallRelay {
     calls: Arc<Mutex<Calls>>,
+    subscribers: Arc<Mutex<Subscriptions>>,
 }
 
 /// Unregisters a call when dropped.
@@ -115,6 +119,47 @@ impl CallRelay {
 
     fn clients(&self) -> Vec<ClientPeer> {
         self.lock().by_token.values().filter_map(|c| c.client.clone()).collect()
+    }
+
+    fn subscriptions(&self) -> std::sync::MutexGuard<'_, Subscriptions> {
+        self.subscribers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `client` (of session `session`) to the subscribers of `uri`; whether it is the first
+    /// (the server must be asked).
+    pub(crate) fn add_subscriber(&self, uri: &str, session: &str, client: ClientPeer) -> bool {
+        let mut subscriptions = self.subscriptions();
+        let list = subscriptions.entry(uri.to_owned()).or_default();
+        list.retain(|(_, ClientPeer(p))| !p.is_transport_closed());
+        let first = list.is_empty();
+        list.retain(|(s, _)| s != session);
+        list.push((session.to_owned(), client));
+        first
+    }
+
+    /// Removes session `session`'s subscription to `uri`; whether none is left (the server may
+    /// be told).
+    pub(crate) fn remove_subscriber(&self, uri: &str, session: &str) -> bool {
+        let mut subscriptions = self.subscriptions();
+        let Some(list) = subscriptions.get_mut(uri) else {
+            return false;
+        };
+        let before = list.len();
+        list.retain(|(s, ClientPeer(p))| s != session && !p.is_transport_closed());
+        let removed = list.len() < before;
+        let empty = list.is_empty();
+        if empty {
+            subscriptions.remove(uri);
+        }
+        removed && empty
+    }
+
+    /// The clients subscribed to `uri`.
+    fn subscribers_of(&self, uri: &str) -> Vec<ClientPeer> {
+        self.subscriptions()
+            .get(uri)
+            .map(|list| list.iter().map(|(_, c)| c.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The client of the most recent call in flight that declared what `declared` checks in
@@ -180,6 +225,16 @@ impl ClientHandler for UpstreamClient {
     async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
         for ClientPeer(peer) in self.relay.clients() {
             let _ = peer.notify_logging_message(params.clone()).await;
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        for ClientPeer(peer) in self.relay.subscribers_of(&params.uri) {
+            let _ = peer.notify_resource_updated(params.clone()).await;
         }
     }
 
