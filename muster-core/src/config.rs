@@ -431,6 +431,18 @@ pub struct AggregatorConfig {
     /// Whether downstream names carry the `x_<server>_` prefix (`always`, the default) or are
     /// exposed unchanged (`never`; names two servers share then collide).
     pub prefix_mode: PrefixMode,
+    /// The `Host` values `/mcp` accepts (DNS-rebinding protection), with or without a port.
+    /// Default: the loopback names (`localhost`, `127.0.0.1`, `::1`); a deployment behind a
+    /// proxy lists its public host names; `["*"]` accepts any (not for public deployments).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// The `Origin` values browsers may call `/mcp` from; others are refused with 403. Default:
+    /// none checked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_origins: Vec<String>,
+    /// The largest request body `/mcp` reads, in bytes; larger ones get 413. Default 4 MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_request_body_bytes: Option<usize>,
 }
 
 /// `aggregator.exposure`.
@@ -486,6 +498,9 @@ impl Default for AggregatorConfig {
             oauth: OAuthConfig::default(),
             exposure: Exposure::default(),
             prefix_mode: PrefixMode::default(),
+            allowed_hosts: None,
+            allowed_origins: Vec::new(),
+            max_request_body_bytes: None,
         }
     }
 }
@@ -518,6 +533,24 @@ impl AggregatorConfig {
     /// Sets what the MCP lists show.
     pub fn with_exposure(mut self, exposure: Exposure) -> Self {
         self.exposure = exposure;
+        self
+    }
+
+    /// Sets the `Host` values `/mcp` accepts (`["*"]`: any).
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.allowed_hosts = Some(hosts);
+        self
+    }
+
+    /// Sets the `Origin` values browsers may call `/mcp` from.
+    pub fn with_allowed_origins(mut self, origins: Vec<String>) -> Self {
+        self.allowed_origins = origins;
+        self
+    }
+
+    /// Sets the largest request body `/mcp` reads.
+    pub fn with_max_request_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_request_body_bytes = Some(bytes);
         self
     }
 

@@ -38,7 +38,21 @@ pub const HEALTH_PATH: &str = "/health";
 /// The gateway's HTTP routes: `/mcp` (streamable HTTP, sessions and the stateless protocol) and
 /// `/health`. Sessions end when `shutdown` is cancelled.
 pub fn router(registry: Arc<Registry>, tools: BoxToolService, shutdown: CancellationToken) -> Router {
-    let config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
+    let aggregator = registry.config().aggregator;
+    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
+    match aggregator.allowed_hosts.as_deref() {
+        Some([any]) if any == "*" => config = config.disable_allowed_hosts(),
+        Some(hosts) => config = config.with_allowed_hosts(hosts.iter().cloned()),
+        None => {}
+    }
+    if !aggregator.allowed_origins.is_empty() {
+        config = config
+            .with_allowed_origins(aggregator.allowed_origins.iter().cloned())
+            .enforce_origin_validation();
+    }
+    if let Some(bytes) = aggregator.max_request_body_bytes {
+        config = config.with_max_request_body_bytes(bytes);
+    }
     let factory_registry = Arc::clone(&registry);
     let mcp = StreamableHttpService::new(
         move || Ok(MetaTools::new(Arc::clone(&factory_registry), tools.clone())),
