@@ -55,10 +55,28 @@ pub(crate) fn check_type_meta(errors: &mut ValidationErrors, api_version: &str, 
     }
 }
 
-/// Records a missing `metadata.name`.
+/// Records a missing `metadata.name`, or one that could not be a file name inside the config
+/// directory (it would escape it, or hide in it).
 pub(crate) fn check_name(errors: &mut ValidationErrors, metadata: &ObjectMeta, message: &str) {
-    if metadata.name.trim().is_empty() {
+    let name = &metadata.name;
+    if name.trim().is_empty() {
         errors.push("metadata.name", message);
+    } else if name.contains(['/', '\\'])
+        || name.contains("..")
+        || name.starts_with('.')
+        || name.chars().any(char::is_control)
+    {
+        errors.push(
+            "metadata.name",
+            format!(
+                "name {name:?} is not allowed: a name must not contain '/', '\\', '..' or control characters, nor start with '.'"
+            ),
+        );
+    } else if name.len() > 253 {
+        errors.push(
+            "metadata.name",
+            format!("name is {} characters long, more than 253", name.len()),
+        );
     }
 }
 
