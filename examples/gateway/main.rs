@@ -180,6 +180,11 @@ async fn serve(
     tracing::info!("muster gateway serving MCP at http://{addr}/mcp");
 
     let shutdown_gateway = gateway.clone();
+    // Answers go out at once: with Nagle's algorithm on, every small MCP response waited for the
+    // client's delayed ACK (about 40 ms a call; benches/README.md).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, gateway.router())
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

@@ -1,0 +1,250 @@
+//! The echo downstream of the load benchmark (`examples/loadgen`): an rmcp server whose `echo`
+//! tool returns its `message` argument, over stdio (the default) or streamable HTTP.
+//!
+//! ```text
+//! echo_server                          # stdio
+//! echo_server --http 127.0.0.1:0       # streamable HTTP; prints `listening on http://ADDR/mcp`
+//! echo_server --tools 200 --seed 7     # `echo` and 199 synthetic tools (a big catalogue)
+//! echo_server --http 127.0.0.1:0 --nagle   # without TCP_NODELAY (`axum::serve`'s default)
+//! ```
+//!
+//! It is the cost of one MCP hop that the gateway is measured against, so it does nothing but
+//! that: the tool router is built once (not per request, as `#[tool_handler]` does by default),
+//! and `echo` deserializes its argument and answers one text item. The synthetic tools
+//! (`--tools N` makes N tools in all) have seeded names and one-line descriptions drawn from a
+//! small vocabulary, so that `filter_tools` has something to rank; calling one answers its name.
+//! Over HTTP it sets TCP_NODELAY on every connection (see `--nagle`).
+
+use std::{net::SocketAddr, sync::Arc};
+
+use axum::serve::ListenerExt;
+use clap::Parser;
+use futures::future::BoxFuture;
+use rmcp::{
+    ErrorData as McpError, ServerHandler, ServiceExt,
+    handler::server::{
+        common::schema_for_type,
+        router::tool::{ToolRoute, ToolRouter},
+        tool::ToolCallContext,
+        wrapper::Parameters,
+    },
+    model::{CallToolResponse, CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig, Tool},
+    schemars::{self, JsonSchema},
+    tool, tool_handler, tool_router,
+    transport::{
+        StreamableHttpServerConfig, StreamableHttpService, streamable_http_server::session::local::LocalSessionManager,
+    },
+};
+use serde::Deserialize;
+
+#[derive(Debug, Parser)]
+#[command(name = "echo_server", about = "The echo MCP server of the load benchmark")]
+struct Cli {
+    /// Serve streamable HTTP on this address instead of stdio (e.g. 127.0.0.1:0).
+    #[arg(long)]
+    http: Option<SocketAddr>,
+    /// How many tools to expose in all: `echo` and N-1 synthetic ones.
+    #[arg(long, default_value_t = 1)]
+    tools: usize,
+    /// Seed of the synthetic tools' names and descriptions (give each server its own).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Leave Nagle's algorithm on for accepted connections (`axum::serve`'s default), instead of
+    /// setting TCP_NODELAY.
+    #[arg(long)]
+    nagle: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct EchoArgs {
+    /// The text to echo back.
+    message: String,
+}
+
+/// The arguments every synthetic tool declares (and ignores).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct SyntheticArgs {
+    /// The object to act on.
+    id: Option<String>,
+    /// At most this many results.
+    limit: Option<u32>,
+}
+
+/// The echo server; the router is shared by every session.
+#[derive(Debug, Clone)]
+struct Echo {
+    tools: Arc<ToolRouter<Echo>>,
+}
+
+#[tool_router(router = echo_router)]
+impl Echo {
+    #[tool(
+        description = "Echo a message back.\nReturns the message unchanged.",
+        annotations(read_only_hint = true)
+    )]
+    fn echo(&self, Parameters(args): Parameters<EchoArgs>) -> String {
+        args.message
+    }
+}
+
+impl Echo {
+    fn new(tools: usize, seed: u64) -> Self {
+        let mut router = Self::echo_router();
+        for tool in synthetic_tools(tools.saturating_sub(1), seed) {
+            router.add_route(ToolRoute::new_dyn(tool, synthetic_call));
+        }
+        Self {
+            tools: Arc::new(router),
+        }
+    }
+}
+
+#[tool_handler(router = self.tools)]
+impl ServerHandler for Echo {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("muster-echo", env!("CARGO_PKG_VERSION")))
+    }
+}
+
+/// A synthetic tool answers its own name.
+fn synthetic_call(ctx: ToolCallContext<'_, Echo>) -> BoxFuture<'_, Result<CallToolResponse, McpError>> {
+    let name = ctx.name.to_string();
+    Box::pin(async move { Ok(CallToolResult::success(vec![ContentBlock::text(name)]).into()) })
+}
+
+/// SplitMix64: a tiny seeded generator, so a server's catalogue is the same on every run.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// One of `words`, skewed towards the front (the minimum of two draws), so some words are
+    /// common and most are rare.
+    fn pick<'a>(&mut self, words: &[&'a str]) -> &'a str {
+        let len = words.len() as u64;
+        let a = self.next() % len;
+        let b = self.next() % len;
+        words[a.min(b) as usize]
+    }
+}
+
+const VERBS: &[&str] = &[
+    "get", "list", "create", "delete", "update", "describe", "scale", "restart", "search", "watch", "export", "import",
+    "sync", "rotate", "approve", "cancel", "retry", "archive", "tag", "query",
+];
+const NOUNS: &[&str] = &[
+    "pod",
+    "deployment",
+    "service",
+    "node",
+    "cluster",
+    "secret",
+    "volume",
+    "alert",
+    "metric",
+    "dashboard",
+    "invoice",
+    "payment",
+    "customer",
+    "order",
+    "ticket",
+    "issue",
+    "branch",
+    "commit",
+    "release",
+    "user",
+    "group",
+    "role",
+    "policy",
+    "bucket",
+    "object",
+    "queue",
+    "topic",
+    "table",
+    "index",
+    "backup",
+    "certificate",
+    "domain",
+    "record",
+    "log",
+    "trace",
+    "event",
+    "incident",
+    "schedule",
+    "report",
+    "budget",
+];
+const PHRASES: &[&str] = &[
+    "in the given namespace",
+    "for the current account",
+    "with its error rate",
+    "across all regions",
+    "and return the latest status",
+    "by label selector",
+    "from the audit trail",
+    "with pagination",
+    "including usage metrics",
+    "for the payment services",
+    "older than the retention period",
+    "owned by a team",
+];
+
+/// `count` synthetic tools: `<verb>_<noun>_<k>` with a one-line description.
+fn synthetic_tools(count: usize, seed: u64) -> Vec<Tool> {
+    let mut rng = SplitMix64(seed.wrapping_mul(0x2545_F491_4F6C_DD1D).wrapping_add(1));
+    let schema = schema_for_type::<SyntheticArgs>();
+    (0..count)
+        .map(|k| {
+            let verb = rng.pick(VERBS);
+            let noun = rng.pick(NOUNS);
+            let other = rng.pick(NOUNS);
+            let phrase = rng.pick(PHRASES);
+            let description = format!("{verb} the {noun} of a {other} {phrase}.");
+            Tool::new(format!("{verb}_{noun}_{k}"), description, Arc::clone(&schema))
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
+    let echo = Echo::new(cli.tools.max(1), cli.seed);
+    match cli.http {
+        None => {
+            echo.serve(rmcp::transport::stdio()).await?.waiting().await?;
+        }
+        Some(addr) => {
+            let service = StreamableHttpService::new(
+                move || Ok(echo.clone()),
+                LocalSessionManager::default().into(),
+                StreamableHttpServerConfig::default(),
+            );
+            let app = axum::Router::new().nest_service("/mcp", service);
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            let local = listener.local_addr()?;
+            // The one line the load generator reads to find the server.
+            #[allow(clippy::print_stdout)]
+            {
+                println!("listening on http://{local}/mcp");
+            }
+            // Without TCP_NODELAY, a response written in two parts (an SSE event, then the end of
+            // the chunked body) waits for the client's delayed ACK: about 40 ms on Linux.
+            let nodelay = !cli.nagle;
+            let listener = listener.tap_io(move |tcp| {
+                if nodelay {
+                    let _ = tcp.set_nodelay(true);
+                }
+            });
+            axum::serve(listener, app).await?;
+        }
+    }
+    Ok(())
+}
