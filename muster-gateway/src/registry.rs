@@ -434,6 +434,15 @@ impl Registry {
         self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// `aggregator.exposure`, read without copying the configuration (on every request).
+    pub fn exposure(&self) -> muster_core::config::Exposure {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .aggregator
+            .exposure
+    }
+
     /// Replaces the running configuration (a new listener address takes effect at the next
     /// start; the name rules and presets are fixed at start).
     pub fn set_config(&self, config: MusterConfig) {
@@ -911,8 +920,14 @@ impl Registry {
 
     /// Every MCPServer with its runtime state, by name.
     pub fn servers(&self) -> Vec<ServerView> {
+        self.servers_where(|_| true)
+    }
+
+    /// The servers whose definition `keep` accepts, copying only those.
+    pub fn servers_where(&self, keep: impl Fn(&MCPServer) -> bool) -> Vec<ServerView> {
         self.read_servers()
             .values()
+            .filter(|s| keep(&s.definition))
             .map(|s| ServerView {
                 definition: s.definition.clone(),
                 runtime: s.runtime.clone(),

@@ -209,7 +209,7 @@ impl SignInService {
                 None,
             ));
         }
-        if !matches!(view.runtime.state, MCPServerState::AuthRequired) {
+        if view.runtime.state != MCPServerState::AuthRequired {
             return Ok((
                 json!({
                     "server": server,

@@ -110,9 +110,8 @@ impl SsoService {
         let Some(ValidatedBearer(bearer)) = ctx.extensions.get::<ValidatedBearer>() else {
             return;
         };
-        for view in registry.servers() {
-            if !is_sso(&view.definition)
-                || view.definition.spec.suspended
+        for view in registry.servers_where(is_sso) {
+            if view.definition.spec.suspended
                 || !matches!(
                     view.runtime.state,
                     MCPServerState::AwaitingSession | MCPServerState::Connected | MCPServerState::Failed

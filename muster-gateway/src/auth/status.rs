@@ -43,125 +43,123 @@ fn kind_of(view: &ServerView) -> Kind {
 /// (`aggregator.oauth.mcpClient`), `grant` servers carry no link.
 pub async fn status_document(registry: &Registry, ctx: &CallContext, auth_urls: bool) -> Value {
     let service = registry.sign_in();
-    {
-        let views = registry.servers();
-        let mut attempt = None;
-        let mut servers = Vec::with_capacity(views.len());
-        for view in views {
-            let name = view.definition.metadata.name.clone();
-            let kind = kind_of(&view);
-            let suspended = view.definition.spec.suspended;
-            let mut entry = Map::new();
-            entry.insert("name".into(), json!(name));
-            entry.insert(
-                "kind".into(),
-                json!(match kind {
-                    Kind::Grant => "grant",
-                    Kind::Sso => "sso",
-                    Kind::None => "none",
-                }),
-            );
-            entry.insert("suspended".into(), json!(suspended));
-            match kind {
-                Kind::Grant => {
-                    let pinned = view
-                        .definition
-                        .spec
-                        .auth
-                        .as_ref()
-                        .and_then(|a| a.authorization_server.as_ref());
-                    let scope = pinned.map(|p| p.grant_scope).unwrap_or_default();
-                    entry.insert(
-                        "grant_scope".into(),
-                        json!(if scope == GrantScope::Subject {
-                            "subject"
-                        } else {
-                            "session"
-                        }),
-                    );
-                    if let Some(service) = service.filter(|_| auth_urls && !suspended)
-                        && registry.session_connection(&ctx.session, &name).is_none()
-                    {
-                        // One attempt for all the links of this call.
-                        let counted =
-                            attempt.get_or_insert_with(|| service.count_attempt(&ctx.session, &name, registry, false));
-                        match counted {
-                            Ok(()) => match service.link(registry, ctx, &name, false).await {
-                                Ok((answer, _)) => {
-                                    if let Some(url) = answer.get("authUrl") {
-                                        entry.insert("auth_url".into(), url.clone());
-                                    }
+    let views = registry.servers();
+    let mut attempt = None;
+    let mut servers = Vec::with_capacity(views.len());
+    for view in views {
+        let name = view.definition.metadata.name.clone();
+        let kind = kind_of(&view);
+        let suspended = view.definition.spec.suspended;
+        let mut entry = Map::new();
+        entry.insert("name".into(), json!(name));
+        entry.insert(
+            "kind".into(),
+            json!(match kind {
+                Kind::Grant => "grant",
+                Kind::Sso => "sso",
+                Kind::None => "none",
+            }),
+        );
+        entry.insert("suspended".into(), json!(suspended));
+        match kind {
+            Kind::Grant => {
+                let pinned = view
+                    .definition
+                    .spec
+                    .auth
+                    .as_ref()
+                    .and_then(|a| a.authorization_server.as_ref());
+                let scope = pinned.map(|p| p.grant_scope).unwrap_or_default();
+                entry.insert(
+                    "grant_scope".into(),
+                    json!(if scope == GrantScope::Subject {
+                        "subject"
+                    } else {
+                        "session"
+                    }),
+                );
+                if let Some(service) = service.filter(|_| auth_urls && !suspended)
+                    && registry.session_connection(&ctx.session, &name).is_none()
+                {
+                    // One attempt for all the links of this call.
+                    let counted =
+                        attempt.get_or_insert_with(|| service.count_attempt(&ctx.session, &name, registry, false));
+                    match counted {
+                        Ok(()) => match service.link(registry, ctx, &name, false).await {
+                            Ok((answer, _)) => {
+                                if let Some(url) = answer.get("authUrl") {
+                                    entry.insert("auth_url".into(), url.clone());
                                 }
-                                Err(e) => {
-                                    entry.insert("error".into(), json!(e.to_string()));
-                                }
-                            },
+                            }
                             Err(e) => {
                                 entry.insert("error".into(), json!(e.to_string()));
                             }
+                        },
+                        Err(e) => {
+                            entry.insert("error".into(), json!(e.to_string()));
                         }
-                    }
-                    let connected = registry.session_connection(&ctx.session, &name).is_some();
-                    let status = if suspended {
-                        "disconnected"
-                    } else if connected {
-                        "connected"
-                    } else {
-                        "auth_required"
-                    };
-                    entry.insert("status".into(), json!(status));
-                    let held = service.and_then(|s| s.book.get(&s.owner(registry, ctx, &name), &name));
-                    let issuer = held
-                        .as_ref()
-                        .map(|h| h.grant.issuer.clone())
-                        .or_else(|| pinned.map(|p| p.issuer.clone()));
-                    if let Some(issuer) = issuer {
-                        entry.insert("issuer".into(), json!(issuer));
-                    }
-                    if let Some(held) = &held {
-                        if let Some(scope) = &held.grant.scope {
-                            entry.insert("scope".into(), json!(scope));
-                        }
-                        if let Some(at) = held.grant.expires_at {
-                            entry.insert(
-                                "expires_at".into(),
-                                json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
-                            );
-                        }
-                    }
-                    if !suspended && !connected {
-                        entry.insert("auth_tool".into(), json!("core_auth_login"));
-                    }
-                    if let Some(conflict) = registry.issuer_conflict(&name) {
-                        entry.insert("error".into(), json!(conflict.to_string()));
                     }
                 }
-                Kind::Sso => {
-                    let auth = view.definition.spec.auth.as_ref();
-                    entry.insert("status".into(), json!(state_of(&view)));
-                    entry.insert(
-                        "token_forwarding_enabled".into(),
-                        json!(auth.is_some_and(|a| a.forward_token)),
-                    );
-                    entry.insert(
-                        "token_exchange_enabled".into(),
-                        json!(auth.and_then(|a| a.token_exchange.as_ref()).is_some_and(|t| t.enabled)),
-                    );
+                let connected = registry.session_connection(&ctx.session, &name).is_some();
+                let status = if suspended {
+                    "disconnected"
+                } else if connected {
+                    "connected"
+                } else {
+                    "auth_required"
+                };
+                entry.insert("status".into(), json!(status));
+                let held = service.and_then(|s| s.book.get(&s.owner(registry, ctx, &name), &name));
+                let issuer = held
+                    .as_ref()
+                    .map(|h| h.grant.issuer.clone())
+                    .or_else(|| pinned.map(|p| p.issuer.clone()));
+                if let Some(issuer) = issuer {
+                    entry.insert("issuer".into(), json!(issuer));
                 }
-                Kind::None => {
-                    entry.insert("status".into(), json!(state_of(&view)));
+                if let Some(held) = &held {
+                    if let Some(scope) = &held.grant.scope {
+                        entry.insert("scope".into(), json!(scope));
+                    }
+                    if let Some(at) = held.grant.expires_at {
+                        entry.insert(
+                            "expires_at".into(),
+                            json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                        );
+                    }
+                }
+                if !suspended && !connected {
+                    entry.insert("auth_tool".into(), json!("core_auth_login"));
+                }
+                if let Some(conflict) = registry.issuer_conflict(&name) {
+                    entry.insert("error".into(), json!(conflict.to_string()));
                 }
             }
-            if !entry.contains_key("error")
-                && let Some(error) = &view.runtime.last_error
-                && kind != Kind::Grant
-            {
-                entry.insert("error".into(), json!(error));
+            Kind::Sso => {
+                let auth = view.definition.spec.auth.as_ref();
+                entry.insert("status".into(), json!(state_of(&view)));
+                entry.insert(
+                    "token_forwarding_enabled".into(),
+                    json!(auth.is_some_and(|a| a.forward_token)),
+                );
+                entry.insert(
+                    "token_exchange_enabled".into(),
+                    json!(auth.and_then(|a| a.token_exchange.as_ref()).is_some_and(|t| t.enabled)),
+                );
             }
-            servers.push(Value::Object(entry));
+            Kind::None => {
+                entry.insert("status".into(), json!(state_of(&view)));
+            }
         }
-        json!({"servers": servers})
+        if !entry.contains_key("error")
+            && let Some(error) = &view.runtime.last_error
+            && kind != Kind::Grant
+        {
+            entry.insert("error".into(), json!(error));
+        }
+        servers.push(Value::Object(entry));
     }
+    json!({"servers": servers})
 }
 
 /// `connected`, `disconnected` (suspended or stopped) or the server's state.

@@ -32,7 +32,17 @@ use crate::auth::challenge::{self, ChallengeSlot};
 
 impl MetaTools {
     fn exposure(&self) -> muster_core::config::Exposure {
-        self.registry.config().aggregator.exposure
+        self.registry.exposure()
+    }
+
+    /// The call context of `ctx` and the catalogue it sees.
+    async fn scoped_request(&self, ctx: &RequestContext<RoleServer>) -> Result<(CallContext, super::Scoped), McpError> {
+        let (call_ctx, _) = call_context(ctx);
+        let scoped = self
+            .scoped(&call_ctx)
+            .await
+            .map_err(|e| McpError::invalid_params(e, None))?;
+        Ok((call_ctx, scoped))
     }
 
     /// Runs tool `name` as the exposure allows: a meta-tool, or an aggregated tool directly.
@@ -94,11 +104,7 @@ impl MetaTools {
             Vec::new()
         };
         if exposure.native() {
-            let (call_ctx, _) = call_context(&ctx);
-            let scoped = self
-                .scoped(&call_ctx)
-                .await
-                .map_err(|e| McpError::invalid_params(e, None))?;
+            let (_, scoped) = self.scoped_request(&ctx).await?;
             tools.extend(Self::native_tools(&scoped));
         }
         let (items, next) = page(tools, cursor(request.as_ref()))?;
@@ -141,11 +147,7 @@ impl MetaTools {
     ) -> Result<ListResourcesResult, McpError> {
         let mut resources = vec![auth_status_resource()];
         if self.exposure().native() {
-            let (call_ctx, _) = call_context(&ctx);
-            let scoped = self
-                .scoped(&call_ctx)
-                .await
-                .map_err(|e| McpError::invalid_params(e, None))?;
+            let (_, scoped) = self.scoped_request(&ctx).await?;
             resources.extend(Self::native_resources(&scoped));
         }
         let (items, next) = page(resources, cursor(request.as_ref()))?;
@@ -218,11 +220,7 @@ impl MetaTools {
                 None,
             ));
         }
-        let (call_ctx, _) = call_context(&ctx);
-        let scoped = self
-            .scoped(&call_ctx)
-            .await
-            .map_err(|e| McpError::invalid_params(e, None))?;
+        let (call_ctx, scoped) = self.scoped_request(&ctx).await?;
         self.native_complete(&scoped, request, &call_ctx).await
     }
 
@@ -231,11 +229,7 @@ impl MetaTools {
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (call_ctx, _) = call_context(&ctx);
-        let scoped = self
-            .scoped(&call_ctx)
-            .await
-            .map_err(|e| McpError::invalid_params(e, None))?;
+        let (call_ctx, scoped) = self.scoped_request(&ctx).await?;
         let (conn, uri) = self.resource_owner(&scoped, &request.uri, &call_ctx)?;
         conn.subscribe(&uri, crate::upstream::ClientPeer(ctx.peer.clone()), &call_ctx)
             .await
@@ -247,11 +241,7 @@ impl MetaTools {
         request: UnsubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (call_ctx, _) = call_context(&ctx);
-        let scoped = self
-            .scoped(&call_ctx)
-            .await
-            .map_err(|e| McpError::invalid_params(e, None))?;
+        let (call_ctx, scoped) = self.scoped_request(&ctx).await?;
         let (conn, uri) = self.resource_owner(&scoped, &request.uri, &call_ctx)?;
         conn.unsubscribe(&uri, &call_ctx)
             .await
@@ -266,11 +256,7 @@ impl MetaTools {
         if !self.exposure().native() {
             return Ok(ListPromptsResult::with_all_items(Vec::new()));
         }
-        let (call_ctx, _) = call_context(&ctx);
-        let scoped = self
-            .scoped(&call_ctx)
-            .await
-            .map_err(|e| McpError::invalid_params(e, None))?;
+        let (_, scoped) = self.scoped_request(&ctx).await?;
         let (items, next) = page(Self::native_prompts(&scoped), cursor(request.as_ref()))?;
         let mut result = ListPromptsResult::with_all_items(items);
         result.next_cursor = next;
@@ -291,11 +277,7 @@ impl MetaTools {
                 None,
             ));
         }
-        let (call_ctx, _) = call_context(&ctx);
-        let scoped = self
-            .scoped(&call_ctx)
-            .await
-            .map_err(|e| McpError::invalid_params(e, None))?;
+        let (call_ctx, scoped) = self.scoped_request(&ctx).await?;
         self.native_prompt(&scoped, &request.name, request.arguments, &call_ctx)
             .await
             .map(Into::into)
