@@ -20,9 +20,9 @@
 //!   call after the gateway is back goes through. A read-only meta-tool whose connection broke is
 //!   sent once more on a new one; `call_tool` only when it never left the agent.
 
-mod duration;
+pub(crate) mod duration;
 mod relay;
-mod unwrap;
+pub(crate) mod unwrap;
 mod upstream;
 
 use std::{
@@ -45,9 +45,6 @@ use tokio::sync::broadcast::error::RecvError;
 pub(crate) use self::duration::parse as parse_duration;
 use self::{relay::Relay, upstream::Upstream};
 
-/// Where the gateway serves MCP unless told otherwise.
-pub(crate) const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:8090/mcp";
-
 /// The meta-tool whose calls the agent unwraps and bounds by their `timeout` argument.
 const CALL_TOOL: &str = "call_tool";
 
@@ -61,10 +58,7 @@ timeout: seconds to wait for that call).";
 
 /// Runs the agent as an MCP server on stdio until the IDE closes it.
 pub(crate) async fn run_mcp_server(endpoint: String, timeout: Duration) -> Result<(), Box<dyn std::error::Error>> {
-    let url = url::Url::parse(&endpoint).map_err(|e| format!("invalid --endpoint {endpoint:?}: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("invalid --endpoint {endpoint:?}: an http:// or https:// URL is needed").into());
-    }
+    crate::connect::check_endpoint(&endpoint)?;
     let bridge = Bridge::new(endpoint, timeout);
     // Connect before the IDE's handshake so its instructions can carry the gateway's; a gateway
     // that is down is only a warning, the agent connects again when it is needed.

@@ -4,6 +4,8 @@
 //! gateway serve [--config-path DIR] [--host HOST] [--port PORT] [--debug]
 //! gateway demo-server [--http ADDR]
 //! gateway agent --mcp-server [--endpoint URL] [--timeout 5m] [--debug]
+//! gateway list|get|call|check|events|auth ... [--endpoint URL] [-o table|wide|json|yaml]
+//! gateway completions <bash|zsh|fish|elvish|powershell>
 //! ```
 //!
 //! `serve` loads the muster config directory (default `~/.config/muster`: `config.yaml`,
@@ -18,18 +20,36 @@
 //! meta-tools of a running gateway (`--endpoint`, default `MUSTER_ENDPOINT` or
 //! `http://127.0.0.1:8090/mcp`), with `call_tool` results unwrapped and bounded by `--timeout`
 //! or the call's own `timeout` argument (see `agent.rs`).
+//!
+//! `list`, `get`, `call`, `check`, `events` and `auth` are the client commands: they talk to a
+//! running gateway at `--endpoint` (or `MUSTER_ENDPOINT`) through its meta-tools and print the
+//! answer as a table, JSON or YAML; the exit code is 0 when done, 1 on an error, 2 when a
+//! sign-in is needed and 3 when one failed (see `cli/`). `completions` prints a shell's
+//! completion script.
 
 mod agent;
+mod cli;
+mod connect;
 mod demo;
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use muster::gateway::{Gateway, supervisor::SupervisorConfig};
 use tracing_subscriber::EnvFilter;
 
+const MAIN_HELP: &str = "Examples:
+  gateway serve --config-path examples/config
+  gateway list tools
+  gateway call x_demo_echo --arg message=hello
+  gateway events -f
+
+The client commands (list, get, call, check, events, auth) talk to a running gateway at --endpoint
+or MUSTER_ENDPOINT (default http://127.0.0.1:8090/mcp). Exit codes: 0 ok, 1 error, 2 a sign-in is
+needed, 3 a sign-in failed.";
+
 #[derive(Debug, Parser)]
-#[command(name = "gateway", version, about = "The reference muster gateway")]
+#[command(name = "gateway", version, about = "The reference muster gateway", after_help = MAIN_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -56,6 +76,7 @@ enum Command {
         debug: bool,
     },
     /// Run the demo MCP server (stdio, or streamable HTTP with --http).
+    #[command(after_help = "Examples:\n  gateway demo-server\n  gateway demo-server --http 127.0.0.1:0")]
     DemoServer {
         /// Serve streamable HTTP on this address instead of stdio (e.g. 127.0.0.1:0).
         #[arg(long)]
@@ -73,7 +94,7 @@ enum Command {
         #[arg(long)]
         mcp_server: bool,
         /// The gateway's MCP endpoint.
-        #[arg(long, env = "MUSTER_ENDPOINT", default_value = agent::DEFAULT_ENDPOINT)]
+        #[arg(long, env = "MUSTER_ENDPOINT", default_value = connect::DEFAULT_ENDPOINT)]
         endpoint: String,
         /// How long to wait for a call (e.g. 30s, 5m, 1h); call_tool's `timeout` argument
         /// (seconds) overrides it per call.
@@ -82,6 +103,19 @@ enum Command {
         /// Log at debug level (to stderr; stdout carries MCP).
         #[arg(long)]
         debug: bool,
+    },
+    #[command(flatten)]
+    Client(cli::ClientCommand),
+    /// Print the shell completion script for `gateway`.
+    #[command(
+        after_help = "Examples:\n  gateway completions bash > ~/.local/share/bash-completion/completions/gateway\n  \
+                      gateway completions zsh > \"${fpath[1]}/_gateway\"\n  \
+                      gateway completions fish > ~/.config/fish/completions/gateway.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
 }
 
@@ -103,8 +137,13 @@ fn init_logging(debug: bool, quiet: &str) {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    match Cli::parse().command {
+async fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Client(command) => return cli::run(command).await,
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "gateway", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Serve {
             config_path,
             host,
@@ -118,13 +157,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             timeout,
             debug,
         } => {
-            if !mcp_server {
-                return Err("the agent runs as an MCP server for IDEs: `gateway agent --mcp-server`".into());
+            if mcp_server {
+                // The IDE shows a server's stderr: only warnings unless asked (the agent itself
+                // explains a gateway it cannot reach; rmcp's worker would say it again, less
+                // clearly).
+                init_logging(debug, "warn,rmcp::transport::worker=off");
+                agent::run_mcp_server(endpoint, timeout).await
+            } else {
+                Err("the agent runs as an MCP server for IDEs: `gateway agent --mcp-server`".into())
             }
-            // The IDE shows a server's stderr: only warnings unless asked (the agent itself
-            // explains a gateway it cannot reach; rmcp's worker would say it again, less clearly).
-            init_logging(debug, "warn,rmcp::transport::worker=off");
-            agent::run_mcp_server(endpoint, timeout).await
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // As `main` returning the error would print it.
+            let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("Error: {e:?}\n"));
+            ExitCode::FAILURE
         }
     }
 }

@@ -8,23 +8,20 @@ use std::{
 };
 
 use rmcp::{
-    ErrorData as McpError, Peer, RoleClient, RoleServer, ServiceExt,
+    ErrorData as McpError, Peer, RoleClient, RoleServer,
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
         ClientRequest, ContentBlock, JsonObject, ServerResult, Tool,
     },
-    service::{ClientInitializeError, PeerRequestOptions, RequestContext, RunningService, ServiceError},
-    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpError},
+    service::{PeerRequestOptions, RequestContext, RunningService, ServiceError},
 };
 use serde_json::Value;
 
 use super::{
-    CALL_TOOL, DEFAULT_ENDPOINT, TIMEOUT_ARG, duration,
+    CALL_TOOL, TIMEOUT_ARG, duration,
     relay::{AgentClient, Relay},
 };
-
-/// How long connecting to the gateway (the initialize handshake) may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+use crate::connect::{self, ConnectError, reason};
 
 /// Why a forwarded request got no answer from the gateway.
 #[derive(Debug)]
@@ -52,10 +49,8 @@ impl fmt::Display for ForwardError {
         match self {
             Self::Unreachable { endpoint, cause } => write!(
                 f,
-                "cannot reach the muster gateway at {endpoint}: {cause}. Is it running? Start it with \
-                 `gateway serve --config-path <muster config dir>` (it serves {DEFAULT_ENDPOINT} unless told \
-                 otherwise), or point --endpoint (or MUSTER_ENDPOINT) at a running gateway. The agent connects \
-                 again on the next call."
+                "{} The agent connects again on the next call.",
+                connect::unreachable_message(endpoint, cause)
             ),
             Self::AuthRequired { endpoint } => write!(
                 f,
@@ -111,25 +106,6 @@ impl ForwardError {
     }
 }
 
-/// Why `error` happened, as a person reads it: the kind of the I/O error at its root
-/// ("connection refused"), else its deepest cause.
-fn reason(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut deepest = error;
-    let mut next = Some(error);
-    while let Some(e) = next {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return io.kind().to_string();
-        }
-        deepest = e;
-        next = match e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-            // rmcp does not name the HTTP client's error as the source: follow it by hand.
-            Some(StreamableHttpError::Client(client)) => Some(client),
-            _ => e.source(),
-        };
-    }
-    deepest.to_string()
-}
-
 /// One connection to the gateway.
 #[derive(Debug)]
 struct Connection {
@@ -181,18 +157,13 @@ impl Upstream {
             return Ok((conn.generation, conn.service.peer().clone()));
         }
         *slot = None;
-        let transport = StreamableHttpClientTransport::from_uri(self.endpoint.as_str());
         let client = AgentClient::new(self.relay.clone());
-        let service = match tokio::time::timeout(CONNECT_TIMEOUT, client.serve(transport)).await {
-            Ok(Ok(service)) => service,
-            Ok(Err(e)) => return Err(self.connect_error(&e)),
-            Err(_) => {
-                return Err(self.unreachable(format!(
-                    "no answer to the MCP handshake within {}",
-                    duration::format(CONNECT_TIMEOUT)
-                )));
-            }
-        };
+        let service = connect::connect(&self.endpoint, None, client)
+            .await
+            .map_err(|e| match e {
+                ConnectError::Unreachable { endpoint, cause } => ForwardError::Unreachable { endpoint, cause },
+                ConnectError::AuthRequired { endpoint, .. } => ForwardError::AuthRequired { endpoint },
+            })?;
         let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
         let peer = service.peer().clone();
         *slot = Some(Connection { generation, service });
@@ -203,18 +174,6 @@ impl Upstream {
     pub(crate) async fn connect(&self) -> Result<Option<String>, ForwardError> {
         let (_, peer) = self.peer().await?;
         Ok(peer.peer_info().and_then(|info| info.instructions.clone()))
-    }
-
-    fn connect_error(&self, error: &ClientInitializeError) -> ForwardError {
-        if error.auth_challenge().is_some() {
-            return ForwardError::AuthRequired {
-                endpoint: self.endpoint.clone(),
-            };
-        }
-        match error {
-            ClientInitializeError::TransportError { error, .. } => self.unreachable(reason(error)),
-            other => self.unreachable(reason(other)),
-        }
     }
 
     /// Forgets connection `generation` (when it is still the current one): the next request

@@ -1,0 +1,227 @@
+//! `auth status|login|logout`: your sign-ins to the MCP servers that need one
+//! (`core_auth_status`, `core_auth_login`, `core_auth_logout`).
+//!
+//! `login --server S` prints the sign-in link and opens nothing: the person opens it in a
+//! browser. Then it waits (a spinner on a terminal), asking `core_auth_status` every second,
+//! until the gateway reports S connected for this session (exit 0), reports an error (exit 3) or
+//! `--wait` runs out (exit 3); `--no-wait` prints the link and ends.
+//!
+//! The gateway keeps a sign-in for the session it was made in. A command without `--token` is
+//! its own MCP session, which ends when the command does, so `login` waits while the person
+//! signs in and says so; with the gateway's front door (`aggregator.oauth.server`) and a
+//! `--token`, the session is the person's and the sign-in lasts across commands.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{
+    client::Client,
+    error::{CliError, OK},
+    note,
+    output::{Column, Out, at},
+};
+
+/// How the gateway begins the refusal of a sign-in its authorization server made impossible.
+const SIGN_IN_IMPOSSIBLE: &str = "sign-in is not possible";
+
+/// How often `login` asks whether the sign-in completed.
+const POLL: Duration = Duration::from_secs(1);
+
+const COLUMNS: &[Column] = &[
+    Column::new("SERVER", |r| at(r, "name")),
+    Column::new("KIND", |r| at(r, "kind")),
+    Column::new("STATUS", |r| at(r, "status")).state(),
+    Column::new("GRANT SCOPE", |r| at(r, "grant_scope")).wide(),
+    Column::new("ISSUER", |r| at(r, "issuer")).wide(),
+    Column::new("EXPIRES", |r| at(r, "expires_at")).wide(),
+    Column::new("ERROR", |r| at(r, "error")),
+];
+
+/// The servers of a `core_auth_status` answer, only `server` when given.
+fn servers(answer: &Value, server: Option<&str>) -> Vec<Value> {
+    answer
+        .get("servers")
+        .and_then(Value::as_array)
+        .map(|all| {
+            all.iter()
+                .filter(|s| server.is_none_or(|name| s.get("name").and_then(Value::as_str) == Some(name)))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn status_of(client: &Client) -> Result<Value, CliError> {
+    client
+        .core("core_auth_status", json!({}), "reading sign-in status")
+        .await
+}
+
+/// `auth status [--server S]`.
+pub(crate) async fn status(client: &Client, out: &Out, server: Option<&str>) -> Result<u8, CliError> {
+    let answer = status_of(client).await?;
+    let listed = servers(&answer, server);
+    if let Some(name) = server
+        && listed.is_empty()
+    {
+        return Err(CliError::Failed {
+            what: "auth status".to_owned(),
+            message: format!("no server {name} (see `gateway list mcpservers`)"),
+        });
+    }
+    if !out.format.is_table() {
+        let mut document = answer;
+        document["servers"] = Value::Array(listed);
+        out.data(&document);
+        return Ok(OK);
+    }
+    if listed.is_empty() {
+        note("No MCP servers.");
+        return Ok(OK);
+    }
+    out.write_table(COLUMNS, &listed);
+    for entry in &listed {
+        if entry.get("auth_tool").is_some() {
+            let name = at(entry, "name");
+            note(&format!("Sign in to {name} with `gateway auth login --server {name}`"));
+        }
+    }
+    Ok(OK)
+}
+
+/// `auth login --server S [--no-wait] [--wait D]`.
+pub(crate) async fn login(
+    client: &Client,
+    out: &Out,
+    server: &str,
+    wait: Option<Duration>,
+    token_given: bool,
+) -> Result<u8, CliError> {
+    let answer = client
+        .core(
+            "core_auth_login",
+            json!({"server": server}),
+            &format!("asking for a sign-in link to {server}"),
+        )
+        .await
+        .map_err(|e| match e {
+            // The authorization server could not be used: the sign-in failed. Anything else
+            // (OAuth not configured, an unknown server) is an error of its own.
+            CliError::Failed { message, .. } if message.starts_with(SIGN_IN_IMPOSSIBLE) => CliError::SignInFailed {
+                server: server.to_owned(),
+                reason: message,
+            },
+            other => other,
+        })?;
+    let Some(url) = answer.get("authUrl").and_then(Value::as_str).map(str::to_owned) else {
+        // Already signed in, or nothing to sign in to: the gateway says which.
+        if out.format.is_table() {
+            out.line(&at(&answer, "message"));
+        } else {
+            out.data(&answer);
+        }
+        return Ok(OK);
+    };
+    if out.format.is_table() {
+        out.line(&format!("Open this link in a browser to sign in to {server}:"));
+        out.line(&format!("  {url}"));
+    } else {
+        out.data(&answer);
+    }
+    let Some(wait) = wait else {
+        if !token_given {
+            note(
+                "Without --token this sign-in belongs to this command's session, which has ended: sign in from \
+                 your MCP client instead, or leave out --no-wait to use it from here.",
+            );
+        }
+        return Ok(OK);
+    };
+    if !token_given {
+        note(&format!(
+            "Waiting for you to sign in (up to {}). Without --token the gateway keeps this sign-in only for this \
+             command's session.",
+            crate::agent::duration::format(wait)
+        ));
+    }
+    let signed_in = tokio::time::timeout(wait, wait_for_sign_in(client, server)).await;
+    match signed_in {
+        Ok(Ok(entry)) => {
+            if out.format.is_table() {
+                out.line(&format!("Signed in to {server}."));
+            } else {
+                // The link went out first; the outcome is the exit code and stderr.
+                note(&format!("Signed in to {server} ({}).", at(&entry, "status")));
+            }
+            Ok(OK)
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(CliError::SignInFailed {
+            server: server.to_owned(),
+            reason: format!(
+                "no sign-in completed within {}; run `gateway auth login --server {server}` again (--wait for \
+                 longer)",
+                crate::agent::duration::format(wait)
+            ),
+        }),
+    }
+}
+
+/// Waits until the gateway reports `server` connected for this session (its status entry), or
+/// an error for it.
+async fn wait_for_sign_in(client: &Client, server: &str) -> Result<Value, CliError> {
+    loop {
+        tokio::time::sleep(POLL).await;
+        let answer = status_of(client).await?;
+        let Some(entry) = servers(&answer, Some(server)).into_iter().next() else {
+            return Err(CliError::SignInFailed {
+                server: server.to_owned(),
+                reason: "the gateway no longer has this server".to_owned(),
+            });
+        };
+        if entry.get("status").and_then(Value::as_str) == Some("connected") {
+            return Ok(entry);
+        }
+        if let Some(error) = entry.get("error").and_then(Value::as_str) {
+            return Err(CliError::SignInFailed {
+                server: server.to_owned(),
+                reason: format!("{error}; run `gateway auth login --server {server}` again"),
+            });
+        }
+    }
+}
+
+/// `auth logout --server S`.
+pub(crate) async fn logout(client: &Client, out: &Out, server: &str) -> Result<u8, CliError> {
+    let answer = client
+        .core(
+            "core_auth_logout",
+            json!({"server": server}),
+            &format!("signing out of {server}"),
+        )
+        .await?;
+    if out.format.is_table() {
+        out.line(&at(&answer, "message"));
+    } else {
+        out.data(&answer);
+    }
+    Ok(OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_narrows_to_the_server_asked_for() {
+        let answer =
+            json!({"servers": [{"name": "a", "status": "connected"}, {"name": "b", "status": "auth_required"}]});
+        assert_eq!(servers(&answer, None).len(), 2);
+        assert_eq!(
+            servers(&answer, Some("b")),
+            vec![json!({"name": "b", "status": "auth_required"})]
+        );
+        assert!(servers(&answer, Some("c")).is_empty());
+    }
+}

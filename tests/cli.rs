@@ -1,0 +1,770 @@
+//! The reference gateway's client commands (`gateway list|get|call|check|events|auth`) against
+//! the real `gateway serve` binary with real downstream servers: the demo server over stdio
+//! (`demo`) and another over streamable HTTP (`web`), the example `demo-tour` workflow and one
+//! that names a missing tool. Each command runs in each output format; JSON and YAML are
+//! parsed and checked for what the servers really offer; exit codes are checked (0 ok, 1 error,
+//! 2 sign-in needed, 3 sign-in failed), including against a protected server of a real
+//! authorization server (oidc-provider) and a gateway with a front door.
+
+mod common;
+#[path = "cli/harness.rs"]
+mod harness;
+
+use std::{collections::BTreeSet, time::Duration};
+
+use common::{DemoHttp, demo_stdio, oidc::OidcProvider, remote, scripted::ScriptedServer};
+use harness::{ConfigDir, GatewayProcess, Run, cli, cli_with, command, free_port, wait_ready};
+use muster::core::config::{AggregatorConfig, McpClientConfig, MusterConfig, OAuthServerConfig};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const FORMATS: [&str; 4] = ["table", "wide", "json", "yaml"];
+
+const MISSING_TOOL_WORKFLOW: &str = r#"apiVersion: muster.giantswarm.io/v1alpha1
+kind: Workflow
+metadata:
+  name: needs-missing
+spec:
+  description: "Calls a tool no server offers"
+  steps:
+    - id: only
+      tool: x_nowhere_nothing
+"#;
+
+/// A gateway with the demo server over stdio (`demo`) and over HTTP (`web`), the example
+/// workflow and one missing a tool, both servers connected.
+async fn demo_gateway() -> (GatewayProcess, DemoHttp) {
+    let web = DemoHttp::start();
+    let config = ConfigDir::new(&MusterConfig::default());
+    config.server(&demo_stdio("demo"));
+    config.server(&remote("web", &web.url));
+    config.workflow("demo-tour", include_str!("../examples/config/workflows/demo-tour.yaml"));
+    config.workflow("needs-missing", MISSING_TOOL_WORKFLOW);
+    let gateway = GatewayProcess::start(config, 0);
+    wait_ready(&gateway, &["demo", "web"]).await;
+    (gateway, web)
+}
+
+/// The `field` of every entry of `list`.
+fn names(list: &Value, field: &str) -> BTreeSet<String> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .filter_map(|e| e[field].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The entry of `list` whose `field` is `value`.
+fn entry<'a>(list: &'a Value, field: &str, value: &str) -> &'a Value {
+    list.as_array()
+        .and_then(|l| l.iter().find(|e| e[field] == value))
+        .unwrap_or_else(|| panic!("no entry with {field} = {value} in {list}"))
+}
+
+/// The header cells of a table (its first line).
+fn headers(run: &Run) -> Vec<String> {
+    run.lines()
+        .first()
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The cells of a table line (columns are two or more spaces apart).
+fn cells(line: &str) -> Vec<&str> {
+    line.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect()
+}
+
+/// The table row whose first cell is `first`.
+fn row<'a>(run: &'a Run, first: &str) -> &'a str {
+    run.lines()
+        .into_iter()
+        .find(|l| l.split_whitespace().next() == Some(first))
+        .unwrap_or_else(|| panic!("no row {first}\n{run}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_every_kind_in_every_format() {
+    let (gw, web) = demo_gateway().await;
+    let ep = gw.endpoint.as_str();
+    // One execution to list.
+    cli(ep, &["call", "workflow_demo-tour", "--arg", "who=cli"]).await.ok();
+
+    for format in FORMATS {
+        let tools = cli(ep, &["list", "tools", "-o", format]).await;
+        tools.ok();
+        let servers = cli(ep, &["list", "mcpservers", "-o", format]).await;
+        servers.ok();
+        let workflows = cli(ep, &["list", "workflows", "-o", format]).await;
+        workflows.ok();
+        let executions = cli(ep, &["list", "executions", "-o", format]).await;
+        executions.ok();
+        let services = cli(ep, &["list", "services", "-o", format]).await;
+        services.ok();
+        let resources = cli(ep, &["list", "resources", "-o", format]).await;
+        resources.ok();
+        let prompts = cli(ep, &["list", "prompts", "-o", format]).await;
+        prompts.ok();
+
+        match format {
+            "table" | "wide" => {
+                let wide = format == "wide";
+                for run in [
+                    &tools,
+                    &servers,
+                    &workflows,
+                    &executions,
+                    &services,
+                    &resources,
+                    &prompts,
+                ] {
+                    assert!(!run.stdout.contains('\x1b'), "colour on a pipe\n{run}");
+                    assert!(
+                        run.lines().iter().all(|l| l.chars().count() <= 100),
+                        "wider than 100\n{run}"
+                    );
+                }
+                assert_eq!(headers(&tools)[..2], ["NAME", "SERVER"], "{tools}");
+                assert_eq!(headers(&tools).contains(&"KIND".to_owned()), wide, "{tools}");
+                assert_eq!(cells(row(&tools, "x_demo_echo"))[1], "demo", "{tools}");
+                assert_eq!(cells(row(&tools, "x_web_add"))[1], "web", "{tools}");
+                row(&tools, "core_service_list");
+                row(&tools, "workflow_demo-tour");
+                assert!(headers(&servers).contains(&"STATE".to_owned()), "{servers}");
+                assert_eq!(headers(&servers).contains(&"TARGET".to_owned()), wide, "{servers}");
+                assert_eq!(cells(row(&servers, "demo"))[1..3], ["stdio", "Running"], "{servers}");
+                assert_eq!(
+                    cells(row(&servers, "web"))[1..3],
+                    ["streamable-http", "Connected"],
+                    "{servers}"
+                );
+                assert_eq!(cells(row(&workflows, "demo-tour"))[1..3], ["true", "3"], "{workflows}");
+                assert_eq!(cells(row(&workflows, "needs-missing"))[1], "false", "{workflows}");
+                if wide {
+                    assert!(
+                        row(&workflows, "needs-missing").contains("x_nowhere_nothing"),
+                        "{workflows}"
+                    );
+                }
+                assert_eq!(executions.lines().len(), 2, "{executions}");
+                assert_eq!(
+                    cells(executions.lines()[1])[1..3],
+                    ["demo-tour", "completed"],
+                    "{executions}"
+                );
+                assert_eq!(
+                    cells(row(&services, "mcp-aggregator"))[1..4],
+                    ["Aggregator", "running", "healthy"]
+                );
+                assert_eq!(
+                    cells(row(&services, "web"))[1..5],
+                    ["MCPServer", "connected", "healthy", "6"]
+                );
+                let greeting: BTreeSet<&str> = resources
+                    .lines()
+                    .into_iter()
+                    .filter(|l| l.starts_with("demo://greeting"))
+                    .map(|l| cells(l)[2])
+                    .collect();
+                assert_eq!(greeting, BTreeSet::from(["demo", "web"]), "{resources}");
+                assert_eq!(cells(row(&prompts, "x_demo_greet"))[1], "demo", "{prompts}");
+                assert_eq!(cells(row(&prompts, "x_web_greet"))[1], "web", "{prompts}");
+            }
+            data => {
+                let tools = tools.data(data);
+                let tool_names = names(&tools, "name");
+                for tool in [
+                    "x_demo_echo",
+                    "x_demo_add",
+                    "x_web_echo",
+                    "core_service_list",
+                    "workflow_demo-tour",
+                ] {
+                    assert!(tool_names.contains(tool), "{tool} missing from {tool_names:?}");
+                }
+                assert_eq!(entry(&tools, "name", "x_web_add")["server"], "web");
+
+                let servers = servers.data(data);
+                assert_eq!(names(&servers, "name"), BTreeSet::from(["demo".into(), "web".into()]));
+                assert_eq!(entry(&servers, "name", "web")["url"], json!(web.url));
+                assert_eq!(entry(&servers, "name", "demo")["args"], json!(["demo-server"]));
+
+                let workflows = workflows.data(data);
+                assert_eq!(entry(&workflows, "name", "demo-tour")["available"], true);
+                assert_eq!(entry(&workflows, "name", "demo-tour")["steps"], 3);
+                let missing = entry(&workflows, "name", "needs-missing");
+                assert_eq!(missing["available"], false);
+                assert_eq!(missing["missing_tools"], json!(["x_nowhere_nothing"]));
+
+                let executions = executions.data(data);
+                let run = entry(&executions, "workflow_name", "demo-tour");
+                assert_eq!(run["status"], "completed");
+
+                let services = services.data(data);
+                assert_eq!(
+                    names(&services, "name"),
+                    BTreeSet::from(["mcp-aggregator".into(), "demo".into(), "web".into()])
+                );
+                assert_eq!(entry(&services, "name", "demo")["health"], "healthy");
+                assert_eq!(entry(&services, "name", "demo")["metadata"]["tools"], 6);
+
+                let resources = resources.data(data);
+                let greeting: BTreeSet<String> = resources
+                    .as_array()
+                    .expect("a list")
+                    .iter()
+                    .filter(|r| r["uri"] == "demo://greeting")
+                    .filter_map(|r| r["server"].as_str().map(str::to_owned))
+                    .collect();
+                assert_eq!(greeting, BTreeSet::from(["demo".into(), "web".into()]));
+
+                let prompts = prompts.data(data);
+                assert!(
+                    names(&prompts, "name").is_superset(&BTreeSet::from(["x_demo_greet".into(), "x_web_greet".into()]))
+                );
+            }
+        }
+    }
+
+    // Singular names work too, and so does a glob.
+    let filtered = cli(ep, &["list", "tool", "--filter", "x_web_*", "-o", "json"]).await;
+    filtered.ok();
+    let filtered = names(&filtered.json(), "name");
+    assert!(
+        filtered.contains("x_web_echo") && filtered.iter().all(|n| n.starts_with("x_web_")),
+        "{filtered:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_fit_the_width_they_are_given() {
+    let (gw, _web) = demo_gateway().await;
+    for columns in ["60", "80", "160"] {
+        let mut narrow = command(&gw.endpoint, &["list", "tools"]);
+        narrow.env("COLUMNS", columns);
+        let run = cli_with(narrow, &["list", "tools"]).await;
+        run.ok();
+        let width: usize = columns.parse().expect("a number");
+        let longest = run.lines().iter().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(longest <= width, "a line of {longest} characters in {width}\n{run}");
+        if width < 100 {
+            assert!(run.stdout.contains('…'), "nothing was cut in {width}\n{run}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_shows_one_thing_in_every_format() {
+    let (gw, web) = demo_gateway().await;
+    let ep = gw.endpoint.as_str();
+    let tour = cli(ep, &["call", "workflow_demo-tour", "--arg", "who=get", "-o", "json"]).await;
+    tour.ok();
+    let executions = cli(ep, &["list", "executions", "-o", "json"]).await;
+    let execution_id = executions.ok().json()[0]["execution_id"]
+        .as_str()
+        .expect("an execution id")
+        .to_owned();
+
+    for format in FORMATS {
+        let server = cli(ep, &["get", "mcpserver", "demo", "-o", format]).await;
+        let tool = cli(ep, &["get", "tool", "x_demo_add", "-o", format]).await;
+        let workflow = cli(ep, &["get", "workflow", "demo-tour", "-o", format]).await;
+        let execution = cli(ep, &["get", "execution", &execution_id, "-o", format]).await;
+        let service = cli(ep, &["get", "service", "web", "-o", format]).await;
+        let resource = cli(
+            ep,
+            &["get", "resource", "demo://greeting", "--server", "web", "-o", format],
+        )
+        .await;
+        let prompt = cli(ep, &["get", "prompt", "x_demo_greet", "-o", format]).await;
+        for run in [&server, &tool, &workflow, &execution, &service, &resource, &prompt] {
+            run.ok();
+        }
+        match format {
+            "table" | "wide" => {
+                assert_eq!(headers(&server), ["FIELD", "VALUE"], "{server}");
+                assert!(row(&server, "type").ends_with("stdio"), "{server}");
+                assert!(row(&tool, "server").ends_with("demo"), "{tool}");
+                assert!(row(&workflow, "available").ends_with("true"), "{workflow}");
+                assert!(row(&execution, "status").ends_with("completed"), "{execution}");
+                assert!(row(&service, "health").ends_with("healthy"), "{service}");
+                assert!(row(&resource, "uri").ends_with("demo://greeting"), "{resource}");
+                assert!(row(&prompt, "name").ends_with("x_demo_greet"), "{prompt}");
+                if format == "wide" {
+                    // Nested fields by their dotted paths.
+                    assert!(
+                        row(&tool, "inputSchema.properties.a.type").ends_with("number"),
+                        "{tool}"
+                    );
+                    assert!(row(&service, "metadata.tools").ends_with('6'), "{service}");
+                }
+            }
+            data => {
+                let server = server.data(data);
+                assert_eq!(server["name"], "demo");
+                assert_eq!(server["type"], "stdio");
+                let tool = tool.data(data);
+                assert_eq!(tool["server"], "demo");
+                assert_eq!(tool["inputSchema"]["required"], json!(["a", "b"]));
+                let workflow = workflow.data(data);
+                let steps: Vec<&str> = workflow["steps"]
+                    .as_array()
+                    .expect("steps")
+                    .iter()
+                    .filter_map(|s| s["id"].as_str())
+                    .collect();
+                assert_eq!(steps, ["greet", "sum", "items"]);
+                let execution = execution.data(data);
+                assert_eq!(execution["workflow_name"], "demo-tour");
+                assert_eq!(execution["status"], "completed");
+                let service = service.data(data);
+                assert_eq!(service["state"], "connected");
+                assert_eq!(service["metadata"]["url"], json!(web.url));
+                let resource = resource.data(data);
+                assert_eq!(resource["server"], "web");
+                let prompt = prompt.data(data);
+                assert_eq!(prompt["server"], "demo");
+            }
+        }
+    }
+
+    // A step of the execution, and names that do not exist.
+    let step = cli(ep, &["get", "execution", &execution_id, "--step", "sum", "-o", "json"]).await;
+    assert_eq!(step.ok().json()["step_id"], "sum", "{step}");
+    let missing = cli(ep, &["get", "mcpserver", "nope"]).await;
+    missing.expect_code(1);
+    assert!(
+        missing.stderr.contains("nope") && missing.stderr.contains("gateway list mcpservers"),
+        "{missing}"
+    );
+    assert!(missing.stdout.is_empty(), "{missing}");
+    let missing = cli(ep, &["get", "tool", "x_demo_nope", "-o", "json"]).await;
+    missing.expect_code(1);
+    assert!(missing.stdout.is_empty(), "{missing}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_runs_a_tool_with_arg_or_json_in_every_format() {
+    let (gw, _web) = demo_gateway().await;
+    let ep = gw.endpoint.as_str();
+
+    for format in FORMATS {
+        let add = cli(
+            ep,
+            &["call", "x_demo_add", "--arg", "a=40", "--arg", "b=2", "-o", format],
+        )
+        .await;
+        add.ok();
+        let json_args = cli(
+            ep,
+            &["call", "x_web_add", "--json", r#"{"a": 1.5, "b": 2}"#, "-o", format],
+        )
+        .await;
+        json_args.ok();
+        let echo = cli(
+            ep,
+            &["call", "x_web_echo", "--arg", "message=hello there", "-o", format],
+        )
+        .await;
+        echo.ok();
+        match format {
+            "table" | "wide" => {
+                let sum: Value = serde_json::from_str(add.lines()[0]).expect("the tool's JSON text");
+                assert_eq!(sum["sum"], 42.0, "{add}");
+                assert!(json_args.stdout.contains("3.5"), "{json_args}");
+                assert_eq!(echo.lines()[0], "hello there", "{echo}");
+                if format == "wide" {
+                    assert!(echo.stdout.contains("(ran echo on web)"), "{echo}");
+                }
+            }
+            data => {
+                let add = add.data(data);
+                assert_eq!(add["structuredContent"]["sum"], 42.0);
+                assert_eq!(add["isError"], false);
+                assert_eq!(add["_meta"]["muster.giantswarm.io/tool"]["server"], "demo");
+                assert_eq!(json_args.data(data)["structuredContent"]["sum"], 3.5);
+                assert_eq!(echo.data(data)["content"][0]["text"], "hello there");
+            }
+        }
+    }
+
+    // --arg wins over --json; a value that is not JSON is a string.
+    let merged = cli(
+        ep,
+        &[
+            "call",
+            "x_demo_add",
+            "--json",
+            r#"{"a": 1, "b": 1}"#,
+            "--arg",
+            "b=9",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(merged.ok().json()["structuredContent"]["sum"], 10.0);
+    // A workflow runs through call as well.
+    let tour = cli(
+        ep,
+        &[
+            "call",
+            "workflow_demo-tour",
+            "--json",
+            r#"{"who": "you"}"#,
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    let tour = tour.ok().json();
+    let answer: Value = serde_json::from_str(tour["content"][0]["text"].as_str().expect("text")).expect("JSON");
+    assert_eq!(answer["greeting"], "hello you");
+    assert_eq!(answer["sum"], 42.0);
+
+    // A tool error exits 1 with its text on stderr (and the whole result with -o json).
+    let failed = cli(ep, &["call", "x_demo_fail", "--arg", "reason=boom-on-purpose"]).await;
+    failed.expect_code(1);
+    assert!(failed.stderr.contains("boom-on-purpose"), "{failed}");
+    let failed = cli(
+        ep,
+        &["call", "x_demo_fail", "--arg", "reason=boom-on-purpose", "-o", "json"],
+    )
+    .await;
+    failed.expect_code(1);
+    assert_eq!(failed.json()["isError"], true);
+
+    // An unknown tool exits 1 and says where the tools are listed.
+    let unknown = cli(ep, &["call", "x_demo_nope"]).await;
+    unknown.expect_code(1);
+    assert!(unknown.stderr.contains("x_demo_nope"), "{unknown}");
+    assert!(unknown.stderr.contains("gateway list tools"), "{unknown}");
+
+    // Malformed arguments are refused before anything is sent.
+    let bad = cli(ep, &["call", "x_demo_add", "--arg", "a"]).await;
+    bad.expect_code(1);
+    assert!(bad.stderr.contains("key=value"), "{bad}");
+    let bad = cli(ep, &["call", "x_demo_add", "--json", "[1]"]).await;
+    bad.expect_code(1);
+    assert!(bad.stderr.contains("JSON object"), "{bad}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_answers_with_its_exit_code() {
+    let (gw, _web) = demo_gateway().await;
+    let ep = gw.endpoint.as_str();
+    for format in FORMATS {
+        let server = cli(ep, &["check", "mcpserver", "demo", "-o", format]).await;
+        server.ok();
+        let workflow = cli(ep, &["check", "workflow", "demo-tour", "-o", format]).await;
+        workflow.ok();
+        let missing = cli(ep, &["check", "workflow", "needs-missing", "-o", format]).await;
+        missing.expect_code(1);
+        match format {
+            "table" | "wide" => {
+                assert!(server.stdout.contains("demo is ready"), "{server}");
+                assert!(workflow.stdout.contains("demo-tour is available"), "{workflow}");
+                assert!(missing.stdout.contains("x_nowhere_nothing"), "{missing}");
+            }
+            data => {
+                let server = server.data(data);
+                assert_eq!(
+                    (server["ready"].clone(), server["health"].clone()),
+                    (json!(true), json!("healthy"))
+                );
+                assert_eq!(workflow.data(data)["ready"], true);
+                let missing = missing.data(data);
+                assert_eq!(missing["ready"], false);
+                assert_eq!(missing["missing_tools"], json!(["x_nowhere_nothing"]));
+            }
+        }
+    }
+    let unknown = cli(ep, &["check", "mcpserver", "nope"]).await;
+    unknown.expect_code(1);
+    assert!(unknown.stderr.contains("nope"), "{unknown}");
+
+    // A stopped server is not ready.
+    cli(ep, &["call", "core_service_stop", "--arg", "name=web"]).await.ok();
+    let stopped = cli(ep, &["check", "mcpserver", "web", "-o", "json"]).await;
+    stopped.expect_code(1);
+    assert_eq!(stopped.json()["ready"], false);
+    let stopped = cli(ep, &["check", "mcpserver", "web"]).await;
+    stopped.expect_code(1);
+    assert!(stopped.stdout.contains("web is not ready"), "{stopped}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_list_in_every_format_and_follow_new_ones() {
+    let (gw, _web) = demo_gateway().await;
+    let ep = gw.endpoint.as_str();
+    for format in FORMATS {
+        let all = cli(ep, &["events", "-o", format]).await;
+        all.ok();
+        let web = cli(ep, &["events", "--resource-name", "web", "-o", format]).await;
+        web.ok();
+        match format {
+            "table" | "wide" => {
+                assert_eq!(headers(&all)[0], "TIME", "{all}");
+                assert!(all.stdout.contains("MCPServer/demo"), "{all}");
+                assert!(all.stdout.contains("MCPServerStarted"), "{all}");
+                assert!(
+                    web.stdout.contains("MCPServer/web") && !web.stdout.contains("MCPServer/demo"),
+                    "{web}"
+                );
+            }
+            data => {
+                let all = all.data(data);
+                let started = entry(&all, "resource_name", "demo");
+                assert_eq!(started["resource_type"], "MCPServer");
+                let web = web.data(data);
+                assert_eq!(names(&web, "resource_name"), BTreeSet::from(["web".into()]));
+                assert!(names(&web, "reason").contains("MCPServerStarted"), "{web}");
+            }
+        }
+    }
+    let limited = cli(ep, &["events", "--limit", "1", "-o", "json"]).await;
+    assert_eq!(limited.ok().json().as_array().map(Vec::len), Some(1));
+
+    // -f prints what there is, then what happens, each once, one JSON object a line.
+    let args = ["events", "-f", "--resource-name", "demo", "-o", "json"];
+    let mut follow = command(ep, &args);
+    follow
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = follow.spawn().expect("spawn events -f");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("a first event in time")
+        .expect("read")
+        .expect("a line");
+    let first: Value = serde_json::from_str(&first).expect("one JSON event a line");
+    assert_eq!(first["resource_name"], "demo");
+
+    cli(ep, &["call", "core_service_restart", "--arg", "name=demo"])
+        .await
+        .ok();
+    let mut seen = vec![first];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !seen.iter().any(|e| e["reason"] == "MCPServerStopped") {
+        let line = tokio::time::timeout_at(deadline, lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no MCPServerStopped event followed; seen: {seen:?}"))
+            .expect("read")
+            .expect("a line");
+        seen.push(serde_json::from_str(&line).expect("one JSON event a line"));
+    }
+    assert!(seen.iter().all(|e| e["resource_name"] == "demo"), "{seen:?}");
+    let unique: BTreeSet<String> = seen.iter().map(Value::to_string).collect();
+    assert_eq!(unique.len(), seen.len(), "an event printed twice: {seen:?}");
+    let _ = child.kill().await;
+
+    // In a table, the header comes first.
+    let args = ["events", "-f"];
+    let mut follow = command(ep, &args);
+    follow
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = follow.spawn().expect("spawn events -f");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let header = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("a header in time")
+        .expect("read")
+        .expect("a line");
+    assert!(
+        header.starts_with("TIME") && header.contains("REASON") && header.contains("MESSAGE"),
+        "{header}"
+    );
+    let _ = child.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_status_lists_every_server_and_login_without_sign_in_configured_is_an_error() {
+    let (gw, _web) = demo_gateway().await;
+    let ep = gw.endpoint.as_str();
+    for format in FORMATS {
+        let status = cli(ep, &["auth", "status", "-o", format]).await;
+        status.ok();
+        match format {
+            "table" | "wide" => {
+                assert_eq!(headers(&status)[..3], ["SERVER", "KIND", "STATUS"], "{status}");
+                assert!(row(&status, "demo").contains("none"), "{status}");
+            }
+            data => {
+                let servers = status.data(data)["servers"].clone();
+                assert_eq!(names(&servers, "name"), BTreeSet::from(["demo".into(), "web".into()]));
+                assert_eq!(entry(&servers, "name", "web")["kind"], "none");
+            }
+        }
+    }
+    let one = cli(ep, &["auth", "status", "--server", "web", "-o", "json"]).await;
+    assert_eq!(
+        names(&one.ok().json()["servers"], "name"),
+        BTreeSet::from(["web".into()])
+    );
+    let unknown = cli(ep, &["auth", "status", "--server", "nope"]).await;
+    unknown.expect_code(1);
+
+    let login = cli(ep, &["auth", "login", "--server", "demo"]).await;
+    login.expect_code(1);
+    assert!(login.stderr.contains("OAuth is not configured"), "{login}");
+    let logout = cli(ep, &["auth", "logout", "--server", "demo", "-o", "json"]).await;
+    assert_eq!(logout.expect_code(1).stdout, "", "{logout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_that_is_not_there_is_named_with_how_to_start_it() {
+    let endpoint = format!("http://127.0.0.1:{}/mcp", free_port());
+    let commands: [&[&str]; 6] = [
+        &["list", "tools"],
+        &["get", "mcpserver", "demo", "-o", "json"],
+        &["call", "x_demo_echo", "--arg", "message=hi"],
+        &["check", "mcpserver", "demo"],
+        &["events", "-f"],
+        &["auth", "status"],
+    ];
+    for args in commands {
+        let run = cli(&endpoint, args).await;
+        run.expect_code(1);
+        assert!(run.stdout.is_empty(), "{run}");
+        assert!(run.stderr.contains(&endpoint), "{run}");
+        assert!(run.stderr.contains("connection refused"), "{run}");
+        assert!(
+            run.stderr.contains("Start it with `gateway serve --config-path"),
+            "{run}"
+        );
+    }
+    // --endpoint wins over MUSTER_ENDPOINT.
+    let other = format!("http://127.0.0.1:{}/mcp", free_port());
+    let run = cli(&endpoint, &["list", "tools", "--endpoint", &other]).await;
+    run.expect_code(1);
+    assert!(run.stderr.contains(&other) && !run.stderr.contains(&endpoint), "{run}");
+    // Not a URL at all.
+    let run = cli(&endpoint, &["list", "tools", "--endpoint", "ftp://x"]).await;
+    run.expect_code(1);
+    assert!(run.stderr.contains("http://"), "{run}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_needs_a_sign_in_exits_2_and_auth_login_signs_in() {
+    let idp = OidcProvider::start();
+    let protected = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in")))
+        .serve_protected(idp.issuer())
+        .await;
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let config = ConfigDir::new(
+        &MusterConfig::default()
+            .with_aggregator(AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(&base))),
+    );
+    config.server(&remote("protected", &protected.url));
+    let gw = GatewayProcess::start(config, port);
+    let ep = gw.endpoint.as_str();
+    assert_eq!(ep, format!("{base}/mcp"));
+
+    // The server waits for a sign-in: a call, a check and the status say so.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let call = loop {
+        let call = cli(ep, &["call", "x_protected_whoami"]).await;
+        if call.code == 2 || tokio::time::Instant::now() > deadline {
+            break call;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    call.expect_code(2);
+    assert!(call.stderr.contains("gateway auth login --server protected"), "{call}");
+    assert!(call.stderr.contains(&format!("{base}/oauth/proxy/start")), "{call}");
+    cli(ep, &["check", "mcpserver", "protected"]).await.expect_code(2);
+    let tools = cli(ep, &["list", "tools"]).await;
+    assert!(
+        tools.ok().stderr.contains("gateway auth login --server protected"),
+        "{tools}"
+    );
+    for format in ["json", "yaml"] {
+        let status = cli(ep, &["auth", "status", "-o", format]).await;
+        let servers = status.ok().data(format)["servers"].clone();
+        let protected = entry(&servers, "name", "protected");
+        assert_eq!(
+            (protected["kind"].clone(), protected["status"].clone()),
+            (json!("grant"), json!("auth_required"))
+        );
+    }
+
+    // --no-wait gives the link and ends.
+    let link = cli(
+        ep,
+        &["auth", "login", "--server", "protected", "--no-wait", "-o", "json"],
+    )
+    .await;
+    let url = link.ok().json()["authUrl"].as_str().expect("a link").to_owned();
+    assert!(url.starts_with(&format!("{base}/oauth/proxy/start?state=")), "{url}");
+
+    // Without --no-wait it prints the link, and ends signed in once the person used it.
+    let args = ["auth", "login", "--server", "protected"];
+    let mut login = command(ep, &args);
+    login
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = login.spawn().expect("spawn auth login");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let link = loop {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("the link in time")
+            .expect("read")
+            .expect("a line before the end");
+        if let Some(link) = line.trim().strip_prefix(&format!("{base}/oauth/proxy/start")) {
+            break format!("{base}/oauth/proxy/start{link}");
+        }
+    };
+    let callback = idp.sign_in(&link, "alice").await;
+    let page = reqwest::get(callback.as_str()).await.expect("the callback answers");
+    assert_eq!(page.status(), 200);
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("login ends once signed in")
+        .expect("wait");
+    let mut rest = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        rest.push_str(&line);
+        rest.push('\n');
+    }
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("Signed in to protected."), "{rest}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_behind_its_front_door_wants_a_token_and_refuses_a_bad_one() {
+    let idp = OidcProvider::start();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let config = ConfigDir::new(
+        &MusterConfig::default().with_aggregator(
+            AggregatorConfig::default()
+                .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![idp.issuer().to_owned()])),
+        ),
+    );
+    let gw = GatewayProcess::start(config, port);
+    let ep = gw.endpoint.as_str();
+
+    let none = cli(ep, &["list", "tools"]).await;
+    none.expect_code(2);
+    assert!(none.stderr.contains("--token") && none.stderr.contains(ep), "{none}");
+
+    let bad = cli(ep, &["list", "tools", "--token", "not-a-token"]).await;
+    bad.expect_code(3);
+    assert!(bad.stderr.contains("refused the token"), "{bad}");
+
+    let token = idp.token_for(ep, "dana").await;
+    let mut with_token = command(ep, &["list", "tools", "-o", "json"]);
+    with_token.env("MUSTER_TOKEN", &token);
+    let good = cli_with(with_token, &["list", "tools", "-o", "json"]).await;
+    assert!(names(&good.ok().json(), "name").contains("core_auth_status"), "{good}");
+}
