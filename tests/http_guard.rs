@@ -6,7 +6,7 @@
 mod common;
 
 use common::Harness;
-use muster::core::config::{AggregatorConfig, MusterConfig};
+use muster::core::config::{AggregatorConfig, Limits, MusterConfig};
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
@@ -88,7 +88,7 @@ async fn configured_hosts_and_origins_are_the_ones_accepted() {
 #[tokio::test]
 async fn a_body_over_the_limit_is_refused_and_the_gateway_keeps_serving() {
     let h = Harness::start_with(
-        config(AggregatorConfig::default().with_max_request_body_bytes(2048)),
+        config(AggregatorConfig::default().with_limits(Limits::default().with_max_request_body_bytes(2048))),
         Vec::new(),
     )
     .await;

@@ -228,19 +228,15 @@ async fn serve(
     }
     tracing::info!("muster gateway serving MCP at http://{addr}/mcp");
 
-    let shutdown_gateway = gateway.clone();
-    // Answers go out at once: with Nagle's algorithm on, every small MCP response waited for the
-    // client's delayed ACK (about 40 ms a call; benches/README.md).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, gateway.router())
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down");
-            shutdown_gateway.shutdown().await;
-        })
-        .await?;
+    // On SIGTERM or Ctrl-C: no new requests, calls in flight finish (up to
+    // aggregator.limits.shutdownTimeoutSeconds), then every downstream server is stopped.
+    let report = gateway.serve(listener, shutdown_signal()).await?;
+    tracing::info!(
+        in_flight = report.in_flight_at_signal,
+        ended = report.ended_in_flight,
+        took_ms = report.took.as_millis() as u64,
+        "shut down"
+    );
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! The types of muster's `config.yaml`.
 //!
 //! Every key has a default, so an empty file is a valid configuration. Keys this version
-//! does not know (sections later versions add, such as `aggregator.admin` or `exposure`) are
+//! does not know (sections later versions add, such as `aggregator.admin`, or a typo) are
 //! accepted and ignored; [`unknown_keys`] lists them so the loader can warn.
 //! `aggregator.oauth.mcpClient` (people signing in to downstream servers through the gateway)
 //! and `aggregator.oauth.server` (bearer tokens of trusted issuers on `/mcp`) are read.
@@ -32,19 +32,16 @@ use serde_json::Value;
 use crate::crd::ValidationErrors;
 use crate::crd::validate::{NAME_PATTERN, NAME_RE, NAMESPACE_PATTERN, NAMESPACE_RE};
 
+mod limits;
+
+pub use limits::{DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_REQUEST_BODY_BYTES, Limits};
+
 /// Default of `aggregator.port`.
 pub const DEFAULT_PORT: u16 = 8090;
 /// Default of `aggregator.host`.
 pub const DEFAULT_HOST: &str = "localhost";
 /// Default of `aggregator.musterPrefix`.
 pub const DEFAULT_MUSTER_PREFIX: &str = "x";
-
-/// Top-level keys of `config.yaml` this version knows.
-const KNOWN_TOP_LEVEL: [&str; 4] = ["aggregator", "namespace", "kubernetes", "toolsetPresets"];
-/// Keys of the `aggregator` section this version knows.
-const KNOWN_AGGREGATOR: [&str; 6] = ["port", "host", "transport", "musterPrefix", "enabled", "oauth"];
-/// Keys of `aggregator.oauth` this version reads.
-const KNOWN_OAUTH: [&str; 2] = ["mcpClient", "server"];
 
 /// Default of `aggregator.oauth.mcpClient.callbackPath`.
 pub const DEFAULT_CALLBACK_PATH: &str = "/oauth/proxy/callback";
@@ -440,9 +437,8 @@ pub struct AggregatorConfig {
     /// none checked.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
-    /// The largest request body `/mcp` reads, in bytes; larger ones get 413. Default 4 MiB.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_request_body_bytes: Option<usize>,
+    /// Limits on requests, concurrent calls and shutdown ([`Limits`]).
+    pub limits: Limits,
 }
 
 /// `aggregator.exposure`.
@@ -500,7 +496,7 @@ impl Default for AggregatorConfig {
             prefix_mode: PrefixMode::default(),
             allowed_hosts: None,
             allowed_origins: Vec::new(),
-            max_request_body_bytes: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -548,9 +544,9 @@ impl AggregatorConfig {
         self
     }
 
-    /// Sets the largest request body `/mcp` reads.
-    pub fn with_max_request_body_bytes(mut self, bytes: usize) -> Self {
-        self.max_request_body_bytes = Some(bytes);
+    /// Sets the limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -579,6 +575,7 @@ impl AggregatorConfig {
     }
 
     fn validate_into(&self, errors: &mut ValidationErrors) {
+        self.limits.validate_into(errors);
         if self.host.trim().is_empty() {
             errors.push("aggregator.host", "aggregator.host must not be empty");
         } else if self.host.chars().any(char::is_whitespace) {
@@ -600,34 +597,63 @@ impl AggregatorConfig {
 }
 
 /// The keys of a raw `config.yaml` document this version does not know, as dotted paths
-/// (`exposure`, `aggregator.oauth`), sorted. Only the top level and the `aggregator`
-/// section are inspected; a document that is not an object has none.
+/// (`exposure`, `aggregator.oauth.provider`), sorted. The known keys are those of
+/// [`MusterConfig`]'s JSON schema, at every depth (a typo such as
+/// `aggregator.limits.maxJsonDeph` is listed); maps with free keys (`toolsetPresets`) are not
+/// inspected. A document that is not an object has none.
 pub fn unknown_keys(doc: &Value) -> Vec<String> {
+    let schema = schemars::schema_for!(MusterConfig);
+    let root = schema.as_value();
     let mut unknown = Vec::new();
-    let Some(top) = doc.as_object() else {
-        return unknown;
-    };
-    for key in top.keys() {
-        if !KNOWN_TOP_LEVEL.contains(&key.as_str()) {
-            unknown.push(key.clone());
-        }
-    }
-    if let Some(Value::Object(aggregator)) = top.get("aggregator") {
-        for key in aggregator.keys() {
-            if !KNOWN_AGGREGATOR.contains(&key.as_str()) {
-                unknown.push(format!("aggregator.{key}"));
-            }
-        }
-        if let Some(Value::Object(oauth)) = aggregator.get("oauth") {
-            for key in oauth.keys() {
-                if !KNOWN_OAUTH.contains(&key.as_str()) {
-                    unknown.push(format!("aggregator.oauth.{key}"));
-                }
-            }
-        }
-    }
+    collect_unknown(root, root, doc, "", &mut unknown);
     unknown.sort();
     unknown
+}
+
+/// Walks `doc` along `schema` (resolving `$ref` in `root`), pushing the keys an object schema
+/// does not declare.
+fn collect_unknown(root: &Value, schema: &Value, doc: &Value, path: &str, unknown: &mut Vec<String>) {
+    let Some(object) = doc.as_object() else {
+        return;
+    };
+    let Some(properties) = object_properties(root, schema, 0) else {
+        return;
+    };
+    for (key, value) in object {
+        let dotted = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        match properties.get(key) {
+            Some(sub) => collect_unknown(root, sub, value, &dotted, unknown),
+            None => unknown.push(dotted),
+        }
+    }
+}
+
+/// The declared properties of an object schema, through `$ref` and the `anyOf`/`oneOf` of an
+/// optional section; `None` for anything else (a map, a scalar).
+fn object_properties<'a>(
+    root: &'a Value,
+    schema: &'a Value,
+    depth: usize,
+) -> Option<&'a serde_json::Map<String, Value>> {
+    if depth > 16 {
+        return None;
+    }
+    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+        let target = reference.strip_prefix('#').and_then(|pointer| root.pointer(pointer))?;
+        return object_properties(root, target, depth + 1);
+    }
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        return Some(properties);
+    }
+    ["anyOf", "oneOf", "allOf"]
+        .iter()
+        .filter_map(|k| schema.get(*k).and_then(Value::as_array))
+        .flatten()
+        .find_map(|branch| object_properties(root, branch, depth + 1))
 }
 
 #[cfg(test)]
@@ -764,6 +790,13 @@ kubernetes: false
             ["aggregator.admin", "aggregator.oauth.provider", "exposure"]
         );
         assert!(unknown_keys(&json!({"aggregator": {"port": 1}, "namespace": "a"})).is_empty());
+        // Every key this version reads is known, at any depth, and a typo below is named.
+        let every = json!({"aggregator": {
+            "exposure": "both", "prefixMode": "never", "allowedHosts": ["*"], "allowedOrigins": [],
+            "limits": {"maxJsonDepth": 8, "maxJsonDeph": 9},
+            "oauth": {"mcpClient": {"enabled": true, "grantStore": {"path": "/x"}}, "server": {"clockSkewSeconds": 5}}
+        }, "toolsetPresets": {"anything": {"servers": ["a"]}}});
+        assert_eq!(unknown_keys(&every), ["aggregator.limits.maxJsonDeph"]);
         assert!(unknown_keys(&json!(null)).is_empty());
     }
 

@@ -23,6 +23,9 @@ use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
 
 use crate::BoxError;
 
+/// The JSON-RPC code of [`ToolError::Busy`] (in the implementation-defined server-error range).
+pub const BUSY: ErrorCode = ErrorCode(-32000);
+
 /// Why a tool call could not be run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -64,6 +67,22 @@ pub enum ToolError {
     /// The caller cancelled the call.
     #[error("tool call cancelled")]
     Cancelled,
+    /// Too many calls of the same session, or to the same server, are in flight and waiting:
+    /// the call was not run. Retrying later may succeed.
+    #[error(
+        "{scope} is busy: {in_flight} calls in flight and the queue is full or the wait ran out after {}s (aggregator.limits.{limit_key}); retry later",
+        waited.as_secs()
+    )]
+    Busy {
+        /// Whose slots ran out: `session <id>` or `server <name>`.
+        scope: String,
+        /// The limit in flight.
+        in_flight: usize,
+        /// How long the call waited.
+        waited: Duration,
+        /// The `aggregator.limits` key that sets the limit.
+        limit_key: &'static str,
+    },
     /// The downstream server answered the call with a JSON-RPC error.
     #[error("server {server} refused the call: {}", error.message)]
     Downstream {
@@ -115,6 +134,7 @@ impl ToolError {
     /// | `NotFound`, `InvalidArguments`, `OutsideToolset` | -32602 invalid params |
     /// | `Timeout` | -32001 request timeout |
     /// | `Cancelled` | -32800 request cancelled |
+    /// | `Busy` | -32000 server busy |
     /// | `Downstream` | the downstream's own code and data |
     /// | `ServerUnavailable`, `Transport`, `Internal` | -32603 internal error |
     pub fn to_error_data(&self) -> ErrorData {
@@ -125,6 +145,7 @@ impl ToolError {
             }
             Self::Timeout { .. } => ErrorData::new(ErrorCode(-32001), message, None),
             Self::Cancelled => ErrorData::new(ErrorCode(-32800), message, None),
+            Self::Busy { .. } => ErrorData::new(BUSY, message, None),
             Self::Downstream { error, .. } => error.clone(),
             Self::ServerUnavailable { .. } | Self::Transport { .. } | Self::Internal { .. } => {
                 ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None)
@@ -170,6 +191,15 @@ mod tests {
                 ErrorCode(-32001),
             ),
             (ToolError::Cancelled, ErrorCode(-32800)),
+            (
+                ToolError::Busy {
+                    scope: "server k8s".into(),
+                    in_flight: 4,
+                    waited: Duration::from_secs(1),
+                    limit_key: "maxConcurrentCallsPerServer",
+                },
+                BUSY,
+            ),
             (
                 ToolError::ServerUnavailable {
                     server: "k8s".into(),

@@ -196,6 +196,24 @@ fn read_document<T: DeserializeOwned>(file: &Path) -> Result<(T, Value), LoadPro
     Ok((typed, raw))
 }
 
+/// The text of `file`, or why not: files over [`MAX_FILE_BYTES`] are refused, and no more than
+/// that is ever read (even from a file that grew after its size was looked at).
+pub(crate) fn read_small_file(file: &Path) -> Result<String, String> {
+    let too_large = |size: u64| format!("file is {size} bytes, more than the {MAX_FILE_BYTES} allowed");
+    let size = std::fs::metadata(file).map_err(|e| e.to_string())?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(too_large(size));
+    }
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .and_then(|f| std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_FILE_BYTES + 1), &mut text))
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large(text.len() as u64));
+    }
+    Ok(text)
+}
+
 /// Reads one YAML document (a mapping), refusing files over [`MAX_FILE_BYTES`].
 fn read_yaml(file: &Path) -> Result<Value, LoadProblem> {
     let problem = |reason: String| LoadProblem {
@@ -203,13 +221,7 @@ fn read_yaml(file: &Path) -> Result<Value, LoadProblem> {
         field: None,
         reason,
     };
-    let size = std::fs::metadata(file).map_err(|e| problem(e.to_string()))?.len();
-    if size > MAX_FILE_BYTES {
-        return Err(problem(format!(
-            "file is {size} bytes, more than the {MAX_FILE_BYTES} allowed"
-        )));
-    }
-    let text = std::fs::read_to_string(file).map_err(|e| problem(e.to_string()))?;
+    let text = read_small_file(file).map_err(problem)?;
     let raw: Value = serde_saphyr::from_str(&text).map_err(|e| problem(format!("invalid YAML: {e}")))?;
     if !raw.is_object() {
         return Err(problem("the document is not a mapping".into()));

@@ -70,12 +70,25 @@ pub enum GatewayError {
     Watch(String),
 }
 
+/// How a [`Gateway::serve`] shutdown went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Requests in flight when the signal came.
+    pub in_flight_at_signal: usize,
+    /// Requests still in flight at the deadline, which were ended unfinished.
+    pub ended_in_flight: usize,
+    /// From the signal to the end of the last downstream server.
+    pub took: std::time::Duration,
+}
+
 /// A muster gateway: its registry and the tool service stack calls go through.
 #[derive(Debug, Clone)]
 pub struct Gateway {
     registry: Arc<Registry>,
     tools: BoxToolService,
     shutdown: CancellationToken,
+    drain: Arc<http::guard::Drain>,
 }
 
 impl Gateway {
@@ -124,6 +137,7 @@ impl Gateway {
             registry,
             tools,
             shutdown: CancellationToken::new(),
+            drain: Arc::default(),
         })
     }
 
@@ -217,7 +231,74 @@ impl Gateway {
             Arc::clone(&self.registry),
             self.tools.clone(),
             self.shutdown.child_token(),
+            Arc::clone(&self.drain),
         )
+    }
+
+    /// Serves [`Gateway::router`] on `listener` until `signal` resolves, then shuts down
+    /// gracefully: new connections and requests are refused (503), the requests in flight get up
+    /// to `aggregator.limits.shutdownTimeoutSeconds` to finish, then the sessions end and every
+    /// downstream server is stopped (a stdio server with the processes it started). Answers go
+    /// out without Nagle's delay (`TCP_NODELAY`).
+    ///
+    /// ```no_run
+    /// # async fn run(gateway: muster_gateway::Gateway) -> std::io::Result<()> {
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
+    /// let report = gateway.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+    /// assert_eq!(report.ended_in_flight, 0, "every call finished in time");
+    /// # Ok(()) }
+    /// ```
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        signal: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<ShutdownReport> {
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            // Without it every small answer waited for the client's delayed ACK (~40 ms).
+            let _ = tcp.set_nodelay(true);
+        });
+        let stop_accepting = CancellationToken::new();
+        let mut server = tokio::spawn(std::future::IntoFuture::into_future(
+            axum::serve(listener, self.router()).with_graceful_shutdown(stop_accepting.clone().cancelled_owned()),
+        ));
+        signal.await;
+        let started = std::time::Instant::now();
+        self.drain.begin();
+        stop_accepting.cancel();
+        let deadline =
+            std::time::Duration::from_secs(self.registry.config().aggregator.limits.shutdown_timeout_seconds);
+        let in_flight = self.drain.in_flight();
+        tracing::info!(
+            in_flight,
+            deadline_s = deadline.as_secs(),
+            "shutting down: finishing the requests in flight"
+        );
+        let ended_in_flight = match tokio::time::timeout(deadline, self.drain.settled()).await {
+            Ok(()) => 0,
+            Err(_) => {
+                let left = self.drain.in_flight();
+                tracing::warn!(left, "shutdown deadline reached: ending the requests still in flight");
+                // Each is answered that it was ended; a moment for those answers to go out.
+                self.registry.end_calls();
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.drain.settled()).await;
+                left
+            }
+        };
+        self.shutdown().await;
+        // The sessions' streams end with the sessions; connections close after their last answer.
+        let served = match tokio::time::timeout(std::time::Duration::from_secs(5), &mut server).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(join)) => Err(std::io::Error::other(join)),
+            Err(_) => {
+                server.abort();
+                Ok(())
+            }
+        };
+        served.map(|()| ShutdownReport {
+            in_flight_at_signal: in_flight,
+            ended_in_flight,
+            took: started.elapsed(),
+        })
     }
 
     /// Ends the MCP sessions and closes every downstream connection.

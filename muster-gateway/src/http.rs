@@ -30,14 +30,22 @@ use muster_core::config::OAuthServerConfig;
 
 use crate::{meta::MetaTools, registry::Registry};
 
+pub mod guard;
+
 /// The path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
 /// The path of the health check.
 pub const HEALTH_PATH: &str = "/health";
 
-/// The gateway's HTTP routes: `/mcp` (streamable HTTP, sessions and the stateless protocol) and
-/// `/health`. Sessions end when `shutdown` is cancelled.
-pub fn router(registry: Arc<Registry>, tools: BoxToolService, shutdown: CancellationToken) -> Router {
+/// The gateway's HTTP routes: `/mcp` (streamable HTTP, sessions and the stateless protocol,
+/// behind the [request guard](guard)) and `/health`. Sessions end when `shutdown` is cancelled;
+/// `drain` counts the requests in flight and refuses new ones once a shutdown begins.
+pub fn router(
+    registry: Arc<Registry>,
+    tools: BoxToolService,
+    shutdown: CancellationToken,
+    drain: Arc<guard::Drain>,
+) -> Router {
     let aggregator = registry.config().aggregator;
     let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
     match aggregator.allowed_hosts.as_deref() {
@@ -50,9 +58,12 @@ pub fn router(registry: Arc<Registry>, tools: BoxToolService, shutdown: Cancella
             .with_allowed_origins(aggregator.allowed_origins.iter().cloned())
             .enforce_origin_validation();
     }
-    if let Some(bytes) = aggregator.max_request_body_bytes {
-        config = config.with_max_request_body_bytes(bytes);
-    }
+    config = config.with_max_request_body_bytes(aggregator.limits.max_request_body_bytes);
+    let request_guard = guard::Guard {
+        max_body_bytes: aggregator.limits.max_request_body_bytes,
+        max_json_depth: aggregator.limits.max_json_depth,
+        drain,
+    };
     let factory_registry = Arc::clone(&registry);
     let mcp = StreamableHttpService::new(
         move || Ok(MetaTools::new(Arc::clone(&factory_registry), tools.clone())),
@@ -60,10 +71,12 @@ pub fn router(registry: Arc<Registry>, tools: BoxToolService, shutdown: Cancella
         config,
     );
     let sign_in = crate::auth::routes(Arc::clone(&registry));
-    let mut mcp_router = Router::new().nest_service(
-        MCP_PATH,
-        tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp),
-    );
+    let mut mcp_router = Router::new()
+        .nest_service(
+            MCP_PATH,
+            tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp),
+        )
+        .layer(axum::middleware::from_fn_with_state(request_guard, guard::guard));
     if let Some((layer, metadata)) = front_door(&registry.config().aggregator.oauth.server) {
         mcp_router = mcp_router.layer(layer).merge(metadata);
     }

@@ -31,6 +31,7 @@ pub mod dispatch;
 pub mod events;
 mod gateway;
 pub mod http;
+pub mod limits;
 pub mod meta;
 pub mod registry;
 pub mod secrets;
@@ -42,4 +43,4 @@ pub mod upstream;
 pub mod watch;
 pub mod workflows;
 
-pub use gateway::{Gateway, GatewayError};
+pub use gateway::{Gateway, GatewayError, ShutdownReport};

@@ -262,6 +262,10 @@ pub struct Registry {
     started: std::sync::atomic::AtomicBool,
     events: EventLog,
     store: Option<ConfigStore>,
+    /// The concurrency limits of sessions and servers (`aggregator.limits`, read at start).
+    limits: Arc<crate::limits::CallLimits>,
+    /// Cancelled when a shutdown's deadline ends the calls still running.
+    calls_ended: tokio_util::sync::CancellationToken,
 }
 
 /// Which file of the config directory defined which server and workflow.
@@ -379,7 +383,10 @@ impl Registry {
                 }
             })
             .collect();
+        let limits = Arc::new(crate::limits::CallLimits::new(config.aggregator.limits.clone()));
         let registry = Arc::new(Self {
+            limits,
+            calls_ended: tokio_util::sync::CancellationToken::new(),
             config: RwLock::new(config),
             sources: std::sync::Mutex::new(Sources::default()),
             names,
@@ -714,6 +721,29 @@ impl Registry {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|p| !p.is_transport_closed());
         sessions.push(peer);
+    }
+
+    /// Ends every call still running: each answers that the gateway is shutting down (a
+    /// shutdown's deadline).
+    pub fn end_calls(&self) {
+        self.calls_ended.cancel();
+    }
+
+    /// Resolves once [`Registry::end_calls`] has been called.
+    pub async fn calls_ended(&self) {
+        self.calls_ended.cancelled().await;
+    }
+
+    /// The concurrency limits of sessions and servers.
+    pub fn call_limits(&self) -> &Arc<crate::limits::CallLimits> {
+        &self.limits
+    }
+
+    /// `conn` bounded by its server's concurrency limit: every connection to a server is
+    /// installed through here.
+    pub(crate) fn limited(&self, conn: crate::upstream::UpstreamConnection) -> SharedConnection {
+        let limiter = self.limits.server(conn.server());
+        Arc::new(conn.with_limiter(limiter))
     }
 
     /// The per-session connections of single sign-on servers.

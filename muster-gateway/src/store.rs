@@ -289,11 +289,7 @@ fn defined_name(file: &Path) -> Option<String> {
         #[serde(default)]
         name: String,
     }
-    let size = std::fs::metadata(file).ok()?.len();
-    if size > crate::config_dir::MAX_FILE_BYTES {
-        return None;
-    }
-    let text = std::fs::read_to_string(file).ok()?;
+    let text = crate::config_dir::read_small_file(file).ok()?;
     serde_saphyr::from_str::<Named>(&text).ok().map(|n| n.metadata.name)
 }
 

@@ -304,7 +304,9 @@ pub(crate) async fn supervise(
         let lost = match attempt {
             Ok(conn) => {
                 failures = 0;
-                let conn = Arc::new(conn);
+                let Some(conn) = with_registry(&registry, |r| r.limited(conn)) else {
+                    return;
+                };
                 let installed = with_registry(&registry, |r| r.install(&key, Arc::clone(&conn), connected_before));
                 if installed != Some(true) {
                     conn.close();

@@ -560,7 +560,7 @@ impl SignInService {
         let generation = self
             .book
             .put(&completed.owner, &completed.server, completed.grant.clone());
-        registry.install_session_connection(&session, &completed.server, Arc::new(conn));
+        registry.install_session_connection(&session, &completed.server, registry.limited(conn));
         self.book.mark_used(
             &session,
             &completed.server,
@@ -650,10 +650,11 @@ impl SignInService {
                 server: server.to_owned(),
                 reason,
             })?;
+        let conn = registry.limited(conn);
         if registry.session_connection(&ctx.session, server).is_some() {
-            registry.replace_session_connection(&ctx.session, server, Arc::new(conn));
+            registry.replace_session_connection(&ctx.session, server, conn);
         } else {
-            registry.install_session_connection(&ctx.session, server, Arc::new(conn));
+            registry.install_session_connection(&ctx.session, server, conn);
         }
         self.book.mark_used(&ctx.session, server, used);
         Ok(())

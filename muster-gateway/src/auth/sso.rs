@@ -194,7 +194,7 @@ impl SsoService {
         };
         match UpstreamConnection::connect(&definition, None).await {
             Ok(conn) => {
-                let conn = Arc::new(conn);
+                let conn = registry.limited(conn);
                 if registry.session_connection(session, &name).is_some() {
                     registry.replace_session_connection(session, &name, conn);
                 } else {

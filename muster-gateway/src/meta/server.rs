@@ -122,9 +122,23 @@ impl MetaTools {
         if let Some(declined) = self.await_sign_in_retry(&request, &call_ctx).await {
             return Ok(declined.into());
         }
+        // A sign-in retry's wait above holds none of the session's call slots.
+        let _slot = self
+            .registry
+            .call_limits()
+            .session_slot(&call_ctx.session)
+            .await
+            .map_err(McpError::from)?;
         let slot = ChallengeSlot::install(&mut call_ctx);
         let args = request.arguments.unwrap_or_default();
-        let result = self.run(&request.name, args, call_ctx).await;
+        let result = tokio::select! {
+            result = self.run(&request.name, args, call_ctx) => result,
+            () = self.registry.calls_ended() => Err(McpError::new(
+                muster_core::error::BUSY,
+                "the gateway shut down before the call finished (aggregator.limits.shutdownTimeoutSeconds ran out)",
+                None,
+            )),
+        };
         if let Some(progress) = progress {
             progress.flush().await;
         }

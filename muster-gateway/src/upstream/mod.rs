@@ -47,6 +47,8 @@ pub use transport::TransportError;
 
 use relay::CallRelay;
 
+use crate::limits::{CallLimiter, CallSlot};
+
 /// Why a connection to a downstream server could not be made.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -86,6 +88,7 @@ pub struct UpstreamConnection {
     cancel: CancellationToken,
     closed: watch::Receiver<Option<String>>,
     relay: CallRelay,
+    limiter: Option<Arc<CallLimiter>>,
     tools: Vec<Tool>,
     resources: Vec<Resource>,
     templates: Vec<ResourceTemplate>,
@@ -114,11 +117,15 @@ impl UpstreamConnection {
             .max(timeout);
         let relay = CallRelay::default();
         let client = UpstreamClient::new(relay.clone(), changes);
+        // A stdio server runs in a process group of its own, ended with the connection.
+        let mut process_group = None;
         let handshake = async {
             let init = |e: rmcp::service::ClientInitializeError| UpstreamError::Initialize(e.to_string());
             match server.spec.server_type {
                 Some(ServerType::Stdio) | None => {
-                    client.serve(transport::stdio(&name, &server.spec)?).await.map_err(init)
+                    let child = transport::stdio(&name, &server.spec)?;
+                    process_group = child.id();
+                    client.serve(child).await.map_err(init)
                 }
                 Some(ServerType::StreamableHttp) => client
                     .serve(transport::streamable_http(&server.spec)?)
@@ -128,12 +135,20 @@ impl UpstreamConnection {
                 Some(other) => Err(TransportError::UnsupportedType(other.to_string()).into()),
             }
         };
-        let service = tokio::time::timeout(timeout, handshake)
-            .await
-            .map_err(|_| UpstreamError::Timeout {
-                what: "MCP initialize",
-                after: timeout,
-            })??;
+        let service = match tokio::time::timeout(timeout, handshake).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => {
+                transport::end_process_group(process_group);
+                return Err(e);
+            }
+            Err(_) => {
+                transport::end_process_group(process_group);
+                return Err(UpstreamError::Timeout {
+                    what: "MCP initialize",
+                    after: timeout,
+                });
+            }
+        };
         let peer = service.peer().clone();
         let cancel = CancellationToken::new();
         let (closed_tx, closed) = watch::channel(None);
@@ -154,6 +169,8 @@ impl UpstreamConnection {
                     "closed by the gateway".to_owned()
                 }
             };
+            // The server's process is ended by now; whatever it started goes with it.
+            transport::end_process_group(process_group);
             tracing::debug!(server = %server_name, %reason, "upstream connection ended");
             let _ = closed_tx.send(Some(reason));
         });
@@ -165,6 +182,7 @@ impl UpstreamConnection {
             cancel,
             closed,
             relay,
+            limiter: None,
             tools: Vec::new(),
             resources: Vec::new(),
             templates: Vec::new(),
@@ -198,6 +216,7 @@ impl UpstreamConnection {
             cancel: self.cancel.clone(),
             closed: self.closed.clone(),
             relay: self.relay.clone(),
+            limiter: self.limiter.clone(),
             tools,
             resources,
             templates,
@@ -257,6 +276,24 @@ impl UpstreamConnection {
                 what,
                 after: self.timeout,
             })
+    }
+
+    /// Bounds the requests in flight to the server by `limiter` (shared by every connection to
+    /// the same server): a call, read or prompt takes one of its slots first.
+    pub fn with_limiter(mut self, limiter: Arc<CallLimiter>) -> Self {
+        self.limiter = Some(limiter);
+        self
+    }
+
+    /// One of the server's slots, waiting in its queue (the caller may cancel the wait).
+    async fn slot(&self, ctx: &CallContext) -> Result<Option<CallSlot>, ToolError> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(None);
+        };
+        tokio::select! {
+            slot = limiter.acquire() => slot.map(Some),
+            () = ctx.cancellation.cancelled() => Err(ToolError::Cancelled),
+        }
     }
 
     /// The MCPServer's name.
@@ -326,6 +363,7 @@ impl UpstreamConnection {
         arguments: JsonObject,
         ctx: &CallContext,
     ) -> Result<CallToolResult, ToolError> {
+        let _slot = self.slot(ctx).await?;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let remaining = ctx
@@ -430,6 +468,7 @@ impl UpstreamConnection {
     }
 
     async fn run<T>(&self, ctx: &CallContext, fut: impl Future<Output = T>) -> Result<T, ToolError> {
+        let _slot = self.slot(ctx).await?;
         let budget = match ctx.deadline {
             Some(deadline) => self
                 .timeout

@@ -54,6 +54,10 @@ pub(super) fn stdio(server: &str, spec: &MCPServerSpec) -> Result<TokioChildProc
         .ok_or(TransportError::MissingCommand)?;
     let cmd = tokio::process::Command::new(command).configure(|c| {
         c.args(&spec.args).envs(&spec.env);
+        // Its own process group: what the server starts can be ended with it, and a Ctrl-C
+        // meant for the gateway reaches the server only through the gateway's shutdown.
+        #[cfg(unix)]
+        c.process_group(0);
     });
     let (process, stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::piped())
@@ -72,6 +76,22 @@ pub(super) fn stdio(server: &str, spec: &MCPServerSpec) -> Result<TokioChildProc
         });
     }
     Ok(process)
+}
+
+/// Ends every process left in the process group of a stdio server whose own process has ended
+/// or is ending (what it started and did not stop: a shell's children, `npx`'s node). `None`
+/// (not a stdio server) does nothing.
+pub(super) fn end_process_group(group: Option<u32>) {
+    #[cfg(unix)]
+    if let Some(pid) = group
+        .and_then(|g| i32::try_from(g).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        // ESRCH: nobody is left in it, the usual case.
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    #[cfg(not(unix))]
+    let _ = group;
 }
 
 /// A streamable-HTTP client with the server's headers.

@@ -1,0 +1,317 @@
+//! The request guard of `/mcp`: refuses what the MCP service should never parse, and counts the
+//! requests in flight so that a shutdown can let them finish.
+//!
+//! - A body over `aggregator.limits.maxRequestBodyBytes` gets 413; one whose arrays and objects
+//!   nest deeper than `maxJsonDepth` gets 400. Both answer a JSON-RPC error naming the limit,
+//!   and nothing reaches the MCP service (a deep document would otherwise cost a recursive parse
+//!   and, passed on, every hop's parse after it).
+//! - Once a shutdown begins ([`Drain::begin`]), new requests get 503 while the ones in flight
+//!   finish; [`Drain::settled`] resolves when none is left (a response counts until its body
+//!   has been sent or dropped).
+//!
+//! ```
+//! use muster_gateway::http::guard::json_depth_exceeds;
+//!
+//! assert!(!json_depth_exceeds(br#"{"a": [1, {"b": "[[[["}]}"#, 3));
+//! assert!(json_depth_exceeds(b"[[[[1]]]]", 3));
+//! ```
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicUsize, Ordering},
+};
+
+use axum::{
+    body::Body,
+    extract::{Request, State},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use futures::StreamExt;
+use http::{Method, StatusCode, header};
+use serde_json::json;
+use tokio::sync::Notify;
+
+/// What the guard enforces.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    /// `maxRequestBodyBytes`.
+    pub max_body_bytes: usize,
+    /// `maxJsonDepth`.
+    pub max_json_depth: usize,
+    /// The requests in flight, and whether a shutdown has begun.
+    pub drain: Arc<Drain>,
+}
+
+/// The requests in flight of a gateway's `/mcp`, and whether it is shutting down.
+#[derive(Debug, Default)]
+pub struct Drain {
+    draining: AtomicBool,
+    in_flight: AtomicUsize,
+    idle: Notify,
+}
+
+impl Drain {
+    /// Refuses new requests from now on (503); those in flight go on.
+    pub fn begin(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+        self.idle.notify_waiters();
+    }
+
+    /// Whether a shutdown has begun.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Requests whose response has not been sent yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when no request is in flight.
+    pub async fn settled(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.in_flight() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn enter(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(Arc::clone(self))
+    }
+}
+
+/// One request in flight; dropping it counts it out.
+struct InFlight(Arc<Drain>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// The middleware (`axum::middleware::from_fn_with_state`).
+pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if guard.drain.is_draining() {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            -32000,
+            "the gateway is shutting down; retry once it is back (or against another instance)".to_owned(),
+        );
+    }
+    // The standalone stream (GET) lives as long as its session: not a request in flight.
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let in_flight = guard.drain.enter();
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, guard.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(e) if !is_length_limit(&e) => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                format!("the request body could not be read: {e}"),
+            );
+        }
+        Err(_) => {
+            return refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                format!(
+                    "the request body is larger than {} bytes (aggregator.limits.maxRequestBodyBytes)",
+                    guard.max_body_bytes
+                ),
+            );
+        }
+    };
+    if json_depth_exceeds(&bytes, guard.max_json_depth) {
+        // With the request's id, the client can match the refusal to its request.
+        return refusal_of(
+            top_level_id(&bytes),
+            StatusCode::BAD_REQUEST,
+            -32600,
+            format!(
+                "invalid request: JSON nested deeper than {} levels (aggregator.limits.maxJsonDepth)",
+                guard.max_json_depth
+            ),
+        );
+    }
+    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    let (parts, body) = response.into_parts();
+    // The count ends when the body has been sent (or dropped with its connection).
+    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
+        let _counted = &in_flight;
+        chunk
+    }));
+    Response::from_parts(parts, body)
+}
+
+fn is_length_limit(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn refusal(status: StatusCode, code: i64, message: String) -> Response {
+    refusal_of(None, status, code, message)
+}
+
+/// A JSON-RPC error answering request `id` (`null` when unknown) with HTTP `status`.
+fn refusal_of(id: Option<serde_json::Value>, status: StatusCode, code: i64, message: String) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, http::HeaderValue::from_static("5"));
+    }
+    response
+}
+
+/// The `id` member of the top-level object of `json` when it is a number or a string, found
+/// without parsing the rest (which may nest too deep to parse).
+pub fn top_level_id(json: &[u8]) -> Option<serde_json::Value> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    let mut expect_key = false;
+    while i < json.len() {
+        match json[i] {
+            b'"' => {
+                let start = i + 1;
+                i = string_end(json, start)?;
+                if depth == 1 && expect_key {
+                    let key = &json[start..i];
+                    let rest = json[i + 1..].iter().position(|b| !b.is_ascii_whitespace())? + i + 1;
+                    if key == b"id" && json.get(rest) == Some(&b':') {
+                        let value = serde_json::Deserializer::from_slice(&json[rest + 1..])
+                            .into_iter::<serde_json::Value>()
+                            .next()?
+                            .ok()?;
+                        return (value.is_number() || value.is_string()).then_some(value);
+                    }
+                }
+                expect_key = false;
+            }
+            b'{' => {
+                depth += 1;
+                expect_key = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' => expect_key = depth == 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The index of the quote that ends the string starting at `start`.
+fn string_end(json: &[u8], start: usize) -> Option<usize> {
+    let mut escaped = false;
+    for (offset, &byte) in json[start..].iter().enumerate() {
+        match byte {
+            _ if escaped => escaped = false,
+            b'\\' => escaped = true,
+            b'"' => return Some(start + offset),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether the arrays and objects of `json` nest deeper than `max` (strings, escapes included,
+/// are skipped; the text need not be valid JSON). One pass, no allocation.
+pub fn json_depth_exceeds(json: &[u8], max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &byte in json {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_counts_arrays_and_objects_but_not_strings() {
+        assert!(!json_depth_exceeds(b"{}", 1));
+        assert!(json_depth_exceeds(b"{\"a\":{}}", 1));
+        assert!(!json_depth_exceeds(br#"{"a":"{{{{\"[[["}"#, 1));
+        assert!(!json_depth_exceeds(br#"[1,[2],[3],[4]]"#, 2), "siblings do not add up");
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(json_depth_exceeds(deep.as_bytes(), 64));
+        assert!(!json_depth_exceeds(b"not json at all", 1));
+    }
+
+    #[test]
+    fn the_top_level_id_is_found_wherever_it_is() {
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        let after = format!(r#"{{"jsonrpc":"2.0","params":{{"id":"inner","x":{deep}}},"id": 42}}"#);
+        assert_eq!(top_level_id(after.as_bytes()), Some(json!(42)));
+        assert_eq!(top_level_id(br#"{"id":"a\"b","method":"m"}"#), Some(json!("a\"b")));
+        assert_eq!(top_level_id(br#"{"method":"notifications/x","params":{"id":1}}"#), None);
+        assert_eq!(
+            top_level_id(br#"{"key":"id","id":{"x":1}}"#),
+            None,
+            "an object is no id"
+        );
+        assert_eq!(top_level_id(b"[[["), None);
+    }
+
+    #[tokio::test]
+    async fn settled_waits_for_the_last_request() {
+        let drain = Arc::new(Drain::default());
+        let first = drain.enter();
+        let second = drain.enter();
+        drain.begin();
+        assert!(drain.is_draining());
+        let waiter = tokio::spawn({
+            let drain = Arc::clone(&drain);
+            async move { drain.settled().await }
+        });
+        drop(first);
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(second);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("settles once none is in flight")
+            .expect("the waiter ran");
+        assert_eq!(drain.in_flight(), 0);
+    }
+}
