@@ -141,7 +141,7 @@ pub struct FilterToolsArgs {
     pub limit: Option<u32>,
     /// Tools to skip before this page (default 0).
     pub offset: Option<u32>,
-    /// Inline toolset selectors (preset:<name>, server:<name>, workflow:<name>, tool:<name>).
+    /// Inline toolset selectors (`preset:<name>`, `server:<name>`, `workflow:<name>`, `tool:<name>`).
     pub toolset: Option<Vec<String>>,
     /// Add the known toolset presets to the response (default false).
     pub include_presets: Option<bool>,
