@@ -105,7 +105,7 @@ async fn a_yaml_bomb_and_a_100_mb_file_are_refused_without_exhausting_memory() {
     );
     for level in 1..=9 {
         let previous = format!("*a{}", level - 1);
-        let refs = vec![previous.as_str(); 9].join(", ");
+        let refs = [previous.as_str(); 9].join(", ");
         bomb.push_str(&format!("x{level}: &a{level} [{refs}]\n"));
     }
     bomb.push_str("spec:\n  steps: [{id: s, tool: core_service_list, args: {x: *a9}}]\n");
