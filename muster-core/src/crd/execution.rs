@@ -23,14 +23,14 @@ pub const WORKFLOW_STATUS_LABEL: &str = "muster.giantswarm.io/status";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowExecution {
-    /// Always [`API_VERSION`].
+    /// Always `muster.giantswarm.io/v1alpha1` ([`API_VERSION`]).
     #[serde(default = "api_version")]
     pub api_version: String,
-    /// Always [`WorkflowExecution::KIND`].
+    /// Always `WorkflowExecution` ([`WorkflowExecution::KIND`]).
     #[serde(default = "execution_kind")]
     pub kind: String,
-    /// Named by the execution UUID; labelled with [`WORKFLOW_LABEL`] and
-    /// [`WORKFLOW_STATUS_LABEL`].
+    /// Named by the execution UUID; labelled with `muster.giantswarm.io/workflow`
+    /// ([`WORKFLOW_LABEL`]) and `muster.giantswarm.io/status` ([`WORKFLOW_STATUS_LABEL`]).
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// The record.

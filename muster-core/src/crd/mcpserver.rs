@@ -13,10 +13,10 @@ use super::{API_VERSION, Condition, ObjectMeta, is_false, is_zero};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MCPServer {
-    /// Always [`API_VERSION`]; [`MCPServer::validate`] refuses another.
+    /// Always `muster.giantswarm.io/v1alpha1` ([`API_VERSION`]); [`MCPServer::validate`] refuses another.
     #[serde(default = "api_version")]
     pub api_version: String,
-    /// Always [`MCPServer::KIND`]; [`MCPServer::validate`] refuses another.
+    /// Always `MCPServer` ([`MCPServer::KIND`]); [`MCPServer::validate`] refuses another.
     #[serde(default = "mcpserver_kind")]
     pub kind: String,
     /// Name, namespace, labels and annotations.

@@ -118,7 +118,7 @@ pub struct ObjectMeta {
     /// Labels, e.g. `muster.giantswarm.io/workflow` on a WorkflowExecution.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
-    /// Annotations, e.g. [`DISPLAY_NAME_ANNOTATION`].
+    /// Annotations, e.g. `ui.giantswarm.io/display-name` ([`DISPLAY_NAME_ANNOTATION`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 }
@@ -158,7 +158,7 @@ pub enum ConditionStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// Type of the condition, e.g. [`READY_CONDITION`].
+    /// Type of the condition, e.g. `Ready` ([`READY_CONDITION`]).
     #[serde(rename = "type")]
     pub condition_type: String,
     /// Whether the condition holds.

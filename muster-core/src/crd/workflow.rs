@@ -13,10 +13,10 @@ use super::{API_VERSION, Condition, ObjectMeta, is_false, is_zero};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Workflow {
-    /// Always [`API_VERSION`]; [`Workflow::validate`] refuses another.
+    /// Always `muster.giantswarm.io/v1alpha1` ([`API_VERSION`]); [`Workflow::validate`] refuses another.
     #[serde(default = "api_version")]
     pub api_version: String,
-    /// Always [`Workflow::KIND`]; [`Workflow::validate`] refuses another.
+    /// Always `Workflow` ([`Workflow::KIND`]); [`Workflow::validate`] refuses another.
     #[serde(default = "workflow_kind")]
     pub kind: String,
     /// Name, namespace, labels and annotations. The name makes the tool `workflow_<name>`.
