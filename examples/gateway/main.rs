@@ -1,9 +1,9 @@
 //! The reference muster gateway.
 //!
 //! ```text
-//! gateway serve [--config-path DIR] [--host HOST] [--port PORT] [--debug]
+//! gateway serve [--config-path DIR] [--host HOST] [--port PORT] [--log-format text|json] [--debug|--silent]
 //! gateway demo-server [--http ADDR]
-//! gateway agent --mcp-server [--endpoint URL] [--timeout 5m] [--debug]
+//! gateway agent --mcp-server [--endpoint URL] [--timeout 5m] [--log-format text|json] [--debug|--silent]
 //! gateway list|get|call|check|events|auth ... [--endpoint URL] [-o table|wide|json|yaml]
 //! gateway completions <bash|zsh|fish|elvish|powershell>
 //! ```
@@ -12,6 +12,16 @@
 //! `mcpservers/`, `workflows/`), connects the downstream servers and serves the 13 meta-tools over
 //! streamable HTTP at `http://HOST:PORT/mcp`, with `GET /health`. It binds 127.0.0.1:8090 unless
 //! told otherwise. A file that does not load is reported and left out; the gateway still starts.
+//!
+//! Logs go to stderr: as text lines by default, as one JSON object per line with
+//! `--log-format json` (each with the fields of its spans: the MCP request's method, session,
+//! tool and outcome, the tool call's server and kind). `serve` logs at `info`, `--debug` at
+//! `debug` (downstream servers' stderr included), `--silent` errors only; `RUST_LOG`, when set,
+//! wins over both. Secrets (bearer tokens, `Authorization` and other configured headers, client
+//! secrets) are never logged, at any level. Built with the `otel` feature and with
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) set, the spans are
+//! also exported as OpenTelemetry traces over OTLP/HTTP. `GET /metrics` serves the Prometheus
+//! metrics.
 //!
 //! `demo-server` is the small demo MCP server the example configuration aggregates: over stdio by
 //! default, or over streamable HTTP with `--http 127.0.0.1:0` (it prints the URL it serves).
@@ -34,7 +44,7 @@ mod demo;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use muster::gateway::{Gateway, supervisor::SupervisorConfig};
 use tracing_subscriber::EnvFilter;
 
@@ -59,7 +69,8 @@ struct Cli {
 enum Command {
     /// Serve the gateway from a muster config directory.
     #[command(
-        after_help = "Examples:\n  gateway serve --config-path examples/config\n  gateway serve --port 9000 --debug"
+        after_help = "Examples:\n  gateway serve --config-path examples/config\n  gateway serve --port 9000 --debug\n  \
+                      gateway serve --log-format json --silent\n\nMetrics: GET http://HOST:PORT/metrics (Prometheus text)."
     )]
     Serve {
         /// The muster config directory.
@@ -71,9 +82,8 @@ enum Command {
         /// Port to bind (overrides aggregator.port).
         #[arg(long)]
         port: Option<u16>,
-        /// Log at debug level (including downstream servers' stderr).
-        #[arg(long)]
-        debug: bool,
+        #[command(flatten)]
+        log: LogArgs,
     },
     /// Run the demo MCP server (stdio, or streamable HTTP with --http).
     #[command(after_help = "Examples:\n  gateway demo-server\n  gateway demo-server --http 127.0.0.1:0")]
@@ -100,9 +110,9 @@ enum Command {
         /// (seconds) overrides it per call.
         #[arg(long, default_value = "5m", value_parser = agent::parse_duration)]
         timeout: Duration,
-        /// Log at debug level (to stderr; stdout carries MCP).
-        #[arg(long)]
-        debug: bool,
+        /// Logging (to stderr; stdout carries MCP).
+        #[command(flatten)]
+        log: LogArgs,
     },
     #[command(flatten)]
     Client(cli::ClientCommand),
@@ -127,13 +137,84 @@ fn default_config_path() -> PathBuf {
         .join("muster")
 }
 
-fn init_logging(debug: bool, quiet: &str) {
-    let default = if debug { "debug" } else { quiet };
+/// How a command logs (to stderr).
+#[derive(Debug, Clone, Args)]
+struct LogArgs {
+    /// Log lines as text or as JSON objects (one a line, with their spans' fields).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "MUSTER_LOG_FORMAT")]
+    log_format: LogFormat,
+    /// Log at debug level (including downstream servers' stderr); RUST_LOG wins when set.
+    #[arg(long, conflicts_with = "silent")]
+    debug: bool,
+    /// Log errors only; RUST_LOG wins when set.
+    #[arg(long)]
+    silent: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+/// Keeps the OpenTelemetry exporter (feature `otel`) until the command ends, then flushes it.
+struct Logging {
+    #[cfg(feature = "otel")]
+    provider: Option<muster::gateway::metrics::otel::SdkTracerProvider>,
+}
+
+impl Drop for Logging {
+    fn drop(&mut self) {
+        #[cfg(feature = "otel")]
+        if let Some(provider) = self.provider.take() {
+            let _ = provider.shutdown();
+        }
+    }
+}
+
+/// Logs to stderr as `log` says: the filter is RUST_LOG when set, else `error` with --silent,
+/// `debug` with --debug, else `normal`.
+fn init_logging(log: &LogArgs, normal: &str) -> Logging {
+    use tracing_subscriber::prelude::*;
+    let default = if log.silent {
+        "error"
+    } else if log.debug {
+        "debug"
+    } else {
+        normal
+    };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    let text =
+        (log.log_format == LogFormat::Text).then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+    let json = (log.log_format == LogFormat::Json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .with_writer(std::io::stderr)
+    });
+    let registry = tracing_subscriber::registry().with(filter).with(text).with(json);
+    #[cfg(feature = "otel")]
+    {
+        let wanted = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+            .iter()
+            .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
+        let provider = wanted
+            .then(|| muster::gateway::metrics::otel::otlp_provider("muster"))
+            .and_then(|built| built.map_err(|e| eprintln!("OpenTelemetry export is off: {e}")).ok());
+        let otel = provider
+            .as_ref()
+            .map(|p| muster::gateway::metrics::otel::layer(p, "muster-gateway"));
+        registry.with(otel).init();
+        Logging { provider }
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        registry.init();
+        Logging {}
+    }
 }
 
 #[tokio::main]
@@ -148,20 +229,20 @@ async fn main() -> ExitCode {
             config_path,
             host,
             port,
-            debug,
-        } => serve(config_path.unwrap_or_else(default_config_path), host, port, debug).await,
+            log,
+        } => serve(config_path.unwrap_or_else(default_config_path), host, port, &log).await,
         Command::DemoServer { http } => demo::run(http).await,
         Command::Agent {
             mcp_server,
             endpoint,
             timeout,
-            debug,
+            log,
         } => {
             if mcp_server {
                 // The IDE shows a server's stderr: only warnings unless asked (the agent itself
                 // explains a gateway it cannot reach; rmcp's worker would say it again, less
                 // clearly).
-                init_logging(debug, "warn,rmcp::transport::worker=off");
+                let _logging = init_logging(&log, "warn,rmcp::transport::worker=off");
                 agent::run_mcp_server(endpoint, timeout).await
             } else {
                 Err("the agent runs as an MCP server for IDEs: `gateway agent --mcp-server`".into())
@@ -182,9 +263,9 @@ async fn serve(
     config_path: PathBuf,
     host: Option<String>,
     port: Option<u16>,
-    debug: bool,
+    log: &LogArgs,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    init_logging(debug, "info");
+    let _logging = init_logging(log, "info");
     let (gateway, problems) = Gateway::from_config_dir(&config_path, SupervisorConfig::from_env())
         .map_err(|e| format!("cannot start from {}: {e}", config_path.display()))?;
     for problem in &problems {

@@ -30,6 +30,7 @@ use crate::{
     dispatch::Dispatcher,
     http,
     meta::MetaTools,
+    metrics::MetricsLayer,
     registry::{Registry, RegistryOptions},
     supervisor::SupervisorConfig,
 };
@@ -119,6 +120,9 @@ impl Gateway {
     }
 
     /// A gateway with every option: supervision, the event log and the definition store.
+    ///
+    /// Every call goes through this stack: metrics and the call's span (outermost, so refusals
+    /// are counted too), toolset enforcement, then the dispatcher.
     pub fn with_options(
         config: MusterConfig,
         servers: Vec<MCPServer>,
@@ -129,6 +133,7 @@ impl Gateway {
         let catalog: Arc<dyn CatalogSource> = Arc::clone(&registry) as Arc<dyn CatalogSource>;
         let tools = BoxToolService::new(
             tower::ServiceBuilder::new()
+                .layer(MetricsLayer::new(Arc::clone(registry.metrics()), Arc::clone(&catalog)))
                 .layer(ToolsetLayer::new(catalog, Arc::clone(registry.presets())))
                 .service(Dispatcher::new(Arc::clone(&registry))),
         );
@@ -225,7 +230,7 @@ impl Gateway {
         MetaTools::new(Arc::clone(&self.registry), self.tools.clone())
     }
 
-    /// The HTTP routes (`/mcp`, `/health`).
+    /// The HTTP routes (`/mcp`, `/health`, `/metrics`).
     pub fn router(&self) -> Router {
         http::router(
             Arc::clone(&self.registry),

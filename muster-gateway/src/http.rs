@@ -1,4 +1,5 @@
-//! The HTTP front: MCP over streamable HTTP at `/mcp` and `GET /health`, as one axum router;
+//! The HTTP front: MCP over streamable HTTP at `/mcp`, `GET /health` and the Prometheus metrics
+//! at `GET /metrics` (outside the front door's bearer check, like `/health`), as one axum router;
 //! with `aggregator.oauth.server` enabled, `/mcp` is an OAuth protected resource (bearer JWTs of
 //! the trusted issuers, RFC 9728 metadata), and with `aggregator.oauth.mcpClient` the sign-in
 //! routes are added.
@@ -13,7 +14,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use axum::{Json, Router, routing::get};
+use axum::{Json, Router, response::IntoResponse, routing::get};
 use muster_catalog::toolset::ToolsetHeaderLayer;
 use muster_core::BoxToolService;
 use rmcp::transport::{
@@ -36,6 +37,8 @@ pub mod guard;
 pub const MCP_PATH: &str = "/mcp";
 /// The path of the health check.
 pub const HEALTH_PATH: &str = "/health";
+/// The path of the Prometheus metrics ([`crate::metrics`]).
+pub const METRICS_PATH: &str = "/metrics";
 
 /// The gateway's HTTP routes: `/mcp` (streamable HTTP, sessions and the stateless protocol,
 /// behind the [request guard](guard)) and `/health`. Sessions end when `shutdown` is cancelled;
@@ -80,7 +83,12 @@ pub fn router(
     if let Some((layer, metadata)) = front_door(&registry.config().aggregator.oauth.server) {
         mcp_router = mcp_router.layer(layer).merge(metadata);
     }
+    let metrics = Arc::clone(registry.metrics());
     mcp_router
+        .route(
+            METRICS_PATH,
+            get(move |headers: http::HeaderMap| metrics_text(Arc::clone(&metrics), headers)),
+        )
         .route(HEALTH_PATH, get(move || health(Arc::clone(&registry))))
         .merge(sign_in)
 }
@@ -133,6 +141,17 @@ fn front_door(config: &OAuthServerConfig) -> Option<(BearerAuthLayer, Router)> {
     }
     let layer = BearerAuthLayer::new(validator, &protected);
     Some((layer, protected.metadata_route()))
+}
+
+/// The metrics in the format the scrape's `Accept` asks for (Prometheus text unless it names
+/// OpenMetrics).
+async fn metrics_text(metrics: Arc<crate::metrics::GatewayMetrics>, headers: http::HeaderMap) -> impl IntoResponse {
+    let format =
+        crate::metrics::TextFormat::from_accept(headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()));
+    (
+        [(http::header::CONTENT_TYPE, format.content_type())],
+        metrics.render(format),
+    )
 }
 
 async fn health(registry: Arc<Registry>) -> Json<Value> {

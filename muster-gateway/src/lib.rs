@@ -11,7 +11,8 @@
 //! - [`dispatch`]: the innermost tool service, routing calls by exposed name.
 //! - [`core_tools`]: muster's own `core_*` tools.
 //! - [`meta`]: the 13 meta-tools as an rmcp server handler.
-//! - [`http`]: `/mcp` and `/health` as an axum router.
+//! - [`http`]: `/mcp`, `/health` and `/metrics` as an axum router.
+//! - [`metrics`]: Prometheus metrics, the tool-call layer that counts and traces calls.
 //! - [`workflows`]: the `workflow_<name>` tools, their availability and their run events.
 //!
 //! ```no_run
@@ -33,6 +34,7 @@ mod gateway;
 pub mod http;
 pub mod limits;
 pub mod meta;
+pub mod metrics;
 pub mod registry;
 pub mod secrets;
 pub mod store;

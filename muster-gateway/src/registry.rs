@@ -266,6 +266,8 @@ pub struct Registry {
     limits: Arc<crate::limits::CallLimits>,
     /// Cancelled when a shutdown's deadline ends the calls still running.
     calls_ended: tokio_util::sync::CancellationToken,
+    /// The metrics served at `/metrics`.
+    metrics: Arc<crate::metrics::GatewayMetrics>,
 }
 
 /// Which file of the config directory defined which server and workflow.
@@ -384,7 +386,15 @@ impl Registry {
             })
             .collect();
         let limits = Arc::new(crate::limits::CallLimits::new(config.aggregator.limits.clone()));
+        let metrics = Arc::new(crate::metrics::GatewayMetrics::new());
+        let executions: Arc<dyn ExecutionStore> = Arc::new(crate::metrics::CountingStore::new(
+            options
+                .executions
+                .unwrap_or_else(|| Arc::new(MemoryExecutionStore::new())),
+            Arc::clone(&metrics),
+        ));
         let registry = Arc::new(Self {
+            metrics,
             limits,
             calls_ended: tokio_util::sync::CancellationToken::new(),
             config: RwLock::new(config),
@@ -395,9 +405,7 @@ impl Registry {
             workflows: RwLock::new(workflows),
             availability: RwLock::new(BTreeMap::new()),
             engine: RwLock::new(None),
-            executions: options
-                .executions
-                .unwrap_or_else(|| Arc::new(MemoryExecutionStore::new())),
+            executions,
             catalog: RwLock::new(Arc::new(Catalog::empty())),
             sessions: std::sync::Mutex::new(Vec::new()),
             session_connections: RwLock::new(BTreeMap::new()),
@@ -413,7 +421,22 @@ impl Registry {
             store: options.store,
         });
         registry.rebuild_catalog();
+        let source: std::sync::Weak<dyn crate::metrics::MetricsSource> = Arc::downgrade(&registry) as _;
+        registry.metrics.set_source(source);
         Ok(registry)
+    }
+
+    /// The metrics of this gateway (served at `/metrics`).
+    pub fn metrics(&self) -> &Arc<crate::metrics::GatewayMetrics> {
+        &self.metrics
+    }
+
+    /// Every defined server's name and state, without copying definitions (for the metrics).
+    pub fn server_states(&self) -> Vec<(String, MCPServerState)> {
+        self.read_servers()
+            .iter()
+            .map(|(name, slot)| (name.clone(), slot.runtime.state))
+            .collect()
     }
 
     /// The event log.
@@ -868,6 +891,7 @@ impl Registry {
             slot.runtime.tool_count = conn.tools().len();
             if reconnect {
                 slot.runtime.restart_count += 1;
+                self.metrics.record_reconnect(name);
             }
             tracing::info!(server = %name, tools = conn.tools().len(), "connected");
             let (reason, verb) = if reconnect {
@@ -1020,9 +1044,13 @@ impl Registry {
     /// stack, so a step is treated like a client's call), recording runs in
     /// [`Registry::executions`] and their events in the event log.
     pub fn set_tool_stack(&self, tools: BoxToolService) {
+        let events: Arc<dyn muster_workflow::engine::RunObserver> = Arc::new(EventObserver::new(self.events.clone()));
         let engine = WorkflowEngine::new(tools)
             .with_store(Arc::clone(&self.executions))
-            .with_observer(Arc::new(EventObserver::new(self.events.clone())));
+            .with_observer(Arc::new(crate::metrics::MeteredObserver::new(
+                Arc::clone(&self.metrics),
+                Some(events),
+            )));
         *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Some(engine);
     }
 

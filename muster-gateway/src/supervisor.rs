@@ -229,7 +229,10 @@ pub(crate) async fn supervise(
         });
         let (changes_tx, mut changes) = mpsc::unbounded_channel();
         let attempt = tokio::select! {
-            result = UpstreamConnection::connect(&definition, Some(changes_tx)) => Some(result),
+            result = tracing::Instrument::instrument(
+                UpstreamConnection::connect(&definition, Some(changes_tx)),
+                tracing::info_span!("upstream_connect", server = %key.name),
+            ) => Some(result),
             command = commands.recv() => {
                 match command {
                     Some(Command::Stop) => want_running = false,
@@ -399,6 +402,7 @@ pub(crate) async fn supervise(
                 };
                 tracing::warn!(server = %key.name, error = %e, failures, "connection attempt failed");
                 with_registry(&registry, |r| {
+                    r.metrics().record_connect_failure(&key.name);
                     r.emit(
                         Event::mcp_server(
                             &key.name,

@@ -38,6 +38,7 @@ pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
 
 use crate::{
     auth::challenge::{self, Consent, SignInState},
+    metrics::{CallTarget, Outcome},
     registry::Registry,
     upstream::ClientPeer,
 };
@@ -68,15 +69,28 @@ impl MetaTools {
     ///
     /// A [`DeclaredToolset`] in `ctx.extensions` scopes the call: discovery reads the catalogue
     /// intersected with it, and an invalid one is the answer of every meta-tool.
+    ///
+    /// Counted in the metrics as a call of kind `meta`.
     pub async fn call(&self, name: &str, args: JsonObject, ctx: CallContext) -> Option<CallToolResult> {
         let tool = MetaTool::from_name(name)?;
+        let started = std::time::Instant::now();
+        let result = self.run_meta(tool, args, ctx).await;
+        self.registry.metrics().record_call(
+            &CallTarget::meta(tool.name()),
+            Outcome::of_result(&result),
+            started.elapsed(),
+        );
+        Some(result)
+    }
+
+    async fn run_meta(&self, tool: MetaTool, args: JsonObject, ctx: CallContext) -> CallToolResult {
         let Scoped {
             view,
             declared,
             unmatched,
         } = match self.scoped(&ctx).await {
             Ok(scoped) => scoped,
-            Err(refusal) => return Some(error_result(refusal)),
+            Err(refusal) => return error_result(refusal),
         };
         let presets = self.registry.presets();
         let scope = Scope {
@@ -84,7 +98,7 @@ impl MetaTools {
             declared: declared.as_ref(),
             declared_unmatched: &unmatched,
         };
-        let result = match tool {
+        match tool {
             MetaTool::ListTools => json_or_error(tools::list_tools(&view, &args, scope).map(|mut page| {
                 page.servers_requiring_auth = self.registry.servers_requiring_auth(&ctx.session, None);
                 page.toolset_requiring_auth =
@@ -116,8 +130,7 @@ impl MetaTools {
             MetaTool::GetResource => self.get_resource(&view, &args, scope, &ctx).await,
             MetaTool::GetPrompt => self.get_prompt(&view, &args, scope, &ctx).await,
             MetaTool::CallTool => self.call_tool(&view, args, scope, ctx).await,
-        };
-        Some(result)
+        }
     }
 
     async fn call_tool(&self, view: &View, mut args: JsonObject, scope: Scope<'_>, ctx: CallContext) -> CallToolResult {
@@ -131,28 +144,23 @@ impl MetaTools {
             Some(_) => return error_result("arguments must be a JSON object"),
         };
         let Some(entry) = view.tool(&name) else {
-            return match scope.declared {
-                Some(toolset) if view.hides_tool(&name) => error_result(
-                    ToolError::OutsideToolset {
-                        name,
-                        selectors: toolset.declared().to_vec(),
-                    }
-                    .to_string(),
+            let started = std::time::Instant::now();
+            let target = CallTarget::of(view.catalog(), &name, &arguments);
+            let (outcome, result) = match scope.declared {
+                Some(toolset) if view.hides_tool(&name) => (
+                    Outcome::OutsideToolset,
+                    error_result(
+                        ToolError::OutsideToolset {
+                            name,
+                            selectors: toolset.declared().to_vec(),
+                        }
+                        .to_string(),
+                    ),
                 ),
-                _ => {
-                    if let Some(answer) = self.sign_in_answer(&name, &ctx).await {
-                        return answer;
-                    }
-                    if let Some(reason) = self.sso_failure(&name, &ctx) {
-                        return error_result(format!("Tool execution failed: {reason}"));
-                    }
-                    let error = self
-                        .registry
-                        .unavailable_tool(&name)
-                        .unwrap_or_else(|| ToolError::not_found(&name));
-                    error_result(format!("Tool execution failed: {error}"))
-                }
+                _ => self.refuse_unseen(&name, &ctx).await,
             };
+            self.registry.metrics().record_call(&target, outcome, started.elapsed());
+            return result;
         };
         let dispatched = DispatchedTool::of(entry, &arguments);
         match self.tools.clone().oneshot(ToolCall::new(name, arguments, ctx)).await {
@@ -160,6 +168,28 @@ impl MetaTools {
             Err(e @ ToolError::OutsideToolset { .. }) => error_result(e.to_string()),
             Err(e) => error_result(format!("Tool execution failed: {e}")),
         }
+    }
+
+    /// The answer to a call of `name`, which the session's catalogue does not have: a sign-in
+    /// answer, why single sign-on failed, its server's state, or that no such tool exists.
+    async fn refuse_unseen(&self, name: &str, ctx: &CallContext) -> (Outcome, CallToolResult) {
+        if let Some(answer) = self.sign_in_answer(name, ctx).await {
+            return (Outcome::AuthRequired, answer);
+        }
+        if let Some(reason) = self.sso_failure(name, ctx) {
+            return (
+                Outcome::Unavailable,
+                error_result(format!("Tool execution failed: {reason}")),
+            );
+        }
+        let error = self
+            .registry
+            .unavailable_tool(name)
+            .unwrap_or_else(|| ToolError::not_found(name));
+        (
+            Outcome::of_error(&error),
+            error_result(format!("Tool execution failed: {error}")),
+        )
     }
 
     /// The catalogue the request sees: the session's (after connecting what the caller's

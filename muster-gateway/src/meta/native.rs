@@ -19,6 +19,7 @@ use rmcp::{
 use tower::ServiceExt;
 
 use super::{MetaTools, Scoped, error_result};
+use crate::metrics::{CallTarget, Outcome};
 use crate::upstream::SharedConnection;
 
 /// Items per page of a native list.
@@ -66,27 +67,14 @@ impl MetaTools {
         ctx: CallContext,
     ) -> Option<CallToolResult> {
         if scoped.view.tool(name).is_none() {
-            if let Some(toolset) = &scoped.declared
-                && scoped.view.hides_tool(name)
-            {
-                return Some(error_result(
-                    ToolError::OutsideToolset {
-                        name: name.to_owned(),
-                        selectors: toolset.declared().to_vec(),
-                    }
-                    .to_string(),
-                ));
+            let started = std::time::Instant::now();
+            let (outcome, answer) = self.refuse_native(scoped, name, &ctx).await;
+            // A name nobody knows is counted by the caller, which answers it.
+            if answer.is_some() {
+                let target = CallTarget::of(scoped.view.catalog(), name, &arguments);
+                self.registry.metrics().record_call(&target, outcome, started.elapsed());
             }
-            if let Some(answer) = self.sign_in_answer(name, &ctx).await {
-                return Some(answer);
-            }
-            if let Some(reason) = self.sso_failure(name, &ctx) {
-                return Some(error_result(reason));
-            }
-            return self
-                .registry
-                .unavailable_tool(name)
-                .map(|e| error_result(e.to_string()));
+            return answer;
         }
         Some(
             match self
@@ -99,6 +87,29 @@ impl MetaTools {
                 Err(e) => error_result(e.to_string()),
             },
         )
+    }
+
+    /// The answer to a native call of `name`, which the request does not see, and its outcome.
+    async fn refuse_native(&self, scoped: &Scoped, name: &str, ctx: &CallContext) -> (Outcome, Option<CallToolResult>) {
+        if let Some(toolset) = &scoped.declared
+            && scoped.view.hides_tool(name)
+        {
+            let refusal = ToolError::OutsideToolset {
+                name: name.to_owned(),
+                selectors: toolset.declared().to_vec(),
+            };
+            return (Outcome::OutsideToolset, Some(error_result(refusal.to_string())));
+        }
+        if let Some(answer) = self.sign_in_answer(name, ctx).await {
+            return (Outcome::AuthRequired, Some(answer));
+        }
+        if let Some(reason) = self.sso_failure(name, ctx) {
+            return (Outcome::Unavailable, Some(error_result(reason)));
+        }
+        match self.registry.unavailable_tool(name) {
+            Some(e) => (Outcome::of_error(&e), Some(error_result(e.to_string()))),
+            None => (Outcome::NotFound, None),
+        }
     }
 
     /// The resource templates of the servers the session reaches, with their servers.

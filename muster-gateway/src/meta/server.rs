@@ -27,8 +27,15 @@ use rmcp::{
     service::{NotificationContext, RequestContext},
 };
 
+use std::future::Future;
+
+use tracing::{Instrument, Span, field::Empty};
+
 use super::{AUTH_STATUS_URI, INSTRUCTIONS, MetaTool, MetaTools, call_context, definitions, native::page, session_of};
-use crate::auth::challenge::{self, ChallengeSlot};
+use crate::{
+    auth::challenge::{self, ChallengeSlot},
+    metrics::{CallTarget, Outcome, log_session},
+};
 
 impl MetaTools {
     fn exposure(&self) -> muster_core::config::Exposure {
@@ -48,6 +55,7 @@ impl MetaTools {
     /// Runs tool `name` as the exposure allows: a meta-tool, or an aggregated tool directly.
     async fn run(&self, name: &str, args: JsonObject, ctx: CallContext) -> Result<CallToolResult, McpError> {
         let exposure = self.exposure();
+        let started = std::time::Instant::now();
         if exposure.meta() && MetaTool::from_name(name).is_some() {
             if let Some(result) = self.call(name, args, ctx).await {
                 return Ok(result);
@@ -58,6 +66,9 @@ impl MetaTools {
                 return Ok(result);
             }
         }
+        self.registry
+            .metrics()
+            .record_call(&CallTarget::unknown(), Outcome::NotFound, started.elapsed());
         Err(McpError::invalid_params(
             if exposure.native() {
                 format!("unknown tool {name:?}")
@@ -83,6 +94,53 @@ fn auth_status_resource() -> Resource {
              and which use your muster sign-in.",
         )
         .with_mime_type("application/json")
+}
+
+/// The span of one MCP request: its method, the session (as [`log_session`] shows it), what it
+/// names (`tool`, `uri` or `prompt`) and, once answered, its `outcome` (`ok`, `tool_error`,
+/// `input_required`, `task` or `error`). With the `otel` feature, a `traceparent` header of the
+/// HTTP request makes it a child of the caller's trace.
+fn request_span(method: &'static str, ctx: &RequestContext<RoleServer>) -> Span {
+    let parts = ctx.extensions.get::<http::request::Parts>();
+    let span = tracing::info_span!(
+        "mcp_request",
+        method,
+        session = %log_session(&session_of(parts)),
+        tool = Empty,
+        uri = Empty,
+        prompt = Empty,
+        outcome = Empty,
+    );
+    #[cfg(feature = "otel")]
+    crate::metrics::otel::adopt_remote_parent(&span, parts.map(|p| &p.headers));
+    span
+}
+
+/// Runs `handler` in `span`, recording how it was answered.
+async fn traced<T>(
+    span: Span,
+    handler: impl Future<Output = Result<T, McpError>>,
+    outcome: impl FnOnce(&T) -> &'static str,
+) -> Result<T, McpError> {
+    let result = handler.instrument(span.clone()).await;
+    let answered = match &result {
+        Ok(value) => outcome(value),
+        Err(_) => "error",
+    };
+    span.record("outcome", answered);
+    span.in_scope(|| match &result {
+        Ok(_) => tracing::debug!(outcome = answered, "request answered"),
+        Err(e) => tracing::debug!(outcome = answered, code = e.code.0, error = %e.message, "request failed"),
+    });
+    result
+}
+
+fn call_outcome(response: &CallToolResponse) -> &'static str {
+    match response {
+        CallToolResponse::Complete(result) => Outcome::of_result(result).as_str(),
+        CallToolResponse::InputRequired(_) => "input_required",
+        _ => "task",
+    }
 }
 
 fn cursor(request: Option<&PaginatedRequestParams>) -> Option<&str> {
@@ -349,7 +407,9 @@ impl ServerHandler for MetaTools {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        Box::pin(self.handle_call_tool(request, ctx)).await
+        let span = request_span("tools/call", &ctx);
+        span.record("tool", &*request.name);
+        traced(span, Box::pin(self.handle_call_tool(request, ctx)), call_outcome).await
     }
 
     async fn list_resources(
@@ -365,7 +425,9 @@ impl ServerHandler for MetaTools {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        Box::pin(self.handle_read_resource(request, ctx)).await
+        let span = request_span("resources/read", &ctx);
+        span.record("uri", request.uri.as_str());
+        traced(span, Box::pin(self.handle_read_resource(request, ctx)), |_| "ok").await
     }
 
     #[allow(
@@ -429,6 +491,8 @@ impl ServerHandler for MetaTools {
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        Box::pin(self.handle_get_prompt(request, ctx)).await
+        let span = request_span("prompts/get", &ctx);
+        span.record("prompt", request.name.as_str());
+        traced(span, Box::pin(self.handle_get_prompt(request, ctx)), |_| "ok").await
     }
 }

@@ -30,6 +30,13 @@ impl Registry {
         peers.entry(session.as_str().to_owned()).or_default().push(peer);
     }
 
+    /// How many MCP client sessions are connected now (for the metrics).
+    pub fn session_count(&self) -> usize {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|p| !p.is_transport_closed());
+        sessions.len()
+    }
+
     /// The clients of `session`.
     fn peers_of(&self, session: &SessionId) -> Vec<Peer<RoleServer>> {
         self.session_peers

@@ -94,10 +94,17 @@ pub(super) fn end_process_group(group: Option<u32>) {
     let _ = group;
 }
 
+/// The HTTP client of streamable-HTTP connections: with the `otel` feature, one that sends
+/// each message's W3C trace context as headers ([`crate::metrics::otel::TraceContextClient`]).
+#[cfg(not(feature = "otel"))]
+type HttpClient = reqwest::Client;
+#[cfg(feature = "otel")]
+type HttpClient = crate::metrics::otel::TraceContextClient;
+
 /// A streamable-HTTP client with the server's headers.
 pub(super) fn streamable_http(
     spec: &MCPServerSpec,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, TransportError> {
+) -> Result<StreamableHttpClientTransport<HttpClient>, TransportError> {
     let url = spec
         .url
         .as_deref()
@@ -111,7 +118,11 @@ pub(super) fn streamable_http(
         headers.insert(header_name, header_value);
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
-    Ok(StreamableHttpClientTransport::from_config(config))
+    #[cfg(not(feature = "otel"))]
+    let transport = StreamableHttpClientTransport::from_config(config);
+    #[cfg(feature = "otel")]
+    let transport = StreamableHttpClientTransport::with_client(crate::metrics::otel::TraceContextClient::new(), config);
+    Ok(transport)
 }
 
 /// A legacy HTTP+SSE client with the server's headers. The wait for the stream's `endpoint` event

@@ -1,0 +1,223 @@
+//! [`MetricsLayer`]: counts and times every call through a [`ToolService`](muster_core::ToolService)
+//! and runs it inside a `tool_call` span carrying the session, tool, server, kind and, when done,
+//! the outcome.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use muster_catalog::{Catalog, CatalogSource};
+//! use muster_core::{BoxToolService, CallContext, ToolCall, ToolError};
+//! use muster_gateway::metrics::{GatewayMetrics, MetricsLayer, TextFormat};
+//! use rmcp::model::{CallToolResult, ContentBlock};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let metrics = Arc::new(GatewayMetrics::new());
+//! let catalog: Arc<dyn CatalogSource> = Arc::new(|| Arc::new(Catalog::empty()));
+//! let tools = ServiceBuilder::new()
+//!     .layer(MetricsLayer::new(Arc::clone(&metrics), catalog))
+//!     .service_fn(|_call: ToolCall| async {
+//!         Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text("hi")]))
+//!     });
+//! let call = ToolCall::new("nope".to_owned(), Default::default(), CallContext::default());
+//! tools.oneshot(call).await.expect("answered");
+//! // A name the catalogue does not have is counted as `unknown`.
+//! assert!(metrics.render(TextFormat::Prometheus).contains(
+//!     r#"muster_tool_calls_total{tool="unknown",server="unknown",kind="unknown",outcome="ok"} 1"#
+//! ));
+//! # }
+//! ```
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Instant,
+};
+
+use muster_catalog::CatalogSource;
+use muster_core::{SessionId, ToolCall, ToolError};
+use pin_project_lite::pin_project;
+use rmcp::model::CallToolResult;
+use tower::{Layer, Service};
+use tracing::{Instrument, Span, instrument::Instrumented};
+
+use super::{CallTarget, GatewayMetrics, Outcome};
+
+/// Counts, times and traces the calls of the service it wraps (see the [module](self)).
+#[derive(Clone)]
+pub struct MetricsLayer {
+    metrics: Arc<GatewayMetrics>,
+    catalog: Arc<dyn CatalogSource>,
+}
+
+impl std::fmt::Debug for MetricsLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsLayer").finish_non_exhaustive()
+    }
+}
+
+impl MetricsLayer {
+    /// Records calls in `metrics`, labelled by what `catalog` says each name is (a name it does
+    /// not have is `unknown`).
+    pub fn new(metrics: Arc<GatewayMetrics>, catalog: Arc<dyn CatalogSource>) -> Self {
+        Self { metrics, catalog }
+    }
+}
+
+impl<S> Layer<S> for MetricsLayer {
+    type Service = Metered<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Metered {
+            inner,
+            metrics: Arc::clone(&self.metrics),
+            catalog: Arc::clone(&self.catalog),
+        }
+    }
+}
+
+/// The service of [`MetricsLayer`].
+#[derive(Clone)]
+pub struct Metered<S> {
+    inner: S,
+    metrics: Arc<GatewayMetrics>,
+    catalog: Arc<dyn CatalogSource>,
+}
+
+impl<S> std::fmt::Debug for Metered<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metered").finish_non_exhaustive()
+    }
+}
+
+impl<S> Metered<S> {
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S> Service<ToolCall> for Metered<S>
+where
+    S: Service<ToolCall, Response = CallToolResult, Error = ToolError>,
+{
+    type Response = CallToolResult;
+    type Error = ToolError;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let catalog = self.catalog.catalog_for(&call.ctx.session);
+        let target = CallTarget::of(&catalog, &call.name, &call.arguments);
+        drop(catalog);
+        let span = tracing::info_span!(
+            "tool_call",
+            session = %log_session(&call.ctx.session),
+            tool = %call.name,
+            server = %target.server,
+            kind = target.kind.as_str(),
+            outcome = tracing::field::Empty,
+        );
+        let inner = span.in_scope(|| self.inner.call(call));
+        ResponseFuture {
+            inner: inner.instrument(span.clone()),
+            recorder: Some(Recorder {
+                metrics: Arc::clone(&self.metrics),
+                target,
+                started: Instant::now(),
+                span,
+            }),
+        }
+    }
+}
+
+pin_project! {
+    /// The future of a [`Metered`] call: records the call when it ends, or as cancelled when it
+    /// is dropped unfinished.
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: Instrumented<F>,
+        recorder: Option<Recorder>,
+    }
+
+    impl<F> PinnedDrop for ResponseFuture<F> {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some(recorder) = this.project().recorder.take() {
+                recorder.finish(Outcome::Cancelled);
+            }
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<CallToolResult, ToolError>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let result = std::task::ready!(this.inner.poll(cx));
+        if let Some(recorder) = this.recorder.take() {
+            recorder.finish(Outcome::of(&result));
+        }
+        Poll::Ready(result)
+    }
+}
+
+/// What is needed to record one call when it ends.
+struct Recorder {
+    metrics: Arc<GatewayMetrics>,
+    target: CallTarget,
+    started: Instant,
+    span: Span,
+}
+
+impl Recorder {
+    fn finish(self, outcome: Outcome) {
+        let elapsed = self.started.elapsed();
+        self.metrics.record_call(&self.target, outcome, elapsed);
+        self.span.record("outcome", outcome.as_str());
+        self.span.in_scope(|| {
+            tracing::debug!(
+                outcome = outcome.as_str(),
+                duration_ms = elapsed.as_secs_f64() * 1000.0,
+                "tool call finished"
+            );
+        });
+    }
+}
+
+/// How a session appears in logs and spans: a transport session's id (which whoever holds it
+/// can use) as a short digest; a principal's session (already a digest), `default` and
+/// `anonymous` as they are.
+pub fn log_session(session: &SessionId) -> String {
+    let id = session.as_str();
+    if id.starts_with("principal-") || id == "default" || session.is_anonymous() {
+        return id.to_owned();
+    }
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(id.as_bytes());
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("session-{hex}")
+}

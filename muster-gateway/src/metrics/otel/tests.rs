@@ -1,0 +1,149 @@
+use std::sync::{Arc, Mutex};
+
+use muster_catalog::{Catalog, CatalogSource};
+use muster_core::{CallContext, JsonObject, ToolCall, ToolEntry, ToolError};
+use opentelemetry::trace::TraceContextExt as _;
+use opentelemetry_sdk::{
+    error::OTelSdkResult,
+    trace::{SpanData, SpanExporter},
+};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ContentBlock, InitializeRequest, InitializeRequestParams, JsonRpcRequest,
+    ListToolsRequest, NumberOrString,
+};
+use tower::{ServiceBuilder, ServiceExt};
+use tracing_subscriber::prelude::*;
+
+use super::*;
+use crate::metrics::{GatewayMetrics, MetricsLayer};
+
+/// Keeps every exported span.
+#[derive(Debug, Clone, Default)]
+struct Captured(Arc<Mutex<Vec<SpanData>>>);
+
+impl SpanExporter for Captured {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend(batch);
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn named(&self, name: &str) -> Vec<SpanData> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|s| s.name == name)
+            .cloned()
+            .collect()
+    }
+}
+
+fn attribute(span: &SpanData, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| kv.value.to_string())
+}
+
+fn provider() -> (SdkTracerProvider, Captured) {
+    let captured = Captured::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(captured.clone())
+        .build();
+    (provider, captured)
+}
+
+#[tokio::test]
+async fn a_tool_call_is_exported_as_a_span_with_its_tool_server_and_outcome() {
+    let (provider, captured) = provider();
+    let subscriber = tracing_subscriber::registry().with(layer(&provider, "muster-test"));
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let tool = rmcp::model::Tool::new("echo", "echoes", Arc::new(serde_json::Map::new()));
+    let mut builder = Catalog::builder();
+    builder.push_tool(ToolEntry::downstream("x_demo_echo", "demo", tool));
+    let catalog = Arc::new(builder.build());
+    let source: Arc<dyn CatalogSource> = Arc::new(move || Arc::clone(&catalog));
+    let service = ServiceBuilder::new()
+        .layer(MetricsLayer::new(Arc::new(GatewayMetrics::new()), source))
+        .service_fn(|_call: ToolCall| async {
+            Ok::<_, ToolError>(rmcp::model::CallToolResult::error(vec![ContentBlock::text("no")]))
+        });
+    let call = ToolCall::new("x_demo_echo".to_owned(), JsonObject::new(), CallContext::default());
+    service.oneshot(call).await.expect("answered");
+
+    let spans = captured.named("tool_call");
+    assert_eq!(spans.len(), 1, "one tool_call span exported");
+    let span = &spans[0];
+    assert_eq!(attribute(span, "tool").as_deref(), Some("x_demo_echo"));
+    assert_eq!(attribute(span, "server").as_deref(), Some("demo"));
+    assert_eq!(attribute(span, "session").as_deref(), Some("default"));
+    assert_eq!(attribute(span, "outcome").as_deref(), Some("tool_error"));
+}
+
+#[test]
+fn a_request_with_a_traceparent_continues_the_callers_trace() {
+    let (provider, captured) = provider();
+    let subscriber = tracing_subscriber::registry().with(layer(&provider, "muster-test"));
+    tracing::subscriber::with_default(subscriber, || {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            TRACEPARENT,
+            HeaderValue::from_static("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+        );
+        let span = tracing::info_span!("mcp_request");
+        adopt_remote_parent(&span, Some(&headers));
+        span.in_scope(|| {});
+    });
+    let spans = captured.named("mcp_request");
+    assert_eq!(spans.len(), 1);
+    assert_eq!(
+        spans[0].span_context.trace_id().to_string(),
+        "0af7651916cd43dd8448eb211c80319c"
+    );
+    assert_eq!(spans[0].parent_span_id.to_string(), "b7ad6b7169203331");
+}
+
+fn request(request: ClientRequest) -> ClientJsonRpcMessage {
+    ClientJsonRpcMessage::Request(JsonRpcRequest::new(NumberOrString::Number(1), request))
+}
+
+#[test]
+fn each_message_sends_its_own_trace_context_and_the_handshake_the_connections() {
+    let (provider, _captured) = provider();
+    let subscriber = tracing_subscriber::registry().with(layer(&provider, "muster-test"));
+    tracing::subscriber::with_default(subscriber, || {
+        let connect = tracing::info_span!("upstream_connect");
+        let client = connect.in_scope(TraceContextClient::new);
+        let connect_trace = connect.context().span().span_context().trace_id().to_string();
+
+        // The handshake carries the connection's context.
+        let init = request(ClientRequest::InitializeRequest(InitializeRequest::new(
+            InitializeRequestParams::default(),
+        )));
+        let headers = client.headers(&init, HashMap::new());
+        let sent = headers
+            .get(&TRACEPARENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        assert!(sent.contains(&connect_trace), "{sent} names trace {connect_trace}");
+
+        // A call carries its own (its `_meta`), set per request.
+        let call_span = tracing::info_span!("tool_call");
+        let meta = request_meta(&call_span).expect("a valid span context");
+        let mut call = ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new("echo")));
+        call.get_meta_mut().extend(meta.clone());
+        let headers = client.headers(&request(call), HashMap::new());
+        assert_eq!(
+            headers.get(&TRACEPARENT).and_then(|v| v.to_str().ok()),
+            meta.get_traceparent(),
+            "the call's own context, not the connection's"
+        );
+
+        // A message without a context of its own gets none.
+        let list = request(ClientRequest::ListToolsRequest(ListToolsRequest::default()));
+        assert!(!client.headers(&list, HashMap::new()).contains_key(&TRACEPARENT));
+    });
+}

@@ -1,0 +1,239 @@
+use std::{sync::Arc, time::Duration};
+
+use muster_catalog::{Catalog, CatalogSource};
+use muster_core::{CallContext, ToolCall, ToolEntry, ToolError, ToolKind, crd::MCPServerState};
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use tower::{ServiceBuilder, ServiceExt};
+
+use super::*;
+
+fn catalog_with(entries: Vec<ToolEntry>) -> Arc<dyn CatalogSource> {
+    let mut builder = Catalog::builder();
+    for entry in entries {
+        builder.push_tool(entry);
+    }
+    let catalog = Arc::new(builder.build());
+    Arc::new(move || Arc::clone(&catalog))
+}
+
+fn downstream(name: &str, server: &str) -> ToolEntry {
+    let tool = Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()));
+    ToolEntry::downstream(name, server, tool)
+}
+
+fn call(name: &str) -> ToolCall {
+    ToolCall::new(name.to_owned(), JsonObject::new(), CallContext::default())
+}
+
+fn sample(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix) && l[prefix.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn the_layer_counts_each_call_by_tool_server_kind_and_outcome() {
+    let metrics = Arc::new(GatewayMetrics::new());
+    let catalog = catalog_with(vec![
+        downstream("x_demo_echo", "demo"),
+        downstream("x_demo_fail", "demo"),
+    ]);
+    let service = ServiceBuilder::new()
+        .layer(MetricsLayer::new(Arc::clone(&metrics), catalog))
+        .service_fn(|call: ToolCall| async move {
+            match call.name.as_str() {
+                "x_demo_echo" => Ok(CallToolResult::success(vec![ContentBlock::text("ok")])),
+                "x_demo_fail" => Ok(CallToolResult::error(vec![ContentBlock::text("no")])),
+                _ => Err(ToolError::not_found(&call.name)),
+            }
+        });
+    for name in ["x_demo_echo", "x_demo_echo", "x_demo_fail", "x_who_knows"] {
+        let _ = service.clone().oneshot(call(name)).await;
+    }
+    let text = metrics.render(TextFormat::Prometheus);
+    let count = |labels: &str| sample(&text, &format!("muster_tool_calls_total{{{labels}}}"));
+    assert_eq!(
+        count(r#"tool="x_demo_echo",server="demo",kind="tool",outcome="ok""#),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        count(r#"tool="x_demo_fail",server="demo",kind="tool",outcome="tool_error""#),
+        Some(1.0)
+    );
+    assert_eq!(
+        count(r#"tool="unknown",server="unknown",kind="unknown",outcome="not_found""#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"muster_tool_call_duration_seconds_count{server="demo",kind="tool"}"#
+        ),
+        Some(3.0)
+    );
+}
+
+#[tokio::test]
+async fn a_call_dropped_before_it_ends_is_counted_as_cancelled() {
+    let metrics = Arc::new(GatewayMetrics::new());
+    let catalog = catalog_with(vec![downstream("x_demo_sleep", "demo")]);
+    let service = ServiceBuilder::new()
+        .layer(MetricsLayer::new(Arc::clone(&metrics), catalog))
+        .service_fn(|_call: ToolCall| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<_, ToolError>(CallToolResult::success(vec![]))
+        });
+    let answered = tokio::time::timeout(Duration::from_millis(20), service.oneshot(call("x_demo_sleep"))).await;
+    assert!(answered.is_err(), "the call should not have finished");
+    let text = metrics.render(TextFormat::Prometheus);
+    assert_eq!(
+        sample(
+            &text,
+            r#"muster_tool_calls_total{tool="x_demo_sleep",server="demo",kind="tool",outcome="cancelled"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+#[test]
+fn outcomes_follow_the_tool_errors() {
+    assert_eq!(Outcome::of_error(&ToolError::Cancelled), Outcome::Cancelled);
+    assert_eq!(
+        Outcome::of_error(&ToolError::Timeout {
+            after: Duration::from_secs(1)
+        }),
+        Outcome::Timeout
+    );
+    assert_eq!(
+        Outcome::of_error(&ToolError::Busy {
+            scope: "server demo".into(),
+            in_flight: 1,
+            waited: Duration::ZERO,
+            limit_key: "maxQueuedCalls",
+        }),
+        Outcome::Busy
+    );
+    assert_eq!(
+        Outcome::of_error(&ToolError::ServerUnavailable {
+            server: "demo".into(),
+            reason: "Failed".into()
+        }),
+        Outcome::Unavailable
+    );
+    assert_eq!(
+        Outcome::of_error(&ToolError::Internal { source: "boom".into() }),
+        Outcome::Error
+    );
+}
+
+#[test]
+fn core_tools_and_workflows_run_on_muster_and_family_tools_on_their_member() {
+    let mut builder = Catalog::builder();
+    let core = Tool::new("core_service_list", "d", Arc::new(serde_json::Map::new()));
+    builder.push_tool(ToolEntry::builtin(ToolKind::Core, core));
+    let family = muster_core::FamilyRoute::new(
+        "k8s",
+        "cluster",
+        [
+            ("prod".to_owned(), "get".to_owned()),
+            ("dev".to_owned(), "get".to_owned()),
+        ]
+        .into(),
+    );
+    let tool = Tool::new("x_k8s_get", "d", Arc::new(serde_json::Map::new()));
+    let mut entry = ToolEntry::downstream("x_k8s_get", "prod", tool);
+    entry.family = Some(Arc::new(family));
+    builder.push_tool(entry);
+    let catalog = builder.build();
+
+    let core = CallTarget::of(&catalog, "core_service_list", &JsonObject::new());
+    assert_eq!((core.server.as_str(), core.kind), ("muster", CallKind::Core));
+    let mut args = JsonObject::new();
+    args.insert("cluster".into(), "dev".into());
+    assert_eq!(CallTarget::of(&catalog, "x_k8s_get", &args).server, "dev");
+    args.insert("cluster".into(), "elsewhere".into());
+    assert_eq!(CallTarget::of(&catalog, "x_k8s_get", &args).server, "unknown");
+    assert_eq!(CallTarget::of(&catalog, "x_nope", &args), CallTarget::unknown());
+}
+
+#[derive(Debug)]
+struct Fixed(GaugeSnapshot);
+
+impl MetricsSource for Fixed {
+    fn gauge_snapshot(&self) -> GaugeSnapshot {
+        self.0.clone()
+    }
+}
+
+#[test]
+fn gauges_are_read_from_the_source_at_each_render() {
+    let metrics = GatewayMetrics::new();
+    assert!(!metrics.render(TextFormat::Prometheus).contains("muster_sessions"));
+    let source: Arc<dyn MetricsSource> = Arc::new(Fixed(GaugeSnapshot {
+        upstreams: vec![("demo".into(), MCPServerState::Running)],
+        catalog_tools: 7,
+        catalog_resources: 2,
+        catalog_prompts: 1,
+        sessions: 3,
+    }));
+    metrics.set_source(Arc::downgrade(&source));
+    let text = metrics.render(TextFormat::Prometheus);
+    assert_eq!(sample(&text, "muster_catalog_tools"), Some(7.0), "{text}");
+    assert_eq!(sample(&text, "muster_sessions"), Some(3.0));
+    assert_eq!(
+        sample(&text, r#"muster_upstream_state{server="demo",state="Running"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, r#"muster_upstream_state{server="demo",state="Failed"}"#),
+        Some(0.0)
+    );
+    drop(source);
+    assert!(!metrics.render(TextFormat::Prometheus).contains("muster_sessions"));
+}
+
+#[test]
+fn openmetrics_ends_with_eof_and_prometheus_text_does_not() {
+    let metrics = GatewayMetrics::new();
+    metrics.record_store_error();
+    let open = metrics.render(TextFormat::OpenMetrics);
+    assert!(open.ends_with("# EOF\n"), "{open}");
+    assert!(open.contains("muster_workflow_execution_store_errors_total 1"));
+    assert!(!metrics.render(TextFormat::Prometheus).contains("# EOF"));
+    assert_eq!(
+        TextFormat::from_accept(Some("application/openmetrics-text;version=1.0.0,text/plain;q=0.5")),
+        TextFormat::OpenMetrics
+    );
+    assert_eq!(TextFormat::from_accept(None), TextFormat::Prometheus);
+}
+
+#[test]
+fn the_record_store_counts_its_errors() {
+    use muster_workflow::record::{ExecutionStore, MemoryExecutionStore};
+    let metrics = Arc::new(GatewayMetrics::new());
+    let store = CountingStore::new(Arc::new(MemoryExecutionStore::new()), Arc::clone(&metrics));
+    assert!(store.get("no-such-run").is_ok());
+    // A record without a name is refused by every store.
+    let nameless = muster_core::crd::WorkflowExecution::new(
+        "",
+        muster_core::crd::WorkflowExecutionSpec::started("w", chrono::Utc::now()),
+    );
+    assert!(store.put(&nameless).is_err());
+    let text = metrics.render(TextFormat::Prometheus);
+    assert_eq!(
+        sample(&text, "muster_workflow_execution_store_errors_total"),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+#[test]
+fn transport_session_ids_are_logged_as_digests() {
+    let raw = muster_core::SessionId::new("3f0c1d9a-secret-session");
+    let shown = log_session(&raw);
+    assert!(shown.starts_with("session-") && !shown.contains("secret"), "{shown}");
+    assert_eq!(log_session(&muster_core::SessionId::default()), "default");
+}
