@@ -16,7 +16,8 @@
 //!   `X-muster-Toolset` header follows (its value up to the first `\n`); bit 2 exposure `both`
 //!   (meta-tools and native tools) instead of `meta`; bit 3 the client declares URL and form
 //!   elicitation; bits 4-5 the mode:
-//!   - 0: the body is sent as is (any JSON-RPC message, or none);
+//!   - 0: the body is sent as is (any JSON-RPC message, or none; a stateless one gets the
+//!     `Mcp-Method` and `Mcp-Name` headers its method and name call for);
 //!   - 1: `tools/call` of the meta-tool chosen by byte 1, with the body as its `arguments`;
 //!   - 2: `tools/call` of `call_tool`, running the core or workflow tool chosen by byte 1 with the
 //!     body as that tool's `arguments`;
@@ -36,6 +37,7 @@ use std::{
 };
 
 use axum::{Router, body::Body};
+use base64::{Engine, prelude::BASE64_STANDARD};
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use libfuzzer_sys::fuzz_target;
@@ -354,8 +356,15 @@ fn stateless_meta(elicitation: bool) -> Value {
     })
 }
 
+/// With `MUSTER_FUZZ_DEBUG` set, every request and answer is printed (to see what an input does:
+/// `MUSTER_FUZZ_DEBUG=1 fuzz/target/x86_64-unknown-linux-gnu/release/jsonrpc_meta <file>`).
+static DEBUG: LazyLock<bool> = LazyLock::new(|| std::env::var_os("MUSTER_FUZZ_DEBUG").is_some());
+
 /// A POST of `body` to `/mcp` as a client sends it.
 fn post(body: Vec<u8>, session: Option<&HeaderValue>, version: &str, toolset: Option<&[u8]>) -> Request<Body> {
+    if *DEBUG {
+        eprintln!("-> {}", String::from_utf8_lossy(&body));
+    }
     let mut request = Request::post("/mcp")
         .header(header::HOST, "127.0.0.1")
         .header(header::CONTENT_TYPE, "application/json")
@@ -367,7 +376,50 @@ fn post(body: Vec<u8>, session: Option<&HeaderValue>, version: &str, toolset: Op
     if let Some(value) = toolset.and_then(|t| HeaderValue::from_bytes(t).ok()) {
         request = request.header("x-muster-toolset", value);
     }
+    if version >= STANDARD_HEADERS_VERSION {
+        for (name, value) in standard_headers(&body) {
+            request = request.header(name, value);
+        }
+    }
     request.body(Body::from(body)).expect("a valid request")
+}
+
+/// The first protocol version whose requests carry the SEP-2243 routing headers.
+const STANDARD_HEADERS_VERSION: &str = "2026-07-28";
+
+/// The SEP-2243 headers a 2026-07-28 client sends with `body`: `Mcp-Method`, and `Mcp-Name` for
+/// the methods that name a tool, prompt, resource or task (Base64 in the `=?base64?...?=`
+/// form when the value is not plain visible ASCII). None for a body that is not a JSON object.
+fn standard_headers(body: &[u8]) -> Vec<(&'static str, String)> {
+    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let Some(method) = message.get("method").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let mut headers = vec![("mcp-method", header_value(method))];
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return headers,
+    };
+    if let Some(name) = message.get("params").and_then(|p| p.get(key)).and_then(Value::as_str) {
+        headers.push(("mcp-name", header_value(name)));
+    }
+    headers
+}
+
+fn header_value(value: &str) -> String {
+    let plain = !value.starts_with([' ', '\t'])
+        && !value.ends_with([' ', '\t'])
+        && value.chars().all(|c| (' '..='~').contains(&c))
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    if plain {
+        value.to_owned()
+    } else {
+        format!("=?base64?{}?=", BASE64_STANDARD.encode(value))
+    }
 }
 
 /// Sends `request`; the answer's status, headers and whole body, checked.
@@ -386,6 +438,9 @@ async fn send(router: &Router, request: Request<Body>) -> (Response<()>, Vec<u8>
         .expect("the answer's body reads")
         .to_bytes()
         .to_vec();
+    if *DEBUG {
+        eprintln!("<- {} {}", parts.status, String::from_utf8_lossy(&body));
+    }
     let is_sse = parts
         .headers
         .get(header::CONTENT_TYPE)
