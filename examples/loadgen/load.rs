@@ -21,7 +21,7 @@ use crate::{BoxError, procfs};
 pub(crate) type Session = RunningService<RoleClient, ()>;
 
 /// How long one call may take before it counts as an error.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How many sessions are initialized at once.
 const CONNECT_PARALLELISM: usize = 25;
@@ -70,7 +70,7 @@ pub(crate) enum Call {
 
 impl Call {
     /// The request that echoes `message`.
-    fn request(&self, message: &str) -> CallToolRequestParams {
+    pub(crate) fn request(&self, message: &str) -> CallToolRequestParams {
         let echo = object(json!({ "message": message }));
         match self {
             Self::Echo => CallToolRequestParams::new("echo").with_arguments(echo),
@@ -81,7 +81,7 @@ impl Call {
     }
 
     /// Whether `result` is the echo of `message` (for `call_tool`, the envelope holds it).
-    fn answered(&self, result: &CallToolResult, message: &str) -> bool {
+    pub(crate) fn answered(&self, result: &CallToolResult, message: &str) -> bool {
         if result.is_error == Some(true) {
             return false;
         }

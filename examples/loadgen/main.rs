@@ -7,6 +7,7 @@
 //! cargo run --release --example loadgen -- matrix --reps 1 --scale 10 --skip-extras   # smoke test
 //! cargo run --release --example loadgen -- run --url http://127.0.0.1:8090/mcp \
 //!     --sessions 10 --calls 2000 --call-tool echo --pid gateway=1234
+//! cargo run --release --example loadgen -- soak            # issue 8: 100 sessions, 5 minutes
 //! ```
 //!
 //! `matrix` builds the `gateway` and `echo_server` examples (same profile; `--no-build` skips
@@ -31,6 +32,9 @@
 //! `run` sends one load to a server that is already running (loopback only) and prints one row;
 //! `--pid name=PID` (repeatable) names the processes whose CPU time it measures.
 //!
+//! `soak` runs many sessions through the gateway for minutes while its downstream servers are
+//! killed and come back, and reports the gateway's RSS and descriptors over time (`soak.rs`).
+//!
 //! Numbers and the command that produced them: `benches/README.md`.
 
 #![allow(clippy::print_stdout)]
@@ -46,6 +50,7 @@ mod matrix;
 mod nodelay;
 mod procfs;
 mod procs;
+mod soak;
 
 use std::time::Duration;
 
@@ -67,6 +72,8 @@ enum Command {
     Matrix(MatrixArgs),
     /// One load against a running server.
     Run(RunArgs),
+    /// The soak test: sessions calling tools for minutes while downstream servers are killed.
+    Soak(SoakArgs),
     /// The reference gateway's `serve` with TCP_NODELAY (started by `matrix`).
     #[command(hide = true)]
     ServeGatewayNodelay {
@@ -143,6 +150,43 @@ struct RunArgs {
     /// Stop issuing calls after this many seconds.
     #[arg(long, default_value_t = 120)]
     max_secs: u64,
+}
+
+#[derive(Debug, Args)]
+struct SoakArgs {
+    /// Length of the load, in seconds (the kills come at 1/3 and 2/3 of it).
+    #[arg(long, default_value_t = 300)]
+    seconds: u64,
+    /// Concurrent sessions.
+    #[arg(long, default_value_t = 100)]
+    sessions: usize,
+    /// The warm-up, in seconds: RSS and descriptors are compared with the sample at its end.
+    #[arg(long, default_value_t = 60)]
+    warmup_secs: u64,
+    /// Seconds between samples of the gateway's RSS and descriptors.
+    #[arg(long, default_value_t = 5)]
+    sample_secs: u64,
+    /// Seconds the HTTP echo server stays down after each kill.
+    #[arg(long, default_value_t = 5)]
+    down_secs: u64,
+    /// Leave out the demo server.
+    #[arg(long)]
+    no_demo: bool,
+    /// The gateway's MUSTER_MCPSERVER_INITIAL_BACKOFF (e.g. 1s); its default (30 s) otherwise.
+    #[arg(long)]
+    backoff: Option<String>,
+    /// Allowed change of RSS from the end of the warm-up to the end, as a fraction.
+    #[arg(long, default_value_t = 0.10)]
+    rss_tolerance: f64,
+    /// Allowed change of the open descriptors from the end of the warm-up to the end.
+    #[arg(long, default_value_t = 10)]
+    fd_tolerance: usize,
+    /// Where the gateway's log is copied.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/target/loadgen-soak-gateway.log"))]
+    keep_log: std::path::PathBuf,
+    /// Do not build the gateway and echo_server examples first.
+    #[arg(long)]
+    no_build: bool,
 }
 
 /// The most sessions and calls per session one run may ask for.
@@ -250,11 +294,37 @@ async fn run_matrix(args: MatrixArgs) -> Result<(), BoxError> {
     Ok(())
 }
 
+async fn run_soak(args: SoakArgs) -> Result<(), BoxError> {
+    if cfg!(debug_assertions) {
+        eprintln!("[loadgen] warning: a debug build runs debug binaries; use --release");
+    }
+    if args.sessions == 0 || args.sessions > MAX_SESSIONS || args.seconds < 3 || args.sample_secs == 0 {
+        return Err(format!("sessions must be 1..={MAX_SESSIONS}, seconds at least 3, sample-secs at least 1").into());
+    }
+    let bins = procs::Binaries::locate(!args.no_build)?;
+    let opts = soak::SoakOptions {
+        duration: Duration::from_secs(args.seconds),
+        sessions: args.sessions,
+        warmup: Duration::from_secs(args.warmup_secs),
+        sample: Duration::from_secs(args.sample_secs),
+        down: Duration::from_secs(args.down_secs),
+        demo: !args.no_demo,
+        backoff: args.backoff,
+        rss_tolerance: args.rss_tolerance,
+        fd_tolerance: args.fd_tolerance,
+        keep_log: args.keep_log,
+    };
+    let report = soak::run(bins, opts).await?;
+    println!("{report}");
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     match Cli::parse().command {
         Command::Matrix(args) => run_matrix(args).await,
         Command::Run(args) => run_one(args).await,
+        Command::Soak(args) => run_soak(args).await,
         Command::ServeGatewayNodelay { config_path, port } => nodelay::serve(&config_path, port).await,
     }
 }

@@ -1,8 +1,8 @@
 //! What the load generator reads from `/proc`: a process's CPU time (`utime + stime` of
 //! `/proc/<pid>/stat`, all its threads, exited ones included), its resident set (`VmRSS`), its
-//! open file descriptors, and its children.
+//! open file descriptors (and their kinds), its children and its command line.
 
-use std::{fs, sync::OnceLock, time::Duration};
+use std::{collections::BTreeMap, fs, sync::OnceLock, time::Duration};
 
 /// Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`; 100 on Linux).
 fn clock_ticks() -> u64 {
@@ -60,6 +60,20 @@ pub(crate) fn fd_count(pid: u32) -> Option<usize> {
 
 /// The pids of `parent`'s live children.
 pub(crate) fn children(parent: u32) -> Vec<u32> {
+    child_states(parent)
+        .into_iter()
+        .filter(|(_, state)| state != "Z")
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// How many of `parent`'s children are zombies (exited, not reaped).
+pub(crate) fn zombie_children(parent: u32) -> usize {
+    child_states(parent).iter().filter(|(_, state)| state == "Z").count()
+}
+
+/// `parent`'s children with their state (`R`, `S`, `Z`, ...).
+fn child_states(parent: u32) -> Vec<(u32, String)> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -67,9 +81,49 @@ pub(crate) fn children(parent: u32) -> Vec<u32> {
     entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|name| name.bytes().all(|b| b.is_ascii_digit()))
-        .filter(|pid| {
-            stat_fields(pid).is_some_and(|f| f.first().is_some_and(|s| s != "Z") && f.get(1) == Some(&parent))
+        .filter_map(|pid| {
+            let fields = stat_fields(&pid)?;
+            if fields.get(1) != Some(&parent) {
+                return None;
+            }
+            Some((pid.parse().ok()?, fields.first()?.clone()))
         })
-        .filter_map(|pid| pid.parse().ok())
         .collect()
+}
+
+/// The command line of `pid`, its arguments joined by spaces.
+pub(crate) fn cmdline(pid: u32) -> Option<String> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    Some(args.join(" "))
+}
+
+/// `pid`'s open file descriptors by kind: `socket`, `pipe`, `anon_inode:[eventpoll]` and the
+/// like, `file` (a path), `/dev/null`.
+pub(crate) fn fd_kinds(pid: u32) -> BTreeMap<String, usize> {
+    let mut kinds = BTreeMap::new();
+    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return kinds;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let Ok(target) = fs::read_link(entry.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy().into_owned();
+        let kind = if target.starts_with("socket:") {
+            "socket".to_owned()
+        } else if target.starts_with("pipe:") {
+            "pipe".to_owned()
+        } else if target.starts_with("anon_inode:") || target.starts_with("/dev/") {
+            target
+        } else {
+            "file".to_owned()
+        };
+        *kinds.entry(kind).or_insert(0) += 1;
+    }
+    kinds
 }

@@ -101,10 +101,24 @@ impl Proc {
         procfs::rss_kib(self.pid)
     }
 
-    /// Kills the process and waits for it.
+    /// Kills the process (SIGKILL) and waits for it.
     pub(crate) async fn stop(mut self) {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
+    }
+
+    /// Sends SIGTERM and waits up to `grace` for the process to exit (then kills it): its exit
+    /// status, `None` if it had to be killed.
+    pub(crate) async fn terminate(mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if sent && let Ok(Ok(status)) = tokio::time::timeout(grace, self.child.wait()).await {
+            return Some(status);
+        }
+        self.stop().await;
+        None
     }
 }
 
@@ -120,8 +134,14 @@ pub(crate) struct EchoHttp {
 impl EchoHttp {
     /// Starts `echo_server --http 127.0.0.1:0` and reads the URL it prints.
     pub(crate) async fn start(bins: &Binaries) -> Result<Self, BoxError> {
+        Self::start_on(bins, "127.0.0.1:0").await
+    }
+
+    /// Starts `echo_server --http ADDR` (a fixed port: a restarted server comes back at the same
+    /// URL) and reads the URL it prints.
+    pub(crate) async fn start_on(bins: &Binaries, addr: &str) -> Result<Self, BoxError> {
         let mut cmd = Command::new(&bins.echo);
-        cmd.args(["--http", "127.0.0.1:0"])
+        cmd.args(["--http", addr])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -150,7 +170,13 @@ pub(crate) enum Downstream {
         /// The seed of its synthetic tools.
         seed: u64,
     },
+    /// The reference gateway's demo server (`gateway demo-server`) over stdio, always named
+    /// `demo`.
+    Demo,
 }
+
+/// The tools of the demo server (`examples/gateway/demo.rs`).
+const DEMO_TOOLS: usize = 6;
 
 /// Which gateway process serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +210,9 @@ impl GatewaySpec {
 
     /// The name of downstream server `i`.
     pub(crate) fn server_name(&self, i: usize) -> String {
-        if self.servers.len() == 1 {
+        if matches!(self.servers.get(i), Some(Downstream::Demo)) {
+            "demo".to_owned()
+        } else if self.servers.len() == 1 {
             "echo".to_owned()
         } else {
             format!("echo{i}")
@@ -198,6 +226,7 @@ impl GatewaySpec {
             .map(|s| match s {
                 Downstream::Http(_) => 1,
                 Downstream::Stdio { tools, .. } => (*tools).max(1),
+                Downstream::Demo => DEMO_TOOLS,
             })
             .sum()
     }
@@ -221,7 +250,7 @@ pub(crate) struct GatewayProc {
 
 /// A free loopback port (bound and released: another process could take it in between, which
 /// does not happen on a benchmark machine in practice).
-fn free_port() -> Result<u16, BoxError> {
+pub(crate) fn free_port() -> Result<u16, BoxError> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -255,6 +284,14 @@ fn write_config(dir: &Path, port: u16, spec: &GatewaySpec, bins: &Binaries) -> R
                     yaml_str(&command)
                 )?;
             }
+            Downstream::Demo => {
+                let command = bins.gateway.display().to_string();
+                writeln!(
+                    doc,
+                    "  type: stdio\n  autoStart: true\n  command: {}\n  args: [\"demo-server\"]\n  timeout: 60",
+                    yaml_str(&command)
+                )?;
+            }
         }
         std::fs::write(servers.join(format!("{name}.yaml")), doc)?;
     }
@@ -264,6 +301,15 @@ fn write_config(dir: &Path, port: u16, spec: &GatewaySpec, bins: &Binaries) -> R
 impl GatewayProc {
     /// Writes the config directory and starts `gateway serve` on it (not waiting for readiness).
     pub(crate) fn start(bins: &Binaries, spec: GatewaySpec) -> Result<Self, BoxError> {
+        Self::start_with_env(bins, spec, &[])
+    }
+
+    /// The same, with these environment variables set for the gateway.
+    pub(crate) fn start_with_env(
+        bins: &Binaries,
+        spec: GatewaySpec,
+        env: &[(String, String)],
+    ) -> Result<Self, BoxError> {
         let dir = tempfile::Builder::new().prefix("muster-loadgen-").tempdir()?;
         let port = free_port()?;
         write_config(dir.path(), port, &spec, bins)?;
@@ -283,6 +329,7 @@ impl GatewayProc {
         cmd.arg("--config-path")
             .arg(dir.path())
             .args(["--port", &port.to_string()])
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
@@ -347,6 +394,11 @@ impl GatewayProc {
         Some(total == servers && ready == servers)
     }
 
+    /// The gateway's log (its stderr), in the config directory.
+    pub(crate) fn log_path(&self) -> PathBuf {
+        self.dir.path().join("gateway.log")
+    }
+
     /// The pids of the gateway's stdio downstream servers.
     pub(crate) fn downstream_pids(&self) -> Vec<u32> {
         procfs::children(self.proc.pid)
@@ -355,6 +407,12 @@ impl GatewayProc {
     /// Stops the gateway (its stdio servers see their stdin close and exit).
     pub(crate) async fn stop(self) {
         self.proc.stop().await;
+    }
+
+    /// Stops the gateway with SIGTERM (its graceful shutdown), killing it after `grace`: its
+    /// exit status, `None` if it had to be killed.
+    pub(crate) async fn terminate(self, grace: Duration) -> Option<std::process::ExitStatus> {
+        self.proc.terminate(grace).await
     }
 }
 
