@@ -6,10 +6,30 @@
 //! | module | crate | what it is |
 //! |---|---|---|
 //! | [`core`] | `muster-core` | the shared model: entries, names, `ToolCall`/`ToolService`, CRDs, config, errors |
-//! | [`catalog`] | `muster-catalog` | the catalogue: paging, discovery, description of tools, resources, prompts |
-//! | [`workflow`] | `muster-workflow` | workflows: dependency analysis (the engine is to come) |
-//! | [`auth`] | `muster-auth` | sign-in to downstream servers (to come) |
+//! | [`catalog`] | `muster-catalog` | the catalogue: paging, BM25F discovery, toolsets and their tower layers |
+//! | [`workflow`] | `muster-workflow` | workflows: templates, the engine that runs them through a `ToolService`, execution records |
+//! | [`auth`] | `muster-auth` | sign-in to downstream servers, the front door (`BearerAuthLayer`), token exchange |
 //! | [`gateway`] | `muster-gateway` | composition: upstream connections, registry, core tools, meta-tools, HTTP |
+//!
+//! A tool call is a tower `Service`: the gateway's whole stack can be called without HTTP.
+//!
+//! ```
+//! use muster::core::{CallContext, JsonObject, ToolCall, config::MusterConfig};
+//! use muster::gateway::Gateway;
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let gateway = Gateway::new(MusterConfig::default(), Vec::new(), Vec::new())?;
+//! gateway.start().await;
+//! let call = ToolCall::new("core_service_list", JsonObject::new(), CallContext::default());
+//! let services = gateway.tools().oneshot(call).await?;
+//! assert_ne!(services.is_error, Some(true));
+//! gateway.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Serving it is one more step (`Gateway::serve` adds a graceful shutdown):
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,6 +42,15 @@
 //! axum::serve(listener, gateway.router()).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! The guide `docs/composing.md` shows how to build a stack of your own from the pieces
+//! (`examples/compose`) and how to write a layer; `docs/config-reference.md` lists every
+//! `config.yaml` key and CRD field.
+
+/// The Rust blocks of `docs/composing.md`, compiled and run as doc tests so the guide cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/composing.md")]
+pub struct ComposingGuide;
 
 pub use muster_auth as auth;
 pub use muster_catalog as catalog;

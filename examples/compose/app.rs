@@ -1,0 +1,315 @@
+//! The composition of the compose example: everything but the listener, so a test can run it.
+//!
+//! ```text
+//! HTTP /mcp  -> [BearerAuthLayer]  front door (optional): a bearer JWT of a trusted issuer
+//!            -> ToolsetHeaderLayer X-muster-Toolset into the request
+//!            -> StreamableHttpService(Front)   our MCP server: tools/list, tools/call, filter_tools
+//! ToolCall   -> AuditLayer         our own layer: records every call and its outcome
+//!            -> ToolsetLayer       refuses a tool outside the request's toolset
+//!            -> CoreToolLayer      our own core tool, core_whoami
+//!            -> Dispatcher         downstream tools (x_notes_*) and the gateway's core_* tools
+//! ```
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::{Router, routing::get};
+use muster::{
+    auth::{
+        jwt::{JwtValidator, TrustedIssuer},
+        resource::{BearerAuthLayer, ProtectedResource},
+    },
+    catalog::{
+        Catalog, CatalogSource, View,
+        tools::{self, Scope},
+        toolset::{DeclaredToolset, InlineToolset, Presets, ToolsetHeaderLayer, ToolsetLayer, resolve},
+    },
+    core::{
+        BoxError, BoxToolService, CallContext, SessionId, ToolCall, ToolEntry,
+        config::MusterConfig,
+        crd::{MCPServer, MCPServerSpec, ServerType},
+    },
+    gateway::{
+        dispatch::Dispatcher,
+        meta::{call_context, definitions},
+        registry::{Registry, RegistryOptions},
+    },
+};
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    },
+    service::RequestContext,
+    transport::{
+        StreamableHttpServerConfig, StreamableHttpService, streamable_http_server::session::local::LocalSessionManager,
+    },
+};
+use tokio_util::sync::CancellationToken;
+use tower::{ServiceBuilder, ServiceExt};
+
+use crate::{
+    layers::{AuditLayer, AuditLog, CoreToolLayer},
+    notes::{self, Downstream},
+    whoami,
+};
+
+/// Front-door protection of `/mcp`: bearer JWTs of `issuer`, issued for `resource`.
+#[derive(Debug, Clone)]
+pub(crate) struct FrontDoor {
+    /// The trusted issuer (its keys are discovered from its metadata).
+    pub(crate) issuer: String,
+    /// This endpoint's URL, the audience tokens must name.
+    pub(crate) resource: String,
+}
+
+/// The composed gateway: its HTTP routes and what a caller may want to inspect or stop.
+#[derive(Debug)]
+pub(crate) struct Composed {
+    /// `/mcp` and `/health` (and the front door's metadata route, when protected).
+    pub(crate) router: Router,
+    /// The connections to downstream servers and the catalogue built from them.
+    pub(crate) registry: Arc<Registry>,
+    /// What the audit layer recorded.
+    pub(crate) audit: AuditLog,
+    /// Cancel it to end the MCP sessions (their streams), so a graceful shutdown can finish.
+    pub(crate) end_sessions: CancellationToken,
+    downstream: Downstream,
+}
+
+impl Composed {
+    /// Closes the downstream connections and stops the in-process downstream.
+    pub(crate) async fn shutdown(self) {
+        self.end_sessions.cancel();
+        self.registry.shutdown().await;
+        self.downstream.stop().await;
+    }
+}
+
+/// Starts the notes downstream, connects to it and assembles the stack.
+pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, BoxError> {
+    // 1. The downstream: an rmcp server of this process, on a loopback port.
+    let downstream = notes::serve().await?;
+
+    // 2. The registry: connections to the downstream servers, the gateway's own core tools and
+    //    the catalogue built from them. `start` returns once each server made its first attempt.
+    let spec = MCPServerSpec {
+        server_type: Some(ServerType::StreamableHttp),
+        url: Some(downstream.url.clone()),
+        ..MCPServerSpec::default()
+    };
+    let servers = vec![MCPServer::new("notes", spec)];
+    let registry = Registry::new(MusterConfig::default(), servers, Vec::new(), RegistryOptions::default())?;
+    registry.start().await;
+
+    // 3. The catalogue callers see: the registry's, with our own core tool next to the others.
+    let catalogue = Arc::new(Catalogue::new(Arc::clone(&registry), vec![whoami::entry()]));
+    let presets = Arc::clone(registry.presets());
+
+    // 4. The tool stack every call goes through, outermost first.
+    let audit = AuditLog::default();
+    let tools = BoxToolService::new(
+        ServiceBuilder::new()
+            .layer(AuditLayer::new(audit.clone()))
+            .layer(ToolsetLayer::new(
+                Arc::clone(&catalogue) as Arc<dyn CatalogSource>,
+                Arc::clone(&presets),
+            ))
+            .layer(CoreToolLayer::new(whoami::NAME, whoami::service()))
+            .service(Dispatcher::new(Arc::clone(&registry))),
+    );
+    // Workflow steps run through the same stack (with a workflow configured, a step is
+    // audited and toolset-checked like a client's call).
+    registry.set_tool_stack(tools.clone());
+
+    // 5. The MCP server clients talk to, and the HTTP layers in front of it.
+    let front = Front {
+        catalogue,
+        presets,
+        tools,
+    };
+    let end_sessions = CancellationToken::new();
+    let mcp = StreamableHttpService::new(
+        move || Ok(front.clone()),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default().with_cancellation_token(end_sessions.child_token()),
+    );
+    let mut router = Router::new().nest_service("/mcp", ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp));
+    if let Some(door) = front_door {
+        let resource = ProtectedResource::new(door.resource.clone(), vec![door.issuer.clone()]);
+        let validator = JwtValidator::new(vec![TrustedIssuer::new(door.issuer).with_audience(door.resource)]);
+        // `layer` wraps the routes added so far: /mcp, not the metadata or /health.
+        router = router
+            .layer(BearerAuthLayer::new(validator, &resource))
+            .merge(resource.metadata_route());
+    }
+    let router = router.route("/health", get(|| async { "ok" }));
+    Ok(Composed {
+        router,
+        registry,
+        audit,
+        end_sessions,
+        downstream,
+    })
+}
+
+/// The registry's catalogue plus tools of our own: a [`CatalogSource`] for the toolset layer
+/// and the front. The merged snapshot is rebuilt only when the registry's changes (a server
+/// connected, its tools changed), never per request.
+pub(crate) struct Catalogue {
+    registry: Arc<Registry>,
+    own: Vec<ToolEntry>,
+    /// The last registry snapshot seen, and the merged one built from it.
+    merged: Mutex<Option<(Arc<Catalog>, Arc<Catalog>)>>,
+}
+
+impl std::fmt::Debug for Catalogue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalogue")
+            .field("own", &self.own.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Catalogue {
+    fn new(registry: Arc<Registry>, own: Vec<ToolEntry>) -> Self {
+        Self {
+            registry,
+            own,
+            merged: Mutex::new(None),
+        }
+    }
+
+    fn merged(&self, base: Arc<Catalog>) -> Arc<Catalog> {
+        let mut cache = self.merged.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((seen, merged)) = cache.as_ref()
+            && Arc::ptr_eq(seen, &base)
+        {
+            return Arc::clone(merged);
+        }
+        let mut builder = Catalog::builder();
+        for entry in base.tools() {
+            builder.push_tool((**entry).clone());
+            // Toolset `label:` rules read the servers' labels.
+            if let Some(server) = &entry.server
+                && let Some(labels) = base.server_labels(server)
+            {
+                builder.set_server_labels(server.clone(), labels.clone());
+            }
+        }
+        for entry in &self.own {
+            builder.push_tool(entry.clone());
+        }
+        let merged = Arc::new(builder.build());
+        *cache = Some((base, Arc::clone(&merged)));
+        merged
+    }
+}
+
+impl CatalogSource for Catalogue {
+    fn catalog(&self) -> Arc<Catalog> {
+        self.merged(self.registry.catalog())
+    }
+
+    fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
+        self.merged(CatalogSource::catalog_for(&*self.registry, session))
+    }
+}
+
+/// The MCP server of the example: the catalogue's tools listed and called directly, narrowed by
+/// the request's toolset, and muster's `filter_tools` to search them.
+#[derive(Debug, Clone)]
+struct Front {
+    catalogue: Arc<Catalogue>,
+    presets: Arc<Presets>,
+    tools: BoxToolService,
+}
+
+const FILTER_TOOLS: &str = "filter_tools";
+
+/// What one request sees: the catalogue narrowed by its toolset.
+struct Scoped {
+    view: View,
+    declared: Option<InlineToolset>,
+    unmatched: Vec<String>,
+}
+
+impl Front {
+    fn scoped(&self, ctx: &CallContext) -> Result<Scoped, McpError> {
+        let catalog = self.catalogue.catalog_for(&ctx.session);
+        match ctx.extensions.get::<DeclaredToolset>() {
+            None => Ok(Scoped {
+                view: catalog.view(),
+                declared: None,
+                unmatched: Vec::new(),
+            }),
+            Some(DeclaredToolset(Err(e))) => Err(McpError::invalid_params(e.to_string(), None)),
+            Some(DeclaredToolset(Ok(toolset))) => {
+                let resolved = resolve(&catalog, &self.presets, toolset)
+                    .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+                Ok(Scoped {
+                    view: catalog.view().restricted(&resolved.selection),
+                    declared: Some(toolset.clone()),
+                    unmatched: resolved.unmatched,
+                })
+            }
+        }
+    }
+
+    fn filter_tools_definition() -> Option<Tool> {
+        definitions().iter().find(|t| t.name == FILTER_TOOLS).cloned()
+    }
+}
+
+impl ServerHandler for Front {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("muster-compose-example", env!("CARGO_PKG_VERSION")))
+            .with_instructions("Tools of the notes server (x_notes_*), muster's core tools and core_whoami; search them with filter_tools {query}.")
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let (call_ctx, _) = call_context(&ctx);
+        let scoped = self.scoped(&call_ctx)?;
+        let mut listed: Vec<Tool> = Self::filter_tools_definition().into_iter().collect();
+        listed.extend(scoped.view.tools().map(|entry| entry.tool.clone()));
+        Ok(ListToolsResult::with_all_items(listed))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let (call_ctx, progress) = call_context(&ctx);
+        let arguments = request.arguments.unwrap_or_default();
+        let scoped = self.scoped(&call_ctx)?;
+        let result = if request.name == FILTER_TOOLS {
+            let scope = Scope {
+                presets: &self.presets,
+                declared: scoped.declared.as_ref(),
+                declared_unmatched: &scoped.unmatched,
+            };
+            match tools::filter_tools(&scoped.view, &arguments, scope) {
+                Ok(page) => match serde_json::to_string(&page) {
+                    Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+                    Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+                },
+                Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+            }
+        } else {
+            // Through the whole stack; a refusal (unknown tool, outside the toolset, server
+            // down) is a JSON-RPC error from muster-core's one table.
+            let call = ToolCall::new(request.name.to_string(), arguments, call_ctx);
+            self.tools.clone().oneshot(call).await.map_err(McpError::from)?
+        };
+        if let Some(progress) = progress {
+            progress.flush().await;
+        }
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,174 @@
+//! Two tower layers of the compose example, written the way any muster layer is: a `Layer`
+//! (configuration, cheap to clone) that wraps a `ToolService` into a `Service<ToolCall>` of its
+//! own.
+//!
+//! - [`AuditLayer`] records every call with its outcome: a layer of your own that decides
+//!   nothing, it only watches.
+//! - [`CoreToolLayer`] runs one tool of your own, by name, and passes every other call on: how a
+//!   custom core tool sits next to the gateway's (its catalogue entry is added by
+//!   [`crate::app::Catalogue`]).
+
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use futures::future::{BoxFuture, Either};
+use muster::core::{BoxToolService, SessionId, ToolCall, ToolError};
+use rmcp::model::CallToolResult;
+use tower::{Layer, Service, ServiceExt};
+
+/// One call, as [`AuditLayer`] saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AuditRecord {
+    /// The exposed name of the tool.
+    pub(crate) tool: String,
+    /// The session it was called in.
+    pub(crate) session: SessionId,
+    /// `ok`, `tool error` (the tool ran and reported an error) or the refusal.
+    pub(crate) outcome: String,
+    /// How long it took.
+    pub(crate) took: Duration,
+}
+
+/// Where [`AuditLayer`] keeps its records (shared by every clone).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AuditLog(Arc<Mutex<Vec<AuditRecord>>>);
+
+impl AuditLog {
+    /// Every record so far, oldest first.
+    pub(crate) fn records(&self) -> Vec<AuditRecord> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn push(&self, record: AuditRecord) {
+        tracing::info!(tool = %record.tool, session = %record.session, outcome = %record.outcome, took_ms = record.took.as_millis() as u64, "tool call");
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).push(record);
+    }
+}
+
+/// Records every call that passes through, with its outcome and duration, in an [`AuditLog`].
+#[derive(Debug, Clone)]
+pub(crate) struct AuditLayer {
+    log: AuditLog,
+}
+
+impl AuditLayer {
+    /// Records into `log`.
+    pub(crate) fn new(log: AuditLog) -> Self {
+        Self { log }
+    }
+}
+
+impl<S> Layer<S> for AuditLayer {
+    type Service = Audit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Audit {
+            inner,
+            log: self.log.clone(),
+        }
+    }
+}
+
+/// The service of [`AuditLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct Audit<S> {
+    inner: S,
+    log: AuditLog,
+}
+
+impl<S> Service<ToolCall> for Audit<S>
+where
+    S: Service<ToolCall, Response = CallToolResult, Error = ToolError>,
+    S::Future: Send + 'static,
+{
+    type Response = CallToolResult;
+    // The layer adds no failure of its own, so it keeps the inner error type.
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<CallToolResult, ToolError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let (tool, session) = (call.name.clone(), call.ctx.session.clone());
+        let log = self.log.clone();
+        let started = Instant::now();
+        let answer = self.inner.call(call);
+        Box::pin(async move {
+            let result = answer.await;
+            let outcome = match &result {
+                Ok(r) if r.is_error == Some(true) => "tool error".to_owned(),
+                Ok(_) => "ok".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            log.push(AuditRecord {
+                tool,
+                session,
+                outcome,
+                took: started.elapsed(),
+            });
+            result
+        })
+    }
+}
+
+/// Runs calls of the tool `name` with `tool` and passes every other call to the inner service.
+#[derive(Debug, Clone)]
+pub(crate) struct CoreToolLayer {
+    name: Arc<str>,
+    tool: BoxToolService,
+}
+
+impl CoreToolLayer {
+    /// Routes calls of `name` to `tool`.
+    pub(crate) fn new(name: &str, tool: BoxToolService) -> Self {
+        Self {
+            name: Arc::from(name),
+            tool,
+        }
+    }
+}
+
+impl<S> Layer<S> for CoreToolLayer {
+    type Service = CoreTool<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CoreTool {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service of [`CoreToolLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct CoreTool<S> {
+    inner: S,
+    layer: CoreToolLayer,
+}
+
+impl<S> Service<ToolCall> for CoreTool<S>
+where
+    S: Service<ToolCall, Response = CallToolResult, Error = ToolError>,
+{
+    type Response = CallToolResult;
+    type Error = ToolError;
+    type Future = Either<S::Future, tower::util::Oneshot<BoxToolService, ToolCall>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        if call.name == *self.layer.name {
+            // Our own tool: its own readiness is awaited inside the oneshot.
+            Either::Right(self.layer.tool.clone().oneshot(call))
+        } else {
+            Either::Left(self.inner.call(call))
+        }
+    }
+}
