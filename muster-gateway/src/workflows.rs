@@ -3,9 +3,9 @@
 //! - [`assess`] decides, for the current catalogue, which workflows are available (every tool
 //!   they name is there, nested `workflow_<other>` steps included, cycles tolerated) and which
 //!   are read-only (every tool they name declares `readOnlyHint: true`; a cycle is not);
-//! - [`entries`] turns the available ones into catalogue entries: the input schema from
+//! - [`entry`] turns each available one into its catalogue entry: the input schema from
 //!   `spec.args`, the labels under `_meta`, the derived `readOnlyHint`;
-//! - [`run`] executes one through the engine, whose steps call the gateway's own tool stack in
+//! - `run` executes one through the engine, whose steps call the gateway's own tool stack in
 //!   the caller's context (session, identity, cancellation), except the caller's toolset: a
 //!   toolset decides which workflows a caller may run, and a workflow it allows runs its steps
 //!   whole (the read-only preset admits only workflows whose every step is read-only);

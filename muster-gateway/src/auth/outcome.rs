@@ -67,7 +67,7 @@ pub enum Waited {
     Unknown,
 }
 
-/// The outcomes of the links issued in the last [`KEPT_FOR`], by state.
+/// The outcomes of the links issued in the last 15 minutes (`KEPT_FOR`), by state.
 #[derive(Debug, Default)]
 pub struct LinkOutcomes {
     links: Mutex<HashMap<String, Watched>>,

@@ -1,4 +1,4 @@
-//! The meta-tools server: the rmcp [`ServerHandler`] an MCP client talks to.
+//! The meta-tools server: the rmcp [`ServerHandler`](rmcp::ServerHandler) an MCP client talks to.
 //!
 //! Natively it offers exactly the 13 meta-tools ([`definitions`]). Discovery meta-tools read the
 //! registry's current catalogue snapshot; `call_tool` runs the named tool through the gateway's

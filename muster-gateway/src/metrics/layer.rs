@@ -44,7 +44,7 @@ use tracing::{Instrument, Span, instrument::Instrumented};
 
 use super::{CallTarget, GatewayMetrics, Outcome};
 
-/// Counts, times and traces the calls of the service it wraps (see the [module](self)).
+/// Counts, times and traces the calls of the service it wraps (see the [module](crate::metrics)).
 #[derive(Clone)]
 pub struct MetricsLayer {
     metrics: Arc<GatewayMetrics>,
