@@ -430,10 +430,23 @@ async fn an_expired_subject_token_fails_that_session_only() {
         Some(MCPServerState::AwaitingSession),
         "the server is not failed"
     );
-    // Another session with a fresh token is served.
-    let erin = client(&gw.mcp(), Some(front.token_for(&gw.mcp(), "erin").await)).await;
-    let (failed, answer) = run(&erin, "x_remote_whoami").await;
-    assert!(!failed, "{answer}");
+    // Another session with a fresh token is served. Tokens live 1 s here: on a loaded machine a
+    // fresh one can expire before its exchange, so a new one is minted for up to three tries
+    // (were the server failed for everyone, every try would fail).
+    let mut attempts = Vec::new();
+    let mut erin = None;
+    for _ in 0..3 {
+        let session = client(&gw.mcp(), Some(front.token_for(&gw.mcp(), "erin").await)).await;
+        let (failed, answer) = run(&session, "x_remote_whoami").await;
+        if !failed {
+            erin = Some(session);
+            break;
+        }
+        assert!(answer.contains("subject token expired"), "{answer}");
+        attempts.push(answer);
+        let _ = session.cancel().await;
+    }
+    let erin = erin.unwrap_or_else(|| panic!("a session with a fresh token is served: {attempts:?}"));
     assert_eq!(gw.state("remote"), Some(MCPServerState::Connected));
     for c in [dana, erin] {
         let _ = c.cancel().await;
