@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | [`core`] | `muster-core` | the shared model: entries, names, `ToolCall`/`ToolService`, CRDs, config, errors |
 //! | [`catalog`] | `muster-catalog` | the catalogue: paging, BM25F discovery, toolsets and their tower layers |
-//! | [`workflow`] | `muster-workflow` | workflows: templates, the engine that runs them through a `ToolService`, execution records |
+//! | [`workflow`] | `muster-workflow` | workflows: templates, the engine (through any `ToolService`), run records |
 //! | [`auth`] | `muster-auth` | sign-in to downstream servers, the front door (`BearerAuthLayer`), token exchange |
 //! | [`gateway`] | `muster-gateway` | composition: upstream connections, registry, core tools, meta-tools, HTTP |
 //!

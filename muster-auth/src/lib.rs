@@ -17,6 +17,41 @@
 //! against a real authorization server (`oidc-provider`). Token forwarding needs nothing here:
 //! the gateway sends the front door's validated bearer as it is.
 //!
+//! The front door is a tower layer over any axum route: without a valid bearer token of a
+//! trusted issuer a request gets 401 and a challenge naming the RFC 9728 metadata, which the
+//! resource serves itself.
+//!
+//! ```
+//! use axum::{Router, body::Body, routing::post};
+//! use http::{Request, StatusCode};
+//! use muster_auth::{jwt::{JwtValidator, TrustedIssuer}, resource::{BearerAuthLayer, ProtectedResource}};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let resource = ProtectedResource::new("https://muster.example.com/mcp", vec!["https://idp.example.com".into()]);
+//! let validator = JwtValidator::new(vec![
+//!     TrustedIssuer::new("https://idp.example.com").with_audience("https://muster.example.com/mcp"),
+//! ]);
+//! let app = Router::new()
+//!     .route("/mcp", post(|| async { "MCP" }))
+//!     .layer(BearerAuthLayer::new(validator, &resource))
+//!     .merge(resource.metadata_route());
+//!
+//! let anonymous = Request::post("/mcp").body(Body::empty()).unwrap();
+//! let refused = app.clone().oneshot(anonymous).await.unwrap();
+//! assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+//! assert_eq!(
+//!     refused.headers()["www-authenticate"],
+//!     r#"Bearer resource_metadata="https://muster.example.com/.well-known/oauth-protected-resource/mcp""#
+//! );
+//! let metadata = Request::get("/.well-known/oauth-protected-resource/mcp").body(Body::empty()).unwrap();
+//! assert_eq!(app.oneshot(metadata).await.unwrap().status(), StatusCode::OK);
+//! # }
+//! ```
+//!
+//! Signing in to a downstream server starts from its 401:
+//!
 //! ```
 //! use muster_auth::oauth::discovery::Challenge;
 //!

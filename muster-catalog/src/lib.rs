@@ -28,6 +28,38 @@
 //! let page = tools::list_tools(&catalog.view(), &args, Scope::unscoped(&presets)).unwrap();
 //! assert_eq!((page.total, page.tools.len(), page.truncated), (3, 2, true));
 //! ```
+//!
+//! The toolset is enforced on any tool service by [`toolset::ToolsetLayer`] (and read from the
+//! `X-muster-Toolset` header of an HTTP request by [`toolset::ToolsetHeaderLayer`]):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use muster_catalog::{Catalog, CatalogSource, toolset::{Presets, ToolsetLayer}};
+//! use muster_core::{BoxToolService, CallContext, JsonObject, ToolCall, ToolEntry, ToolError};
+//! use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let mut builder = Catalog::builder();
+//! for (name, read_only) in [("get_pods", true), ("delete_pod", false)] {
+//!     let tool = Tool::new(name, "k8s", Arc::new(Default::default()))
+//!         .with_annotations(ToolAnnotations::new().read_only(read_only));
+//!     builder.push_tool(ToolEntry::downstream(format!("x_k8s_{name}"), "k8s", tool));
+//! }
+//! let catalog = Arc::new(builder.build());
+//! let source: Arc<dyn CatalogSource> = Arc::new(move || Arc::clone(&catalog));
+//! let run = tower::service_fn(|_: ToolCall| async { Ok::<_, ToolError>(CallToolResult::success(vec![])) });
+//! let tools = BoxToolService::new(
+//!     ServiceBuilder::new().layer(ToolsetLayer::new(source, Arc::new(Presets::default()))).service(run),
+//! );
+//! let read_only = || CallContext::default().with_toolset(vec!["preset:read-only".to_owned()]);
+//! let call = |name: &str| ToolCall::new(name, JsonObject::new(), read_only());
+//! assert!(tools.clone().oneshot(call("x_k8s_get_pods")).await.is_ok());
+//! let refused = tools.oneshot(call("x_k8s_delete_pod")).await.unwrap_err();
+//! assert_eq!(refused.to_string(), r#"tool "x_k8s_delete_pod" is outside the toolset [preset:read-only]"#);
+//! # }
+//! ```
 
 pub mod args;
 mod error;

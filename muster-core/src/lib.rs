@@ -11,6 +11,30 @@
 //!   validation.
 //! - [`config`]: the `config.yaml` types.
 //!
+//! Anything that runs tool calls is a [`ToolService`]; a tower layer over one decides about
+//! calls (the toolset, sign-in, limits), and [`BoxToolService`] erases a composed stack's type:
+//!
+//! ```
+//! use muster_core::{BoxToolService, CallContext, JsonObject, ToolCall, ToolError};
+//! use rmcp::model::{CallToolResult, ContentBlock};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), ToolError> {
+//! // A tool: any Service<ToolCall>, here a closure that answers the session it runs in.
+//! let whoami = tower::service_fn(|call: ToolCall| async move {
+//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(call.ctx.session.to_string())]))
+//! });
+//! // A stack over it: tower's concurrency limit here; muster's layers compose the same way.
+//! let tools = BoxToolService::new(ServiceBuilder::new().concurrency_limit(8).service(whoami));
+//! let call = ToolCall::new("core_whoami", JsonObject::new(), CallContext::default());
+//! let result = tools.oneshot(call).await?;
+//! assert_eq!(result.content[0].as_text().map(|t| t.text.as_str()), Some("default"));
+//! # Ok(()) }
+//! ```
+//!
+//! Exposed names follow one set of rules:
+//!
 //! ```
 //! use muster_core::naming::NameRules;
 //!

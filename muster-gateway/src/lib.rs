@@ -15,6 +15,33 @@
 //! - [`metrics`]: Prometheus metrics, the tool-call layer that counts and traces calls.
 //! - [`workflows`]: the `workflow_<name>` tools, their availability and their run events.
 //!
+//! A gateway is a tool service stack ([`Gateway::tools`]) and an axum router
+//! ([`Gateway::router`]); both work without a listener:
+//!
+//! ```
+//! use axum::body::Body;
+//! use muster_core::{CallContext, JsonObject, ToolCall, config::MusterConfig};
+//! use muster_gateway::Gateway;
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // No downstream servers: the gateway's own core tools only.
+//! let gateway = Gateway::new(MusterConfig::default(), Vec::new(), Vec::new())?;
+//! gateway.start().await;
+//!
+//! let call = ToolCall::new("core_service_list", JsonObject::new(), CallContext::default());
+//! let services = gateway.tools().oneshot(call).await?;
+//! assert_ne!(services.is_error, Some(true));
+//!
+//! let health = http::Request::get("/health").body(Body::empty())?;
+//! assert_eq!(gateway.router().oneshot(health).await?.status(), http::StatusCode::OK);
+//! gateway.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Served from a config directory:
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let loaded = muster_gateway::config_dir::load(std::path::Path::new("examples/config"))?;

@@ -17,6 +17,40 @@
 //!   bodies one level deep, parallel groups, onFailure), and [`missing_tools`] says which of them
 //!   a catalogue lacks (availability).
 //!
+//! The engine runs a workflow's steps through whatever [`ToolService`](muster_core::ToolService)
+//! it is given (in a gateway, the gateway's whole stack):
+//!
+//! ```
+//! use muster_core::{BoxToolService, CallContext, ToolCall, ToolError};
+//! use muster_workflow::engine::{CompiledWorkflow, WorkflowEngine};
+//! use rmcp::model::{CallToolResult, ContentBlock};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The tools: one that answers `{"text": <its text argument, upper-cased>}`.
+//! let tools = BoxToolService::new(tower::service_fn(|call: ToolCall| async move {
+//!     let text = call.arguments["text"].as_str().unwrap_or_default().to_uppercase();
+//!     let answer = json!({ "text": text }).to_string();
+//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(answer)]))
+//! }));
+//! let workflow = serde_json::from_value(json!({
+//!     "metadata": {"name": "shout"},
+//!     "spec": {
+//!         "args": {"who": {"type": "string", "required": true}},
+//!         "steps": [{"id": "up", "tool": "x_text_upper", "args": {"text": "hello {{ .input.who }}"}}],
+//!         "output": {"said": "{{ .results.up.text }}"}
+//!     }
+//! }))?;
+//! let workflow = CompiledWorkflow::compile(workflow).map_err(|e| e.to_string())?;
+//! let args = json!({"who": "world"}).as_object().cloned().unwrap_or_default();
+//! let outcome = WorkflowEngine::new(tools).run(&workflow, args, CallContext::default()).await?;
+//! assert_eq!(outcome.response, json!({"said": "HELLO WORLD"}));
+//! # Ok(()) }
+//! ```
+//!
+//! What a workflow needs from a catalogue:
+//!
 //! ```
 //! use muster_core::crd::{Workflow, WorkflowSpec, WorkflowStep};
 //!
