@@ -3,6 +3,26 @@
 //!
 //! Layers compose over it (`tower::ServiceBuilder`), and the meta-tools' `call_tool` calls
 //! through the composed stack.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use muster_core::{CallContext, JsonObject, ToolCall, config::MusterConfig};
+//! use muster_gateway::{dispatch::Dispatcher, registry::{Registry, RegistryOptions}};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
+//! let dispatcher = Dispatcher::new(Arc::clone(&registry));
+//! let call = |name: &str| ToolCall::new(name, JsonObject::new(), CallContext::default());
+//!
+//! // A core tool runs in the gateway; x_<server>_<tool> would go to that server's connection.
+//! let services = dispatcher.clone().oneshot(call("core_service_list")).await?;
+//! assert_ne!(services.is_error, Some(true));
+//! let missing = dispatcher.oneshot(call("x_nope_tool")).await.unwrap_err();
+//! assert_eq!(missing.to_string(), "tool not found: x_nope_tool");
+//! # Ok(()) }
+//! ```
 
 use std::{
     sync::Arc,

@@ -1,6 +1,30 @@
 //! The toolset as tower layers: [`ToolsetHeaderLayer`] reads `X-muster-Toolset` into an HTTP
 //! request's extensions; [`ToolsetLayer`] refuses, on any [`ToolService`], a call outside the
-//! call's toolset.
+//! call's toolset (see the [crate documentation](crate) for it at work).
+//!
+//! ```
+//! use http::Request;
+//! use muster_catalog::toolset::{DeclaredToolset, ToolsetHeaderLayer};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // Whatever serves MCP behind it (rmcp's StreamableHttpService in the gateway) finds the
+//! // declared toolset in the request's extensions.
+//! let mcp = tower::service_fn(|request: Request<()>| async move {
+//!     Ok::<_, std::convert::Infallible>(request.extensions().get::<DeclaredToolset>().cloned())
+//! });
+//! let app = ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp);
+//! let request = Request::post("/mcp").header("X-muster-Toolset", "preset:read-only, server:github").body(());
+//! let declared = app.clone().oneshot(request.unwrap()).await.unwrap().expect("a toolset was declared");
+//! assert_eq!(declared.0.unwrap().declared(), ["preset:read-only", "server:github"]);
+//!
+//! // A malformed one is kept as the refusal every MCP call then answers.
+//! let request = Request::post("/mcp").header("X-muster-Toolset", "kubernetes").body(());
+//! let declared = app.oneshot(request.unwrap()).await.unwrap().expect("a toolset was declared");
+//! assert!(declared.0.unwrap_err().to_string().contains("is malformed"));
+//! # }
+//! ```
 
 use std::{
     sync::Arc,
