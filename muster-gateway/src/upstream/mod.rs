@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 pub use relay::{ClientPeer, ListChanged, UpstreamClient};
 pub use transport::TransportError;
 
-use relay::CallRelay;
+use relay::{CallRelay, ProgressInOrder};
 
 use crate::limits::{CallLimiter, CallSlot};
 
@@ -125,13 +125,22 @@ impl UpstreamConnection {
                 Some(ServerType::Stdio) | None => {
                     let child = transport::stdio(&name, &server.spec)?;
                     process_group = child.id();
-                    client.serve(child).await.map_err(init)
+                    client
+                        .serve(ProgressInOrder::new(child, relay.clone()))
+                        .await
+                        .map_err(init)
                 }
                 Some(ServerType::StreamableHttp) => client
-                    .serve(transport::streamable_http(&server.spec)?)
+                    .serve(ProgressInOrder::new(
+                        transport::streamable_http(&server.spec)?,
+                        relay.clone(),
+                    ))
                     .await
                     .map_err(init),
-                Some(ServerType::Sse) => client.serve(transport::sse(&server.spec)?).await.map_err(init),
+                Some(ServerType::Sse) => client
+                    .serve(ProgressInOrder::new(transport::sse(&server.spec)?, relay.clone()))
+                    .await
+                    .map_err(init),
                 Some(other) => Err(TransportError::UnsupportedType(other.to_string()).into()),
             }
         };

@@ -13,6 +13,7 @@
 #![allow(deprecated)]
 
 use std::{
+    borrow::Cow,
     collections::HashMap,
     sync::{Arc, Mutex},
 };
@@ -22,10 +23,12 @@ use rmcp::{
     ClientHandler, ErrorData as McpError, Peer, RoleClient, RoleServer,
     model::{
         ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-        ElicitResult, ElicitationAction, Implementation, LoggingMessageNotificationParam, ProgressNotificationParam,
-        ProgressToken, ResourceUpdatedNotificationParam,
+        ElicitResult, ElicitationAction, Implementation, JsonRpcMessage, JsonRpcNotification,
+        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ResourceUpdatedNotificationParam,
+        ServerNotification,
     },
-    service::{NotificationContext, RequestContext},
+    service::{NotificationContext, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage},
+    transport::Transport,
 };
 use tokio::sync::mpsc;
 
@@ -117,6 +120,18 @@ impl CallRelay {
         self.lock().by_token.get(token).and_then(|c| c.progress.clone())
     }
 
+    /// Hands a downstream progress notification to the sink of the call it belongs to, if that
+    /// call is in flight and its client asked for progress.
+    fn report_progress(&self, params: &ProgressNotificationParam) {
+        if let Some(sink) = self.progress(&params.progress_token) {
+            let mut update = ProgressUpdate::new(params.progress, params.total);
+            if let Some(message) = &params.message {
+                update = update.with_message(message.clone());
+            }
+            sink.report(update);
+        }
+    }
+
     fn clients(&self) -> Vec<ClientPeer> {
         self.lock().by_token.values().filter_map(|c| c.client.clone()).collect()
     }
@@ -179,6 +194,56 @@ impl CallRelay {
     }
 }
 
+/// A downstream transport that hands each progress notification to the [`CallRelay`] as it is
+/// read, before any message after it is read.
+///
+/// rmcp reads a connection's messages in order but runs notification handlers in tasks of their
+/// own, while a response goes straight to the waiting request. A handler could therefore see a
+/// call's last progress report after the call returned, when nobody listens any more. Read
+/// here, a report is with the calling client's sink before the result it preceded is even read.
+/// The notification still goes on to rmcp, which uses it to restart the request's timeout.
+pub(crate) struct ProgressInOrder<T> {
+    inner: T,
+    relay: CallRelay,
+}
+
+impl<T> ProgressInOrder<T> {
+    pub(crate) fn new(inner: T, relay: CallRelay) -> Self {
+        Self { inner, relay }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressInOrder<T> {
+    type Error = T::Error;
+
+    fn name() -> Cow<'static, str> {
+        T::name()
+    }
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let JsonRpcMessage::Notification(JsonRpcNotification {
+            notification: ServerNotification::ProgressNotification(progress),
+            ..
+        }) = &message
+        {
+            self.relay.report_progress(&progress.params);
+        }
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
 /// The gateway's MCP client handler towards one downstream server.
 #[derive(Debug, Clone)]
 pub struct UpstreamClient {
@@ -212,15 +277,9 @@ impl ClientHandler for UpstreamClient {
         )
     }
 
-    async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
-        if let Some(sink) = self.relay.progress(&params.progress_token) {
-            let mut update = ProgressUpdate::new(params.progress, params.total);
-            if let Some(message) = params.message {
-                update = update.with_message(message);
-            }
-            sink.report(update);
-        }
-    }
+    // Progress is not handled here but where it is read ([`ProgressInOrder`]): rmcp runs each
+    // notification handler in a task of its own, which may run after the call's result arrived
+    // and the call was unregistered, losing its last report.
 
     async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
         for ClientPeer(peer) in self.relay.clients() {
