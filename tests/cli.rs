@@ -768,3 +768,218 @@ async fn a_gateway_behind_its_front_door_wants_a_token_and_refuses_a_bad_one() {
     let good = cli_with(with_token, &["list", "tools", "-o", "json"]).await;
     assert!(names(&good.ok().json(), "name").contains("core_auth_status"), "{good}");
 }
+
+/// `auth login --all` and `auth logout --all` with the person's token: one command gives every
+/// sign-in link and waits for each, and the sign-ins, theirs across commands, are all undone by
+/// one logout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_login_all_signs_in_everywhere_and_logout_all_signs_out_everywhere() {
+    let idp = OidcProvider::start();
+    let mut servers = Vec::new();
+    for _ in 0..2 {
+        servers.push(
+            ScriptedServer::builder()
+                .tool("whoami", true, |_| Ok(json!("you are in")))
+                .serve_protected(idp.issuer())
+                .await,
+        );
+    }
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let config = ConfigDir::new(
+        &MusterConfig::default().with_aggregator(
+            AggregatorConfig::default()
+                .with_mcp_client(McpClientConfig::enabled_at(&base))
+                .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![idp.issuer().to_owned()])),
+        ),
+    );
+    config.server(&remote("alpha", &servers[0].url));
+    config.server(&remote("beta", &servers[1].url));
+    let gw = GatewayProcess::start(config, port);
+    let ep = gw.endpoint.as_str();
+    let token = idp.token_for(ep, "dana").await;
+    let as_dana = |args: &[&str]| {
+        let mut command = command(ep, args);
+        command.env("MUSTER_TOKEN", &token);
+        command
+    };
+    let status = |run: Run| -> Vec<(String, String)> {
+        let servers = run.ok().json()["servers"].clone();
+        ["alpha", "beta"]
+            .iter()
+            .map(|name| {
+                let entry = entry(&servers, "name", name);
+                (
+                    name.to_string(),
+                    entry["status"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    // Both servers wait for dana (they connect in the background: wait until they say so).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let links = loop {
+        let args = ["auth", "login", "--all", "--no-wait", "-o", "json"];
+        let run = cli_with(as_dana(&args), &args).await;
+        let links = run.ok().json()["servers"].clone();
+        if links.as_array().is_some_and(|l| l.len() == 2) || tokio::time::Instant::now() > deadline {
+            break links;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(names(&links, "name"), BTreeSet::from(["alpha".into(), "beta".into()]));
+    for link in links.as_array().into_iter().flatten() {
+        let url = link["auth_url"].as_str().unwrap_or_default();
+        assert!(url.starts_with(&format!("{base}/oauth/proxy/start?state=")), "{link}");
+    }
+
+    // One login prints both links and ends once both were used.
+    let args = ["auth", "login", "--all"];
+    let mut login = as_dana(&args);
+    login
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = login.spawn().expect("spawn auth login --all");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut printed = Vec::new();
+    while printed.len() < 2 {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("the links in time")
+            .expect("read")
+            .expect("a line before the end");
+        if let Some((name, link)) = line.trim().split_once(": ")
+            && link.starts_with(&format!("{base}/oauth/proxy/start"))
+        {
+            printed.push((name.to_owned(), link.to_owned()));
+        }
+    }
+    for (name, link) in &printed {
+        let callback = idp.sign_in(link, "dana").await;
+        let page = reqwest::get(callback.as_str()).await.expect("the callback answers");
+        assert_eq!(page.status(), 200, "signing in to {name}");
+    }
+    let exit = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("login --all ends once both are signed in")
+        .expect("wait");
+    let mut rest = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        rest.push_str(&line);
+        rest.push('\n');
+    }
+    assert_eq!(exit.code(), Some(0), "{rest}");
+    assert!(rest.contains("Signed in to alpha, beta."), "{rest}");
+
+    // The sign-ins are dana's, across commands.
+    let args = ["auth", "status", "-o", "json"];
+    assert_eq!(
+        status(cli_with(as_dana(&args), &args).await),
+        vec![
+            ("alpha".into(), "connected".into()),
+            ("beta".into(), "connected".into())
+        ]
+    );
+    let call = ["call", "x_beta_whoami", "-o", "json"];
+    cli_with(as_dana(&call), &call).await.ok();
+
+    // One logout undoes both; a second finds nothing to undo.
+    let args = ["auth", "logout", "--all", "-o", "json"];
+    let out = cli_with(as_dana(&args), &args).await;
+    assert_eq!(
+        names(&out.ok().json()["servers"], "name"),
+        BTreeSet::from(["alpha".into(), "beta".into()])
+    );
+    let args = ["auth", "status", "-o", "json"];
+    assert_eq!(
+        status(cli_with(as_dana(&args), &args).await),
+        vec![
+            ("alpha".into(), "auth_required".into()),
+            ("beta".into(), "auth_required".into())
+        ]
+    );
+    let args = ["auth", "logout", "--all"];
+    let again = cli_with(as_dana(&args), &args).await;
+    assert!(again.ok().stderr.contains("Not signed in to any server."), "{again}");
+}
+
+/// Contexts name gateways: the current one is used without `--endpoint`, `--context` (or
+/// `MUSTER_CONTEXT`) picks another, `--endpoint` wins over both, and an unknown context is an
+/// error naming the known ones, never a fall back to another gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contexts_name_gateways_and_choose_which_one_a_command_reaches() {
+    let (gw, _web) = demo_gateway().await;
+    let ep = gw.endpoint.as_str();
+    let home = tempfile::tempdir().expect("tempdir");
+    let file = home.path().join("muster").join("contexts.yaml");
+    async fn with_contexts(file: &std::path::Path, args: &[&str], extra: &[(&str, &str)]) -> Run {
+        let mut command = command("", args);
+        command.env_remove("MUSTER_ENDPOINT").env("MUSTER_CONTEXTS_FILE", file);
+        for (k, v) in extra {
+            command.env(k, v);
+        }
+        cli_with(command, args).await
+    }
+    let dead = "http://127.0.0.1:1/mcp";
+
+    with_contexts(&file, &["context", "add", "here", "--endpoint", ep, "--use"], &[])
+        .await
+        .ok();
+    with_contexts(&file, &["context", "add", "dead", "--endpoint", dead], &[])
+        .await
+        .ok();
+    with_contexts(&file, &["context", "add", "here", "--endpoint", dead], &[])
+        .await
+        .expect_code(1);
+    with_contexts(&file, &["context", "add", "bad name", "--endpoint", ep], &[])
+        .await
+        .expect_code(1);
+    with_contexts(&file, &["context", "add", "ftp", "--endpoint", "ftp://x"], &[])
+        .await
+        .expect_code(1);
+
+    let listed = with_contexts(&file, &["context", "list", "-o", "json"], &[]).await;
+    let listed = listed.ok().json();
+    assert_eq!(entry(&listed, "name", "here")["current"], json!(true));
+    assert_eq!(entry(&listed, "name", "dead")["endpoint"], json!(dead));
+    let table = with_contexts(&file, &["context", "ls"], &[]).await;
+    assert!(row(table.ok(), "*").contains("here"), "{table}");
+
+    // The current context is the gateway reached.
+    let tools = with_contexts(&file, &["list", "tools", "-o", "json"], &[]).await;
+    assert!(names(&tools.ok().json(), "name").contains("x_demo_echo"), "{tools}");
+    // --context and MUSTER_CONTEXT choose another; --endpoint wins over both.
+    let other = with_contexts(&file, &["list", "tools", "--context", "dead"], &[]).await;
+    other.expect_code(1);
+    assert!(other.stderr.contains("127.0.0.1:1"), "{other}");
+    with_contexts(&file, &["list", "tools"], &[("MUSTER_CONTEXT", "dead")])
+        .await
+        .expect_code(1);
+    with_contexts(&file, &["list", "tools", "--context", "dead", "--endpoint", ep], &[])
+        .await
+        .ok();
+    let unknown = with_contexts(&file, &["list", "tools", "--context", "nope"], &[]).await;
+    unknown.expect_code(1);
+    assert!(unknown.stderr.contains("known: here, dead"), "{unknown}");
+
+    // Renaming the current context keeps it current; deleting it leaves none.
+    with_contexts(&file, &["context", "rename", "here", "local"], &[])
+        .await
+        .ok();
+    let current = with_contexts(&file, &["context", "current"], &[]).await;
+    assert_eq!(current.ok().stdout.trim(), "local");
+    let shown = with_contexts(&file, &["context", "show", "-o", "yaml"], &[]).await;
+    assert_eq!(shown.ok().data("yaml")["endpoint"], json!(ep));
+    with_contexts(&file, &["context", "use", "dead"], &[]).await.ok();
+    with_contexts(&file, &["list", "tools"], &[]).await.expect_code(1);
+    with_contexts(&file, &["context", "delete", "dead"], &[]).await.ok();
+    with_contexts(&file, &["context", "current"], &[]).await.expect_code(1);
+
+    // A broken file is named, not overwritten.
+    std::fs::write(&file, "contexts: [oops").expect("write");
+    let broken = with_contexts(&file, &["context", "list"], &[]).await;
+    broken.expect_code(1);
+    assert!(broken.stderr.contains(&file.display().to_string()), "{broken}");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "contexts: [oops");
+}

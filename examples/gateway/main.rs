@@ -4,7 +4,8 @@
 //! gateway serve [--config-path DIR] [--host HOST] [--port PORT] [--log-format text|json] [--debug|--silent]
 //! gateway demo-server [--http ADDR]
 //! gateway agent --mcp-server [--endpoint URL] [--timeout 5m] [--log-format text|json] [--debug|--silent]
-//! gateway list|get|call|check|events|auth ... [--endpoint URL] [-o table|wide|json|yaml]
+//! gateway list|get|call|check|events|auth ... [--endpoint URL | --context NAME] [-o table|wide|json|yaml]
+//! gateway context <list|current|use|add|update|rename|delete|show>
 //! gateway completions <bash|zsh|fish|elvish|powershell>
 //! ```
 //!
@@ -27,15 +28,15 @@
 //! default, or over streamable HTTP with `--http 127.0.0.1:0` (it prints the URL it serves).
 //!
 //! `agent --mcp-server` is the bridge for IDEs: a stdio MCP server whose tools are the
-//! meta-tools of a running gateway (`--endpoint`, default `MUSTER_ENDPOINT` or
-//! `http://127.0.0.1:8090/mcp`), with `call_tool` results unwrapped and bounded by `--timeout`
+//! meta-tools of a running gateway (`--endpoint` or `MUSTER_ENDPOINT`, else the endpoint of
+//! `--context` or of the current context, else `http://127.0.0.1:8090/mcp`), with `call_tool` results unwrapped and bounded by `--timeout`
 //! or the call's own `timeout` argument (see `agent.rs`).
 //!
 //! `list`, `get`, `call`, `check`, `events` and `auth` are the client commands: they talk to a
 //! running gateway at `--endpoint` (or `MUSTER_ENDPOINT`) through its meta-tools and print the
 //! answer as a table, JSON or YAML; the exit code is 0 when done, 1 on an error, 2 when a
-//! sign-in is needed and 3 when one failed (see `cli/`). `completions` prints a shell's
-//! completion script.
+//! sign-in is needed and 3 when one failed (see `cli/`). `context` names the gateways one uses
+//! (`cli/context.rs`). `completions` prints a shell's completion script.
 
 mod agent;
 mod cli;
@@ -55,7 +56,7 @@ const MAIN_HELP: &str = "Examples:
   gateway events -f
 
 The client commands (list, get, call, check, events, auth) talk to a running gateway at --endpoint
-or MUSTER_ENDPOINT (default http://127.0.0.1:8090/mcp). Exit codes: 0 ok, 1 error, 2 a sign-in is
+or MUSTER_ENDPOINT, else the current context's (gateway context), else http://127.0.0.1:8090/mcp. Exit codes: 0 ok, 1 error, 2 a sign-in is
 needed, 3 a sign-in failed.";
 
 #[derive(Debug, Parser)]
@@ -103,9 +104,12 @@ enum Command {
         /// Run as an MCP server on stdio (for IDEs); the only mode so far.
         #[arg(long)]
         mcp_server: bool,
-        /// The gateway's MCP endpoint.
-        #[arg(long, env = "MUSTER_ENDPOINT", default_value = connect::DEFAULT_ENDPOINT)]
-        endpoint: String,
+        /// The gateway's MCP endpoint [default: the current context's, else http://127.0.0.1:8090/mcp].
+        #[arg(long, env = "MUSTER_ENDPOINT")]
+        endpoint: Option<String>,
+        /// The context (a named endpoint, see `gateway context`) to use instead of the current one.
+        #[arg(long, env = "MUSTER_CONTEXT")]
+        context: Option<String>,
         /// How long to wait for a call (e.g. 30s, 5m, 1h); call_tool's `timeout` argument
         /// (seconds) overrides it per call.
         #[arg(long, default_value = "5m", value_parser = agent::parse_duration)]
@@ -116,6 +120,20 @@ enum Command {
     },
     #[command(flatten)]
     Client(cli::ClientCommand),
+    /// Name the gateways you use (contexts) and choose the current one.
+    #[command(
+        after_help = "Examples:\n  gateway context add prod --endpoint https://muster.example.com/mcp --use\n  \
+                      gateway context list\n  gateway context use local\n  gateway list tools --context prod\n\n\
+                      Contexts are kept in $XDG_CONFIG_HOME/muster/contexts.yaml (else ~/.config/muster/contexts.yaml; \
+                      MUSTER_CONTEXTS_FILE names another file). --endpoint (or MUSTER_ENDPOINT) wins over any context."
+    )]
+    Context {
+        #[command(subcommand)]
+        command: cli::context::ContextCommand,
+        /// Output format (list, show).
+        #[arg(short, long, value_enum, default_value_t = cli::Format::Table, global = true)]
+        output: cli::Format,
+    },
     /// Print the shell completion script for `gateway`.
     #[command(
         after_help = "Examples:\n  gateway completions bash > ~/.local/share/bash-completion/completions/gateway\n  \
@@ -221,6 +239,7 @@ fn init_logging(log: &LogArgs, normal: &str) -> Logging {
 async fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Client(command) => return cli::run(command).await,
+        Command::Context { command, output } => return cli::run_context(&command, output),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "gateway", &mut std::io::stdout());
             Ok(())
@@ -235,10 +254,15 @@ async fn main() -> ExitCode {
         Command::Agent {
             mcp_server,
             endpoint,
+            context,
             timeout,
             log,
         } => {
             if mcp_server {
+                let endpoint = match cli::context::resolve_endpoint(endpoint.as_deref(), context.as_deref()) {
+                    Ok(endpoint) => endpoint,
+                    Err(e) => return e.report(),
+                };
                 // The IDE shows a server's stderr: only warnings unless asked (the agent itself
                 // explains a gateway it cannot reach; rmcp's worker would say it again, less
                 // clearly).

@@ -208,6 +208,7 @@ pub(crate) fn command(endpoint: &str, args: &[&str]) -> tokio::process::Command 
         .args(args)
         .env("MUSTER_ENDPOINT", endpoint)
         .env_remove("MUSTER_TOKEN")
+        .env_remove("MUSTER_CONTEXT")
         .env_remove("COLUMNS")
         .env_remove("NO_COLOR")
         .stdin(Stdio::null())

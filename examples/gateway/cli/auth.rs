@@ -1,6 +1,9 @@
 //! `auth status|login|logout`: your sign-ins to the MCP servers that need one
 //! (`core_auth_status`, `core_auth_login`, `core_auth_logout`).
 //!
+//! `login --all` asks for every link at once (`core_auth_status` with `auth_urls`), prints them
+//! and waits for each; `logout --all` signs out of every server signed in with a grant of yours.
+//!
 //! `login --server S` prints the sign-in link and opens nothing: the person opens it in a
 //! browser. Then it waits (a spinner on a terminal), asking `core_auth_status` every second,
 //! until the gateway reports S connected for this session (exit 0), reports an error (exit 3) or
@@ -168,26 +171,129 @@ pub(crate) async fn login(
     }
 }
 
+/// `auth login --all`: the sign-in links of every server waiting for one (`core_auth_status`
+/// with `auth_urls`, one call), then, unless `wait` is `None`, waits until each is signed in.
+pub(crate) async fn login_all(
+    client: &Client,
+    out: &Out,
+    wait: Option<Duration>,
+    token_given: bool,
+) -> Result<u8, CliError> {
+    let answer = client
+        .core(
+            "core_auth_status",
+            json!({"auth_urls": true}),
+            "asking for the sign-in links",
+        )
+        .await?;
+    let all = servers(&answer, None);
+    let pending: Vec<Value> = all.iter().filter(|s| s.get("auth_url").is_some()).cloned().collect();
+    // A server the gateway could not issue a link for carries the reason.
+    let refused: Vec<&Value> = all
+        .iter()
+        .filter(|s| s.get("auth_url").is_none() && s.get("auth_tool").is_some() && s.get("error").is_some())
+        .collect();
+    for server in &refused {
+        note(&format!(
+            "No sign-in link for {}: {}",
+            at(server, "name"),
+            at(server, "error")
+        ));
+    }
+    if !out.format.is_table() {
+        out.data(&json!({"servers": pending}));
+    } else if !pending.is_empty() {
+        out.line("Open each link in a browser to sign in:");
+        for server in &pending {
+            out.line(&format!("  {}: {}", at(server, "name"), at(server, "auth_url")));
+        }
+    }
+    if pending.is_empty() {
+        if let Some(first) = refused.first() {
+            return Err(CliError::SignInFailed {
+                server: at(first, "name"),
+                reason: at(first, "error"),
+            });
+        }
+        note("Nothing to sign in to: every server that needs a sign-in has one.");
+        return Ok(OK);
+    }
+    let names: Vec<String> = pending.iter().map(|s| at(s, "name")).collect();
+    let Some(wait) = wait else {
+        return Ok(OK);
+    };
+    if !token_given {
+        note(&format!(
+            "Waiting for you to sign in to {} (up to {}). Without --token the gateway keeps these sign-ins only \
+             for this command's session.",
+            names.join(", "),
+            crate::agent::duration::format(wait)
+        ));
+    }
+    let mut left = names.clone();
+    let waited = tokio::time::timeout(wait, async {
+        while !left.is_empty() {
+            tokio::time::sleep(POLL).await;
+            let answer = status_of(client).await?;
+            let mut still = Vec::new();
+            for name in &left {
+                match settled(&answer, name)? {
+                    true => note(&format!("Signed in to {name}.")),
+                    false => still.push(name.clone()),
+                }
+            }
+            left = still;
+        }
+        Ok::<(), CliError>(())
+    })
+    .await;
+    match waited {
+        Ok(Ok(())) => {
+            if out.format.is_table() {
+                out.line(&format!("Signed in to {}.", names.join(", ")));
+            }
+            Ok(OK)
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(CliError::SignInFailed {
+            server: left.join(", "),
+            reason: format!(
+                "no sign-in completed within {}; run `gateway auth login --all` again (--wait for longer)",
+                crate::agent::duration::format(wait)
+            ),
+        }),
+    }
+}
+
+/// Whether `server` is signed in according to a `core_auth_status` answer: `true` when
+/// connected, `false` while it waits, an error when the gateway reports one or lost it.
+fn settled(answer: &Value, server: &str) -> Result<bool, CliError> {
+    let Some(entry) = servers(answer, Some(server)).into_iter().next() else {
+        return Err(CliError::SignInFailed {
+            server: server.to_owned(),
+            reason: "the gateway no longer has this server".to_owned(),
+        });
+    };
+    if entry.get("status").and_then(Value::as_str) == Some("connected") {
+        return Ok(true);
+    }
+    if let Some(error) = entry.get("error").and_then(Value::as_str) {
+        return Err(CliError::SignInFailed {
+            server: server.to_owned(),
+            reason: format!("{error}; run `gateway auth login --server {server}` again"),
+        });
+    }
+    Ok(false)
+}
+
 /// Waits until the gateway reports `server` connected for this session (its status entry), or
 /// an error for it.
 async fn wait_for_sign_in(client: &Client, server: &str) -> Result<Value, CliError> {
     loop {
         tokio::time::sleep(POLL).await;
         let answer = status_of(client).await?;
-        let Some(entry) = servers(&answer, Some(server)).into_iter().next() else {
-            return Err(CliError::SignInFailed {
-                server: server.to_owned(),
-                reason: "the gateway no longer has this server".to_owned(),
-            });
-        };
-        if entry.get("status").and_then(Value::as_str) == Some("connected") {
-            return Ok(entry);
-        }
-        if let Some(error) = entry.get("error").and_then(Value::as_str) {
-            return Err(CliError::SignInFailed {
-                server: server.to_owned(),
-                reason: format!("{error}; run `gateway auth login --server {server}` again"),
-            });
+        if settled(&answer, server)? {
+            return Ok(servers(&answer, Some(server)).into_iter().next().unwrap_or_default());
         }
     }
 }
@@ -209,6 +315,44 @@ pub(crate) async fn logout(client: &Client, out: &Out, server: &str) -> Result<u
     Ok(OK)
 }
 
+/// `auth logout --all`: signs out of every server you hold a sign-in of your own for.
+pub(crate) async fn logout_all(client: &Client, out: &Out) -> Result<u8, CliError> {
+    let answer = status_of(client).await?;
+    let signed_in: Vec<String> = servers(&answer, None)
+        .iter()
+        .filter(|s| {
+            s.get("kind").and_then(Value::as_str) == Some("grant")
+                && s.get("status").and_then(Value::as_str) == Some("connected")
+        })
+        .map(|s| at(s, "name"))
+        .collect();
+    if signed_in.is_empty() {
+        note("Not signed in to any server.");
+        if !out.format.is_table() {
+            out.data(&json!({"servers": []}));
+        }
+        return Ok(OK);
+    }
+    let mut answers = Vec::new();
+    for server in &signed_in {
+        let answer = client
+            .core(
+                "core_auth_logout",
+                json!({"server": server}),
+                &format!("signing out of {server}"),
+            )
+            .await?;
+        if out.format.is_table() {
+            out.line(&at(&answer, "message"));
+        }
+        answers.push(json!({"name": server, "answer": answer}));
+    }
+    if !out.format.is_table() {
+        out.data(&json!({"servers": answers}));
+    }
+    Ok(OK)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +367,18 @@ mod tests {
             vec![json!({"name": "b", "status": "auth_required"})]
         );
         assert!(servers(&answer, Some("c")).is_empty());
+    }
+
+    #[test]
+    fn a_sign_in_is_settled_when_connected_and_failed_on_an_error() {
+        let answer = json!({"servers": [
+            {"name": "a", "status": "connected"},
+            {"name": "b", "status": "auth_required"},
+            {"name": "c", "status": "auth_required", "error": "the authorization server refused the code"}
+        ]});
+        assert!(matches!(settled(&answer, "a"), Ok(true)));
+        assert!(matches!(settled(&answer, "b"), Ok(false)));
+        assert!(matches!(settled(&answer, "c"), Err(CliError::SignInFailed { .. })));
+        assert!(matches!(settled(&answer, "gone"), Err(CliError::SignInFailed { .. })));
     }
 }

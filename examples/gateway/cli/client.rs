@@ -81,7 +81,8 @@ pub(crate) struct Client {
 impl Client {
     /// Connects to the gateway `opts` name.
     pub(crate) async fn connect(opts: &ClientOpts) -> Result<Self, CliError> {
-        connect::check_endpoint(&opts.endpoint).map_err(CliError::Usage)?;
+        let endpoint = super::context::resolve_endpoint(opts.endpoint.as_deref(), opts.context.as_deref())?;
+        connect::check_endpoint(&endpoint).map_err(CliError::Usage)?;
         let (progress_tx, progress) = watch::channel(None);
         let progress_tx = Arc::new(progress_tx);
         let (events_tx, events) = mpsc::unbounded_channel();
@@ -90,13 +91,13 @@ impl Client {
             events: events_tx,
         };
         let token = opts.token.as_deref().filter(|t| !t.trim().is_empty());
-        let what = format!("connecting to {}", opts.endpoint);
-        let service = spinner::waiting(&what, None, connect::connect(&opts.endpoint, token, handler))
+        let what = format!("connecting to {endpoint}");
+        let service = spinner::waiting(&what, None, connect::connect(&endpoint, token, handler))
             .await
             .map_err(|e| CliError::from_connect(e, token.is_some()))?;
         Ok(Self {
             service,
-            endpoint: opts.endpoint.clone(),
+            endpoint,
             timeout: opts.timeout,
             progress,
             progress_tx,

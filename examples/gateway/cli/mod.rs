@@ -7,11 +7,13 @@
 //! gateway call <tool> [--arg key=value]... [--json '{...}']
 //! gateway check <mcpserver|workflow> <name>
 //! gateway events [--resource-type T] [--resource-name N] [--type Normal|Warning] [--since 1h] [-f]
-//! gateway auth <status|login|logout> [--server S]
+//! gateway auth <status|login|logout> [--server S | --all]
+//! gateway context <list|current|use|add|update|rename|delete|show>
 //! ```
 //!
-//! Each command opens one MCP session with the gateway at `--endpoint` (`MUSTER_ENDPOINT`,
-//! default `http://127.0.0.1:8090/mcp`) as the agent bridge does ([`crate::connect`]), calls the
+//! Each command opens one MCP session with the gateway at `--endpoint` (`MUSTER_ENDPOINT`), else
+//! at the endpoint of `--context` or the current context ([`context`]), else at
+//! `http://127.0.0.1:8090/mcp`, as the agent bridge does ([`crate::connect`]), calls the
 //! meta-tools muster maps it to, prints the answer with `-o table|wide|json|yaml`
 //! ([`output`]) and exits 0 when done, 1 on an error, 2 when a sign-in is needed and 3 when one
 //! failed ([`error`]). Errors go to stderr and say what to do next.
@@ -19,6 +21,7 @@
 mod auth;
 mod call;
 mod client;
+pub(crate) mod context;
 mod error;
 mod events;
 mod output;
@@ -33,17 +36,20 @@ use self::{
     client::Client,
     error::CliError,
     events::EventFilters,
-    output::{Format, Out},
+    output::Out,
     resources::{CheckKind, GetKind, ListFilters, ListKind},
 };
-use crate::{agent::parse_duration, connect::DEFAULT_ENDPOINT};
+use crate::agent::parse_duration;
 
 /// How every client command reaches the gateway and prints.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ClientOpts {
-    /// The gateway's MCP endpoint.
-    #[arg(long, env = "MUSTER_ENDPOINT", default_value = DEFAULT_ENDPOINT, global = true)]
-    pub(crate) endpoint: String,
+    /// The gateway's MCP endpoint [default: the current context's, else http://127.0.0.1:8090/mcp].
+    #[arg(long, env = "MUSTER_ENDPOINT", global = true)]
+    pub(crate) endpoint: Option<String>,
+    /// The context (a named endpoint, see `gateway context`) to use instead of the current one.
+    #[arg(long, env = "MUSTER_CONTEXT", global = true)]
+    pub(crate) context: Option<String>,
     /// Output format: aligned columns fitting the terminal (table, wide: more columns), or the
     /// structured data (json, yaml).
     #[arg(short, long, value_enum, default_value_t = Format::Table, global = true)]
@@ -97,6 +103,7 @@ const EVENTS_HELP: &str = "Examples:
 const AUTH_HELP: &str = "Examples:
   gateway auth status
   gateway auth login --server github
+  gateway auth login --all
   gateway auth logout --server github
 
 login prints the sign-in link (it opens nothing) and waits until you completed it. Without
@@ -222,14 +229,18 @@ pub(crate) enum AuthCommand {
     },
     /// Print the link that signs you in to a server, and wait until you used it.
     #[command(
-        after_help = "Examples:\n  gateway auth login --server github\n  gateway auth login --server github --no-wait -o json\n\n\
+        after_help = "Examples:\n  gateway auth login --server github\n  gateway auth login --all\n  \
+                      gateway auth login --server github --no-wait -o json\n\n\
                       Exit code 0 once signed in (or when already signed in), 3 when the sign-in failed or did \
                       not complete in time."
     )]
     Login {
         /// The server to sign in to.
-        #[arg(long, short)]
-        server: String,
+        #[arg(long, short, required_unless_present = "all", conflicts_with = "all")]
+        server: Option<String>,
+        /// Every server waiting for your sign-in.
+        #[arg(long)]
+        all: bool,
         /// Print the link and end without waiting.
         #[arg(long)]
         no_wait: bool,
@@ -238,12 +249,25 @@ pub(crate) enum AuthCommand {
         wait: Duration,
     },
     /// Sign out of a server (core_auth_logout).
-    #[command(after_help = "Examples:\n  gateway auth logout --server github")]
+    #[command(after_help = "Examples:\n  gateway auth logout --server github\n  gateway auth logout --all")]
     Logout {
         /// The server to sign out of.
-        #[arg(long, short)]
-        server: String,
+        #[arg(long, short, required_unless_present = "all", conflicts_with = "all")]
+        server: Option<String>,
+        /// Every server you are signed in to.
+        #[arg(long)]
+        all: bool,
     },
+}
+
+pub(crate) use self::output::Format;
+
+/// Runs a `context` subcommand; its exit code.
+pub(crate) fn run_context(command: &context::ContextCommand, format: Format) -> ExitCode {
+    match context::run(command, &Out::detect(format)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => e.report(),
+    }
 }
 
 /// A line on stderr, for notes beside the output.
@@ -338,12 +362,20 @@ async fn run_command(command: &ClientCommand) -> Result<u8, CliError> {
         }
         ClientCommand::Auth { command, .. } => match command {
             AuthCommand::Status { server } => auth::status(&client, &out, server.as_deref()).await,
-            AuthCommand::Login { server, no_wait, wait } => {
+            AuthCommand::Login {
+                server, no_wait, wait, ..
+            } => {
                 let wait = (!no_wait).then_some(*wait);
                 let token_given = opts.token.as_deref().is_some_and(|t| !t.trim().is_empty());
-                auth::login(&client, &out, server, wait, token_given).await
+                match server {
+                    Some(server) => auth::login(&client, &out, server, wait, token_given).await,
+                    None => auth::login_all(&client, &out, wait, token_given).await,
+                }
             }
-            AuthCommand::Logout { server } => auth::logout(&client, &out, server).await,
+            AuthCommand::Logout { server, .. } => match server {
+                Some(server) => auth::logout(&client, &out, server).await,
+                None => auth::logout_all(&client, &out).await,
+            },
         },
     };
     client.close().await;
