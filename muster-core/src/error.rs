@@ -17,7 +17,7 @@
 //! assert_eq!(err.to_error_data().code, ErrorCode::INVALID_PARAMS);
 //! ```
 
-use std::time::Duration;
+use std::{fmt, time::Duration};
 
 use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
 
@@ -69,19 +69,16 @@ pub enum ToolError {
     Cancelled,
     /// Too many calls of the same session, or to the same server, are in flight and waiting:
     /// the call was not run. Retrying later may succeed.
-    #[error(
-        "{scope} is busy: {in_flight} calls in flight and the queue is full or the wait ran out after {}s (aggregator.limits.{limit_key}); retry later",
-        waited.as_secs()
-    )]
+    #[error("{scope} is busy: {in_flight} calls in flight (aggregator.limits.{limit_key}) and {why}; retry later")]
     Busy {
         /// Whose slots ran out: `session <id>` or `server <name>`.
         scope: String,
         /// The limit in flight.
         in_flight: usize,
-        /// How long the call waited.
-        waited: Duration,
-        /// The `aggregator.limits` key that sets the limit.
+        /// The `aggregator.limits` key that sets the limit in flight.
         limit_key: &'static str,
+        /// Why the call could not wait for a slot.
+        why: BusyReason,
     },
     /// The downstream server answered the call with a JSON-RPC error.
     #[error("server {server} refused the call: {}", error.message)]
@@ -107,6 +104,37 @@ pub enum ToolError {
         #[source]
         source: BoxError,
     },
+}
+
+/// Why a [`ToolError::Busy`] call could not wait for a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusyReason {
+    /// As many calls as `aggregator.limits.maxQueuedCalls` allows were waiting already.
+    QueueFull {
+        /// The calls waiting.
+        queued: usize,
+    },
+    /// No slot freed within `aggregator.limits.queueTimeoutSeconds`.
+    WaitedOut {
+        /// How long the call waited.
+        waited: Duration,
+    },
+}
+
+impl fmt::Display for BusyReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::QueueFull { queued } => write!(
+                f,
+                "{queued} more waiting, as many as aggregator.limits.maxQueuedCalls allows"
+            ),
+            Self::WaitedOut { waited } => write!(
+                f,
+                "no slot freed within {:.1}s (aggregator.limits.queueTimeoutSeconds)",
+                waited.as_secs_f64()
+            ),
+        }
+    }
 }
 
 impl ToolError {
@@ -195,8 +223,10 @@ mod tests {
                 ToolError::Busy {
                     scope: "server k8s".into(),
                     in_flight: 4,
-                    waited: Duration::from_secs(1),
                     limit_key: "maxConcurrentCallsPerServer",
+                    why: BusyReason::WaitedOut {
+                        waited: Duration::from_secs(1),
+                    },
                 },
                 BUSY,
             ),

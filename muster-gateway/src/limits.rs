@@ -29,7 +29,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use muster_core::{SessionId, ToolError, config::Limits};
+use muster_core::{SessionId, ToolError, config::Limits, error::BusyReason};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Slots for one scope (a session or a server) with a bounded queue.
@@ -77,14 +77,18 @@ impl CallLimiter {
         if let Ok(permit) = Arc::clone(&self.slots).try_acquire_owned() {
             return Ok(CallSlot { _permit: permit });
         }
+        let Some(waiting) = QueuePlace::take(&self.queued, self.max_queued) else {
+            return Err(self.busy(BusyReason::QueueFull { queued: self.queued() }));
+        };
         let started = Instant::now();
-        let waiting = QueuePlace::take(&self.queued, self.max_queued).ok_or_else(|| self.busy(started))?;
         let permit = tokio::time::timeout(self.queue_timeout, Arc::clone(&self.slots).acquire_owned()).await;
         drop(waiting);
         match permit {
             Ok(Ok(permit)) => Ok(CallSlot { _permit: permit }),
             // The semaphore is never closed; a timeout is the only way here.
-            _ => Err(self.busy(started)),
+            _ => Err(self.busy(BusyReason::WaitedOut {
+                waited: started.elapsed(),
+            })),
         }
     }
 
@@ -98,12 +102,12 @@ impl CallLimiter {
         self.slots.available_permits()
     }
 
-    fn busy(&self, started: Instant) -> ToolError {
+    fn busy(&self, why: BusyReason) -> ToolError {
         ToolError::Busy {
             scope: self.scope.clone(),
             in_flight: self.in_flight,
-            waited: started.elapsed(),
             limit_key: self.limit_key,
+            why,
         }
     }
 }
@@ -261,7 +265,22 @@ mod tests {
         }
         // The queue holds one: a third is refused at once.
         let third = limiter.acquire().await.expect_err("no slot and no room to wait");
-        assert!(matches!(third, ToolError::Busy { .. }), "{third}");
+        assert!(
+            matches!(
+                third,
+                ToolError::Busy {
+                    why: BusyReason::QueueFull { queued: 1 },
+                    ..
+                }
+            ),
+            "{third}"
+        );
+        assert!(
+            third
+                .to_string()
+                .contains("1 more waiting, as many as aggregator.limits.maxQueuedCalls allows"),
+            "{third}"
+        );
         drop(first);
         waiter
             .await
@@ -281,10 +300,14 @@ mod tests {
             "maxConcurrentCallsPerServer",
         );
         let _held = limiter.acquire().await.expect("a free slot");
-        let err = limiter.acquire().await.expect_err("no slot and no room to wait");
+        let err = limiter.acquire().await.expect_err("no slot freed in time");
         let text = err.to_string();
         assert!(text.contains("server slow is busy"), "{text}");
         assert!(text.contains("aggregator.limits.maxConcurrentCallsPerServer"), "{text}");
+        assert!(
+            text.contains("no slot freed within 0.") && text.contains("(aggregator.limits.queueTimeoutSeconds)"),
+            "{text}"
+        );
         assert_eq!(limiter.queued(), 0);
     }
 

@@ -111,8 +111,8 @@ fn outcomes_follow_the_tool_errors() {
         Outcome::of_error(&ToolError::Busy {
             scope: "server demo".into(),
             in_flight: 1,
-            waited: Duration::ZERO,
-            limit_key: "maxQueuedCalls",
+            limit_key: "maxConcurrentCallsPerServer",
+            why: muster_core::error::BusyReason::QueueFull { queued: 0 },
         }),
         Outcome::Busy
     );
