@@ -20,6 +20,7 @@
 //! ```
 
 pub mod relay;
+mod schemas;
 pub mod sse;
 mod transport;
 
@@ -240,9 +241,12 @@ impl UpstreamConnection {
             .map(|i| i.capabilities.clone())
             .unwrap_or_default();
         let tools = if caps.tools.is_some() {
-            self.bounded("tools/list", self.peer.list_all_tools())
+            let mut tools = self
+                .bounded("tools/list", self.peer.list_all_tools())
                 .await?
-                .map_err(|source| UpstreamError::List { what: "tools", source })?
+                .map_err(|source| UpstreamError::List { what: "tools", source })?;
+            schemas::SCHEMAS.intern_tools(&mut tools);
+            tools
         } else {
             Vec::new()
         };
