@@ -49,6 +49,10 @@ struct Cli {
     /// Seed of the synthetic tools' names and descriptions (give each server its own).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Give every synthetic tool a schema of its own (its `id` argument described in its own
+    /// words), as most real servers do, instead of one schema shared by all.
+    #[arg(long)]
+    distinct_schemas: bool,
     /// Leave Nagle's algorithm on for accepted connections (`axum::serve`'s default), instead of
     /// setting TCP_NODELAY.
     #[arg(long)]
@@ -89,9 +93,9 @@ impl Echo {
 }
 
 impl Echo {
-    fn new(tools: usize, seed: u64) -> Self {
+    fn new(tools: usize, seed: u64, distinct_schemas: bool) -> Self {
         let mut router = Self::echo_router();
-        for tool in synthetic_tools(tools.saturating_sub(1), seed) {
+        for tool in synthetic_tools(tools.saturating_sub(1), seed, distinct_schemas) {
             router.add_route(ToolRoute::new_dyn(tool, synthetic_call));
         }
         Self {
@@ -197,8 +201,9 @@ const PHRASES: &[&str] = &[
     "owned by a team",
 ];
 
-/// `count` synthetic tools: `<verb>_<noun>_<k>` with a one-line description.
-fn synthetic_tools(count: usize, seed: u64) -> Vec<Tool> {
+/// `count` synthetic tools: `<verb>_<noun>_<k>` with a one-line description; with
+/// `distinct_schemas`, each describes its `id` argument in its own words.
+fn synthetic_tools(count: usize, seed: u64, distinct_schemas: bool) -> Vec<Tool> {
     let mut rng = SplitMix64(seed.wrapping_mul(0x2545_F491_4F6C_DD1D).wrapping_add(1));
     let schema = schema_for_type::<SyntheticArgs>();
     (0..count)
@@ -208,7 +213,23 @@ fn synthetic_tools(count: usize, seed: u64) -> Vec<Tool> {
             let other = rng.pick(NOUNS);
             let phrase = rng.pick(PHRASES);
             let description = format!("{verb} the {noun} of a {other} {phrase}.");
-            Tool::new(format!("{verb}_{noun}_{k}"), description, Arc::clone(&schema))
+            let schema = if distinct_schemas {
+                let mut own = (*schema).clone();
+                if let Some(id) = own
+                    .get_mut("properties")
+                    .and_then(|p| p.get_mut("id"))
+                    .and_then(|id| id.as_object_mut())
+                {
+                    id.insert(
+                        "description".into(),
+                        format!("The {noun} of the {other} to {verb} (seed {seed}, tool {k}).").into(),
+                    );
+                }
+                Arc::new(own)
+            } else {
+                Arc::clone(&schema)
+            };
+            Tool::new(format!("{verb}_{noun}_{k}"), description, schema)
         })
         .collect()
 }
@@ -216,7 +237,7 @@ fn synthetic_tools(count: usize, seed: u64) -> Vec<Tool> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
-    let echo = Echo::new(cli.tools.max(1), cli.seed);
+    let echo = Echo::new(cli.tools.max(1), cli.seed, cli.distinct_schemas);
     match cli.http {
         None => {
             echo.serve(rmcp::transport::stdio()).await?.waiting().await?;

@@ -59,6 +59,7 @@ impl IdleRound {
 #[derive(Debug)]
 struct Catalogue {
     kind: GatewayKind,
+    distinct_schemas: bool,
     servers: usize,
     tools: usize,
     ready: Duration,
@@ -85,8 +86,14 @@ pub(crate) async fn run(ctx: &Ctx) -> Result<Extras, BoxError> {
     idle_sessions(ctx, &mut extras).await?;
     let (servers, tools) = ctx.opts.catalogue;
     progress!("catalogue of {} tools from {servers} stdio servers", servers * tools);
-    for kind in [GatewayKind::Reference, GatewayKind::Nodelay] {
-        extras.catalogues.push(catalogue(ctx, kind).await?);
+    // The echo servers' synthetic tools share one schema per server (interned by the gateway:
+    // the best case); the last figure gives every tool a schema of its own, as real servers do.
+    for (kind, distinct) in [
+        (GatewayKind::Reference, false),
+        (GatewayKind::Nodelay, false),
+        (GatewayKind::Reference, true),
+    ] {
+        extras.catalogues.push(catalogue(ctx, kind, distinct).await?);
     }
     progress!("start to ready with {} stdio servers", ctx.opts.startup_servers);
     startup(ctx, &mut extras).await?;
@@ -172,7 +179,7 @@ async fn meta_load(
     })
 }
 
-async fn catalogue(ctx: &Ctx, kind: GatewayKind) -> Result<Catalogue, BoxError> {
+async fn catalogue(ctx: &Ctx, kind: GatewayKind, distinct_schemas: bool) -> Result<Catalogue, BoxError> {
     let (servers, tools) = ctx.opts.catalogue;
     let spec = GatewaySpec {
         kind,
@@ -180,6 +187,7 @@ async fn catalogue(ctx: &Ctx, kind: GatewayKind) -> Result<Catalogue, BoxError> 
             .map(|i| Downstream::Stdio {
                 tools,
                 seed: i as u64 + 1,
+                distinct_schemas,
             })
             .collect(),
         native: false,
@@ -211,6 +219,7 @@ async fn catalogue(ctx: &Ctx, kind: GatewayKind) -> Result<Catalogue, BoxError> 
     gateway.stop().await;
     Ok(Catalogue {
         kind,
+        distinct_schemas,
         servers,
         tools: total,
         ready,
@@ -254,6 +263,7 @@ async fn startup(ctx: &Ctx, extras: &mut Extras) -> Result<(), BoxError> {
                 .map(|i| Downstream::Stdio {
                     tools: 1,
                     seed: i as u64,
+                    distinct_schemas: false,
                 })
                 .collect(),
             native: false,
@@ -317,9 +327,11 @@ pub(crate) fn report(e: &Extras, out: &mut String) -> Result<(), BoxError> {
         med_fds(2)
     )?;
     for c in &e.catalogues {
-        let which = match c.kind {
-            GatewayKind::Reference => "gateway",
-            GatewayKind::Nodelay => "gateway + TCP_NODELAY",
+        let which = match (c.kind, c.distinct_schemas) {
+            (GatewayKind::Reference, false) => "gateway",
+            (GatewayKind::Nodelay, false) => "gateway + TCP_NODELAY",
+            (GatewayKind::Reference, true) => "gateway, every tool its own schema",
+            (GatewayKind::Nodelay, true) => "gateway + TCP_NODELAY, every tool its own schema",
         };
         writeln!(
             out,

@@ -228,7 +228,11 @@ async fn run_target(ctx: &Ctx, target: Target, shapes: &[(usize, usize)], runs: 
     let gateway = if let Some(kind) = target.gateway {
         let downstream = match &echo {
             Some(echo) => Downstream::Http(echo.url.clone()),
-            None => Downstream::Stdio { tools: 1, seed: 0 },
+            None => Downstream::Stdio {
+                tools: 1,
+                seed: 0,
+                distinct_schemas: false,
+            },
         };
         let gateway = GatewayProc::start(&ctx.bins, GatewaySpec::one(kind, downstream, target.native))?;
         gateway.wait_ready(&ctx.http, Duration::from_secs(60)).await?;

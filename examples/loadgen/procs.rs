@@ -163,12 +163,14 @@ impl EchoHttp {
 pub(crate) enum Downstream {
     /// Over streamable HTTP at this URL.
     Http(String),
-    /// The echo server over stdio with `--tools tools --seed seed`.
+    /// The echo server over stdio with `--tools tools --seed seed` (and `--distinct-schemas`).
     Stdio {
         /// How many tools it exposes.
         tools: usize,
         /// The seed of its synthetic tools.
         seed: u64,
+        /// Whether each synthetic tool has a schema of its own.
+        distinct_schemas: bool,
     },
     /// The reference gateway's demo server (`gateway demo-server`) over stdio, always named
     /// `demo`.
@@ -276,11 +278,20 @@ fn write_config(dir: &Path, port: u16, spec: &GatewaySpec, bins: &Binaries) -> R
             Downstream::Http(url) => {
                 writeln!(doc, "  type: streamable-http\n  url: {}\n  timeout: 30", yaml_str(url))?;
             }
-            Downstream::Stdio { tools, seed } => {
+            Downstream::Stdio {
+                tools,
+                seed,
+                distinct_schemas,
+            } => {
                 let command = bins.echo.display().to_string();
+                let distinct = if *distinct_schemas {
+                    ", \"--distinct-schemas\""
+                } else {
+                    ""
+                };
                 writeln!(
                     doc,
-                    "  type: stdio\n  autoStart: true\n  command: {}\n  args: [\"--tools\", \"{tools}\", \"--seed\", \"{seed}\"]\n  timeout: 60",
+                    "  type: stdio\n  autoStart: true\n  command: {}\n  args: [\"--tools\", \"{tools}\", \"--seed\", \"{seed}\"{distinct}]\n  timeout: 60",
                     yaml_str(&command)
                 )?;
             }

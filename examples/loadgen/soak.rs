@@ -228,7 +228,11 @@ pub(crate) async fn run(bins: Binaries, opts: SoakOptions) -> Result<String, Box
     let echo = EchoHttp::start_on(&bins, &echo_addr).await?;
     let mut servers = vec![
         Downstream::Http(echo.url.clone()),
-        Downstream::Stdio { tools: 1, seed: 0 },
+        Downstream::Stdio {
+            tools: 1,
+            seed: 0,
+            distinct_schemas: false,
+        },
     ];
     if opts.demo {
         servers.push(Downstream::Demo);
