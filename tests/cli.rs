@@ -983,3 +983,90 @@ async fn contexts_name_gateways_and_choose_which_one_a_command_reaches() {
     assert!(broken.stderr.contains(&file.display().to_string()), "{broken}");
     assert_eq!(std::fs::read_to_string(&file).expect("read"), "contexts: [oops");
 }
+
+/// `gateway standalone`: the gateway and the agent bridge in one process. An MCP client on its
+/// stdio finds and calls a downstream tool through the bridge; the gateway also serves its own
+/// address; closing stdin ends the process, and the downstream server it started with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_serves_the_bridge_on_stdio_and_the_gateway_on_its_address() {
+    use rmcp::{ServiceExt, model::CallToolRequestParams};
+
+    let config = ConfigDir::new(&MusterConfig::default());
+    config.server(&demo_stdio("demo"));
+    let port = free_port();
+    let mut child = tokio::process::Command::new(common::gateway_binary())
+        .args(["standalone", "--config-path"])
+        .arg(config.path())
+        .args(["--port", &port.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn gateway standalone");
+    let stdout = child.stdout.take().expect("stdout");
+    let stdin = child.stdin.take().expect("stdin");
+    let client = ().serve((stdout, stdin)).await.expect("the bridge answers on stdio");
+
+    let tools = client.list_all_tools().await.expect("tools");
+    let meta: BTreeSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert!(meta.contains("call_tool") && meta.contains("filter_tools"), "{meta:?}");
+
+    // The demo server starts in the background: call until it answers.
+    let call = |name: &str, arguments: Value| {
+        CallToolRequestParams::new("call_tool").with_arguments(
+            json!({"name": name, "arguments": arguments})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        )
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let echoed = loop {
+        let result = client
+            .call_tool(call("x_demo_echo", json!({"message": "through the bridge"})))
+            .await
+            .expect("answered");
+        if result.is_error != Some(true) || tokio::time::Instant::now() > deadline {
+            break result;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(echoed.is_error, Some(false), "{echoed:?}");
+    assert_eq!(
+        echoed.content[0].as_text().map(|t| t.text.as_str()),
+        Some("through the bridge"),
+        "the bridge unwraps call_tool's envelope"
+    );
+    let pid = client
+        .call_tool(call("x_demo_pid", json!({})))
+        .await
+        .expect("answered")
+        .content[0]
+        .as_text()
+        .and_then(|t| t.text.parse::<i32>().ok())
+        .expect("the demo server's pid");
+
+    // The gateway serves its own address too.
+    let ep = format!("http://127.0.0.1:{port}/mcp");
+    let listed = cli(&ep, &["list", "tools", "-o", "json"]).await;
+    assert!(names(&listed.ok().json(), "name").contains("x_demo_echo"), "{listed}");
+
+    // Closing stdin ends it all.
+    let _ = client.cancel().await;
+    let status = tokio::time::timeout(Duration::from_secs(40), child.wait())
+        .await
+        .expect("standalone ends when stdin closes")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+    // Reaped by init once its parent is gone: give it a moment.
+    let proc_dir = format!("/proc/{pid}");
+    let gone = tokio::time::timeout(Duration::from_secs(5), async {
+        while std::path::Path::new(&proc_dir).exists() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "the demo server {pid} is stopped with the gateway");
+    cli(&ep, &["list", "tools"]).await.expect_code(1);
+}

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! gateway serve [--config-path DIR] [--host HOST] [--port PORT] [--log-format text|json] [--debug|--silent]
+//! gateway standalone [--config-path DIR] [--host HOST] [--port PORT] [--timeout 5m]
 //! gateway demo-server [--http ADDR]
 //! gateway agent --mcp-server [--endpoint URL] [--timeout 5m] [--log-format text|json] [--debug|--silent]
 //! gateway list|get|call|check|events|auth ... [--endpoint URL | --context NAME] [-o table|wide|json|yaml]
@@ -24,6 +25,10 @@
 //! also exported as OpenTelemetry traces over OTLP/HTTP. `GET /metrics` serves the Prometheus
 //! metrics.
 //!
+//! `standalone` is `serve` and `agent --mcp-server` in one process, for an IDE that starts its
+//! MCP servers itself: the gateway serves on its address, the bridge to it on stdio, and closing
+//! stdin shuts both down.
+//!
 //! `demo-server` is the small demo MCP server the example configuration aggregates: over stdio by
 //! default, or over streamable HTTP with `--http 127.0.0.1:0` (it prints the URL it serves).
 //!
@@ -43,7 +48,12 @@ mod cli;
 mod connect;
 mod demo;
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use muster::gateway::{Gateway, supervisor::SupervisorConfig};
@@ -83,6 +93,32 @@ enum Command {
         /// Port to bind (overrides aggregator.port).
         #[arg(long)]
         port: Option<u16>,
+        #[command(flatten)]
+        log: LogArgs,
+    },
+    /// Serve the gateway and, on stdio, the agent bridge to it: one process for an IDE.
+    #[command(
+        after_help = "Examples:\n  gateway standalone --config-path ~/.config/muster\n  gateway standalone --port 0\n\n\
+                      IDE configuration (mcp.json):\n  \
+                      {\"mcpServers\": {\"muster\": {\"command\": \"gateway\", \"args\": [\"standalone\"]}}}\n\n\
+                      The gateway also serves MCP on its address for other clients (--port 0: any free port). It \
+                      shuts down, stopping every downstream server, when the IDE closes stdin."
+    )]
+    Standalone {
+        /// The muster config directory.
+        #[arg(long, env = "MUSTER_CONFIG_PATH")]
+        config_path: Option<PathBuf>,
+        /// Address to bind (overrides aggregator.host; `localhost` binds 127.0.0.1).
+        #[arg(long)]
+        host: Option<String>,
+        /// Port to bind (overrides aggregator.port; 0 picks a free one).
+        #[arg(long)]
+        port: Option<u16>,
+        /// How long the bridge waits for a call (e.g. 30s, 5m, 1h); call_tool's `timeout`
+        /// argument (seconds) overrides it per call.
+        #[arg(long, default_value = "5m", value_parser = agent::parse_duration)]
+        timeout: Duration,
+        /// Logging (to stderr; stdout carries MCP).
         #[command(flatten)]
         log: LogArgs,
     },
@@ -204,8 +240,12 @@ fn init_logging(log: &LogArgs, normal: &str) -> Logging {
         normal
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let text =
-        (log.log_format == LogFormat::Text).then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+    let text = (log.log_format == LogFormat::Text).then(|| {
+        // Colours only on a terminal (not in a log file, nor in an IDE's server log).
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    });
     let json = (log.log_format == LogFormat::Json).then(|| {
         tracing_subscriber::fmt::layer()
             .json()
@@ -250,6 +290,22 @@ async fn main() -> ExitCode {
             port,
             log,
         } => serve(config_path.unwrap_or_else(default_config_path), host, port, &log).await,
+        Command::Standalone {
+            config_path,
+            host,
+            port,
+            timeout,
+            log,
+        } => {
+            standalone(
+                config_path.unwrap_or_else(default_config_path),
+                host,
+                port,
+                timeout,
+                &log,
+            )
+            .await
+        }
         Command::DemoServer { http } => demo::run(http).await,
         Command::Agent {
             mcp_server,
@@ -283,14 +339,24 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn serve(
-    config_path: PathBuf,
+/// A gateway loaded from a config directory, its downstream servers starting, bound to its
+/// address and not serving yet.
+struct Bound {
+    gateway: Gateway,
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    /// Live reload of the config directory, while it is held.
+    _watch: Option<muster::gateway::watch::WatchHandle>,
+}
+
+/// Loads `config_path`, binds `host`:`port` (the config's when not given) and starts the
+/// downstream servers: in the background, or first when unprefixed names must be checked.
+async fn bind(
+    config_path: &Path,
     host: Option<String>,
     port: Option<u16>,
-    log: &LogArgs,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let _logging = init_logging(log, "info");
-    let (gateway, problems) = Gateway::from_config_dir(&config_path, SupervisorConfig::from_env())
+) -> Result<Bound, Box<dyn std::error::Error>> {
+    let (gateway, problems) = Gateway::from_config_dir(config_path, SupervisorConfig::from_env())
         .map_err(|e| format!("cannot start from {}: {e}", config_path.display()))?;
     for problem in &problems {
         tracing::error!("{problem} (file left out)");
@@ -315,7 +381,7 @@ async fn serve(
         .await
         .map_err(|e| format!("cannot bind {bind_host}:{port}: {e}"))?;
     let addr = listener.local_addr()?;
-    let _watch = match gateway.watch_config_dir() {
+    let watch = match gateway.watch_config_dir() {
         Ok(handle) => Some(handle),
         Err(e) => {
             tracing::warn!(error = %e, "live reload is off");
@@ -331,11 +397,27 @@ async fn serve(
         let starter = gateway.clone();
         tokio::spawn(async move { starter.start().await });
     }
-    tracing::info!("muster gateway serving MCP at http://{addr}/mcp");
+    Ok(Bound {
+        gateway,
+        listener,
+        addr,
+        _watch: watch,
+    })
+}
+
+async fn serve(
+    config_path: PathBuf,
+    host: Option<String>,
+    port: Option<u16>,
+    log: &LogArgs,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let _logging = init_logging(log, "info");
+    let bound = bind(&config_path, host, port).await?;
+    tracing::info!("muster gateway serving MCP at http://{}/mcp", bound.addr);
 
     // On SIGTERM or Ctrl-C: no new requests, calls in flight finish (up to
     // aggregator.limits.shutdownTimeoutSeconds), then every downstream server is stopped.
-    let report = gateway.serve(listener, shutdown_signal()).await?;
+    let report = bound.gateway.serve(bound.listener, shutdown_signal()).await?;
     tracing::info!(
         in_flight = report.in_flight_at_signal,
         ended = report.ended_in_flight,
@@ -343,6 +425,46 @@ async fn serve(
         "shut down"
     );
     Ok(())
+}
+
+/// `standalone`: the gateway and the agent bridge in one process. The gateway serves on its
+/// address as `serve` does (other clients can use it too); stdin and stdout carry the bridge's
+/// MCP. When the IDE closes stdin, or at SIGTERM or Ctrl-C, the gateway shuts down as `serve`
+/// does and every downstream server is stopped.
+async fn standalone(
+    config_path: PathBuf,
+    host: Option<String>,
+    port: Option<u16>,
+    timeout: Duration,
+    log: &LogArgs,
+) -> Result<(), Box<dyn std::error::Error>> {
+    // Stdout is MCP; the IDE shows stderr: warnings unless asked.
+    let _logging = init_logging(log, "warn,rmcp::transport::worker=off");
+    let bound = bind(&config_path, host, port).await?;
+    let endpoint = format!("http://{}/mcp", bound.addr);
+    tracing::info!("muster gateway serving MCP at {endpoint}; the agent bridge is on stdio");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let gateway = bound.gateway.clone();
+    let server = tokio::spawn(async move {
+        gateway
+            .serve(bound.listener, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let bridged = tokio::select! {
+        bridged = agent::run_mcp_server(endpoint, timeout) => bridged,
+        () = shutdown_signal() => Ok(()),
+    };
+    let _ = stop.send(());
+    let report = server.await??;
+    tracing::info!(
+        in_flight = report.in_flight_at_signal,
+        ended = report.ended_in_flight,
+        took_ms = report.took.as_millis() as u64,
+        "shut down"
+    );
+    bridged
 }
 
 async fn shutdown_signal() {
