@@ -48,12 +48,7 @@ mod cli;
 mod connect;
 mod demo;
 
-use std::{
-    net::SocketAddr,
-    path::{Path, PathBuf},
-    process::ExitCode,
-    time::Duration,
-};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use muster::gateway::{Gateway, supervisor::SupervisorConfig};
@@ -84,15 +79,8 @@ enum Command {
                       gateway serve --log-format json --silent\n\nMetrics: GET http://HOST:PORT/metrics (Prometheus text)."
     )]
     Serve {
-        /// The muster config directory.
-        #[arg(long, env = "MUSTER_CONFIG_PATH")]
-        config_path: Option<PathBuf>,
-        /// Address to bind (overrides aggregator.host; `localhost` binds 127.0.0.1).
-        #[arg(long)]
-        host: Option<String>,
-        /// Port to bind (overrides aggregator.port).
-        #[arg(long)]
-        port: Option<u16>,
+        #[command(flatten)]
+        bind: BindArgs,
         #[command(flatten)]
         log: LogArgs,
     },
@@ -105,15 +93,8 @@ enum Command {
                       shuts down, stopping every downstream server, when the IDE closes stdin."
     )]
     Standalone {
-        /// The muster config directory.
-        #[arg(long, env = "MUSTER_CONFIG_PATH")]
-        config_path: Option<PathBuf>,
-        /// Address to bind (overrides aggregator.host; `localhost` binds 127.0.0.1).
-        #[arg(long)]
-        host: Option<String>,
-        /// Port to bind (overrides aggregator.port; 0 picks a free one).
-        #[arg(long)]
-        port: Option<u16>,
+        #[command(flatten)]
+        bind: BindArgs,
         /// How long the bridge waits for a call (e.g. 30s, 5m, 1h); call_tool's `timeout`
         /// argument (seconds) overrides it per call.
         #[arg(long, default_value = "5m", value_parser = agent::parse_duration)]
@@ -189,6 +170,20 @@ fn default_config_path() -> PathBuf {
         .unwrap_or_default()
         .join(".config")
         .join("muster")
+}
+
+/// Where a gateway's definitions are and where it listens (`serve`, `standalone`).
+#[derive(Debug, Clone, Args)]
+struct BindArgs {
+    /// The muster config directory [default: ~/.config/muster].
+    #[arg(long, env = "MUSTER_CONFIG_PATH")]
+    config_path: Option<PathBuf>,
+    /// Address to bind (overrides aggregator.host; `localhost` binds 127.0.0.1).
+    #[arg(long)]
+    host: Option<String>,
+    /// Port to bind (overrides aggregator.port; 0 picks a free one).
+    #[arg(long)]
+    port: Option<u16>,
 }
 
 /// How a command logs (to stderr).
@@ -284,28 +279,8 @@ async fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "gateway", &mut std::io::stdout());
             Ok(())
         }
-        Command::Serve {
-            config_path,
-            host,
-            port,
-            log,
-        } => serve(config_path.unwrap_or_else(default_config_path), host, port, &log).await,
-        Command::Standalone {
-            config_path,
-            host,
-            port,
-            timeout,
-            log,
-        } => {
-            standalone(
-                config_path.unwrap_or_else(default_config_path),
-                host,
-                port,
-                timeout,
-                &log,
-            )
-            .await
-        }
+        Command::Serve { bind, log } => serve(bind, &log).await,
+        Command::Standalone { bind, timeout, log } => standalone(bind, timeout, &log).await,
         Command::DemoServer { http } => demo::run(http).await,
         Command::Agent {
             mcp_server,
@@ -349,13 +324,16 @@ struct Bound {
     _watch: Option<muster::gateway::watch::WatchHandle>,
 }
 
-/// Loads `config_path`, binds `host`:`port` (the config's when not given) and starts the
+/// Loads the config directory, binds its address (or the one `args` give) and starts the
 /// downstream servers: in the background, or first when unprefixed names must be checked.
-async fn bind(
-    config_path: &Path,
-    host: Option<String>,
-    port: Option<u16>,
-) -> Result<Bound, Box<dyn std::error::Error>> {
+async fn bind(args: BindArgs) -> Result<Bound, Box<dyn std::error::Error>> {
+    let BindArgs {
+        config_path,
+        host,
+        port,
+    } = args;
+    let config_path = config_path.unwrap_or_else(default_config_path);
+    let config_path = config_path.as_path();
     let (gateway, problems) = Gateway::from_config_dir(config_path, SupervisorConfig::from_env())
         .map_err(|e| format!("cannot start from {}: {e}", config_path.display()))?;
     for problem in &problems {
@@ -405,14 +383,9 @@ async fn bind(
     })
 }
 
-async fn serve(
-    config_path: PathBuf,
-    host: Option<String>,
-    port: Option<u16>,
-    log: &LogArgs,
-) -> Result<(), Box<dyn std::error::Error>> {
+async fn serve(args: BindArgs, log: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
     let _logging = init_logging(log, "info");
-    let bound = bind(&config_path, host, port).await?;
+    let bound = bind(args).await?;
     tracing::info!("muster gateway serving MCP at http://{}/mcp", bound.addr);
 
     // On SIGTERM or Ctrl-C: no new requests, calls in flight finish (up to
@@ -431,16 +404,10 @@ async fn serve(
 /// address as `serve` does (other clients can use it too); stdin and stdout carry the bridge's
 /// MCP. When the IDE closes stdin, or at SIGTERM or Ctrl-C, the gateway shuts down as `serve`
 /// does and every downstream server is stopped.
-async fn standalone(
-    config_path: PathBuf,
-    host: Option<String>,
-    port: Option<u16>,
-    timeout: Duration,
-    log: &LogArgs,
-) -> Result<(), Box<dyn std::error::Error>> {
+async fn standalone(args: BindArgs, timeout: Duration, log: &LogArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Stdout is MCP; the IDE shows stderr: warnings unless asked.
     let _logging = init_logging(log, "warn,rmcp::transport::worker=off");
-    let bound = bind(&config_path, host, port).await?;
+    let bound = bind(args).await?;
     let endpoint = format!("http://{}/mcp", bound.addr);
     tracing::info!("muster gateway serving MCP at {endpoint}; the agent bridge is on stdio");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
