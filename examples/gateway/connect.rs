@@ -19,6 +19,8 @@ use rmcp::{
     },
 };
 
+use muster::gateway::upstream::progress::{ProgressHook, ProgressInOrder};
+
 use crate::agent::duration;
 
 /// Where the gateway serves MCP unless told otherwise.
@@ -69,17 +71,20 @@ pub(crate) fn unreachable_message(endpoint: &str, cause: &str) -> String {
 }
 
 /// Connects `handler` to the gateway at `endpoint`, sending `bearer` (a token, without the
-/// `Bearer ` prefix) as its `Authorization` on every request when given.
-pub(crate) async fn connect<H: ClientHandler>(
+/// `Bearer ` prefix) as its `Authorization` on every request when given. Progress notifications
+/// go to `progress` as they are read, before the result they precede
+/// ([`ProgressInOrder`]), and then to `handler`.
+pub(crate) async fn connect<H: ClientHandler, P: ProgressHook>(
     endpoint: &str,
     bearer: Option<&str>,
     handler: H,
+    progress: P,
 ) -> Result<RunningService<RoleClient, H>, ConnectError> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint.to_owned());
     if let Some(token) = bearer {
         config = config.auth_header(token.to_owned());
     }
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport = ProgressInOrder::new(StreamableHttpClientTransport::from_config(config), progress);
     match tokio::time::timeout(CONNECT_TIMEOUT, handler.serve(transport)).await {
         Ok(Ok(service)) => Ok(service),
         Ok(Err(e)) => Err(classify(endpoint, &e)),
@@ -158,7 +163,7 @@ mod tests {
             .map(|a| a.port())
             .expect("a free port");
         let endpoint = format!("http://127.0.0.1:{port}/mcp");
-        match connect(&endpoint, None, ()).await {
+        match connect(&endpoint, None, (), ()).await {
             Err(ConnectError::Unreachable { endpoint: e, cause }) => {
                 assert_eq!(e, endpoint);
                 assert_eq!(cause, "connection refused");

@@ -15,6 +15,7 @@ use std::{
     sync::{Arc, Mutex, RwLock},
 };
 
+use muster::gateway::upstream::progress::ProgressHook;
 use rmcp::{
     ClientHandler, ErrorData as McpError, Peer, RoleClient, RoleServer,
     model::{
@@ -116,6 +117,28 @@ impl Relay {
     }
 }
 
+/// The progress the gateway reports on a tracked call goes to the IDE under the IDE's token, in
+/// order: the agent's connection hands it over as it is read (`ProgressInOrder`), before the
+/// call's result, which the IDE's SDK would otherwise see first and then drop the report.
+impl ProgressHook for Relay {
+    async fn progress(&self, params: &ProgressNotificationParam) {
+        let Some(token) = self.progress().get(&params.progress_token).cloned() else {
+            return;
+        };
+        let Some(ide) = self.ide() else {
+            return;
+        };
+        let mut relayed = ProgressNotificationParam::new(token, params.progress);
+        if let Some(total) = params.total {
+            relayed = relayed.with_total(total);
+        }
+        if let Some(message) = params.message.clone() {
+            relayed = relayed.with_message(message);
+        }
+        let _ = ide.notify_progress(relayed).await;
+    }
+}
+
 /// The agent's MCP client handler towards the gateway.
 #[derive(Debug, Clone)]
 pub(crate) struct AgentClient {
@@ -142,22 +165,8 @@ impl ClientHandler for AgentClient {
         )
     }
 
-    async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
-        let Some(token) = self.relay.progress().get(&params.progress_token).cloned() else {
-            return;
-        };
-        let Some(ide) = self.relay.ide() else {
-            return;
-        };
-        let mut relayed = ProgressNotificationParam::new(token, params.progress);
-        if let Some(total) = params.total {
-            relayed = relayed.with_total(total);
-        }
-        if let Some(message) = params.message {
-            relayed = relayed.with_message(message);
-        }
-        let _ = ide.notify_progress(relayed).await;
-    }
+    // Progress is relayed where it is read (`Relay` is the connection's `ProgressHook`), so the
+    // IDE gets a call's last report before its result.
 
     async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
         self.relay.tools_changed().await;

@@ -158,7 +158,7 @@ impl Upstream {
         }
         *slot = None;
         let client = AgentClient::new(self.relay.clone());
-        let service = connect::connect(&self.endpoint, None, client)
+        let service = connect::connect(&self.endpoint, None, client, self.relay.clone())
             .await
             .map_err(|e| match e {
                 ConnectError::Unreachable { endpoint, cause } => ForwardError::Unreachable { endpoint, cause },

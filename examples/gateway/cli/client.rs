@@ -92,7 +92,7 @@ impl Client {
         };
         let token = opts.token.as_deref().filter(|t| !t.trim().is_empty());
         let what = format!("connecting to {endpoint}");
-        let service = spinner::waiting(&what, None, connect::connect(&endpoint, token, handler))
+        let service = spinner::waiting(&what, None, connect::connect(&endpoint, token, handler, ()))
             .await
             .map_err(|e| CliError::from_connect(e, token.is_some()))?;
         Ok(Self {

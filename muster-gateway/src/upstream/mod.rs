@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod progress;
 pub mod relay;
 mod schemas;
 pub mod sse;
@@ -46,7 +47,8 @@ use tokio_util::sync::CancellationToken;
 pub use relay::{ClientPeer, ListChanged, UpstreamClient};
 pub use transport::TransportError;
 
-use relay::{CallRelay, ProgressInOrder};
+use progress::ProgressInOrder;
+use relay::CallRelay;
 
 use crate::limits::{CallLimiter, CallSlot};
 

@@ -13,7 +13,6 @@
 #![allow(deprecated)]
 
 use std::{
-    borrow::Cow,
     collections::HashMap,
     sync::{Arc, Mutex},
 };
@@ -23,13 +22,13 @@ use rmcp::{
     ClientHandler, ErrorData as McpError, Peer, RoleClient, RoleServer,
     model::{
         ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-        ElicitResult, ElicitationAction, Implementation, JsonRpcMessage, JsonRpcNotification,
-        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ResourceUpdatedNotificationParam,
-        ServerNotification,
+        ElicitResult, ElicitationAction, Implementation, LoggingMessageNotificationParam, ProgressNotificationParam,
+        ProgressToken, ResourceUpdatedNotificationParam,
     },
-    service::{NotificationContext, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage},
-    transport::Transport,
+    service::{NotificationContext, RequestContext},
 };
+
+use super::progress::ProgressHook;
 use tokio::sync::mpsc;
 
 /// The client identity the gateway presents to downstream servers.
@@ -194,53 +193,9 @@ impl CallRelay {
     }
 }
 
-/// A downstream transport that hands each progress notification to the [`CallRelay`] as it is
-/// read, before any message after it is read.
-///
-/// rmcp reads a connection's messages in order but runs notification handlers in tasks of their
-/// own, while a response goes straight to the waiting request. A handler could therefore see a
-/// call's last progress report after the call returned, when nobody listens any more. Read
-/// here, a report is with the calling client's sink before the result it preceded is even read.
-/// The notification still goes on to rmcp, which uses it to restart the request's timeout.
-pub(crate) struct ProgressInOrder<T> {
-    inner: T,
-    relay: CallRelay,
-}
-
-impl<T> ProgressInOrder<T> {
-    pub(crate) fn new(inner: T, relay: CallRelay) -> Self {
-        Self { inner, relay }
-    }
-}
-
-impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressInOrder<T> {
-    type Error = T::Error;
-
-    fn name() -> Cow<'static, str> {
-        T::name()
-    }
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let message = self.inner.receive().await?;
-        if let JsonRpcMessage::Notification(JsonRpcNotification {
-            notification: ServerNotification::ProgressNotification(progress),
-            ..
-        }) = &message
-        {
-            self.relay.report_progress(&progress.params);
-        }
-        Some(message)
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
+impl ProgressHook for CallRelay {
+    async fn progress(&self, params: &ProgressNotificationParam) {
+        self.report_progress(params);
     }
 }
 
@@ -277,7 +232,7 @@ impl ClientHandler for UpstreamClient {
         )
     }
 
-    // Progress is not handled here but where it is read ([`ProgressInOrder`]): rmcp runs each
+    // Progress is not handled here but where it is read (`upstream::progress`): rmcp runs each
     // notification handler in a task of its own, which may run after the call's result arrived
     // and the call was unregistered, losing its last report.
 
