@@ -1071,30 +1071,13 @@ async fn standalone_serves_the_bridge_on_stdio_and_the_gateway_on_its_address() 
     cli(&ep, &["list", "tools"]).await.expect_code(1);
 }
 
-/// Records each progress report a client receives as (progress, total).
-#[derive(Clone)]
-struct ProgressRecorder(tokio::sync::mpsc::UnboundedSender<(f64, Option<f64>)>);
-
-impl rmcp::ClientHandler for ProgressRecorder {
-    async fn on_progress(
-        &self,
-        params: rmcp::model::ProgressNotificationParam,
-        _ctx: rmcp::service::NotificationContext<rmcp::RoleClient>,
-    ) {
-        let _ = self.0.send((params.progress, params.total));
-    }
-}
-
 /// The agent bridge relays a call's last progress report (progress = total, sent by the demo's
 /// `sleep` right before its result) before the result: the bridge's client hands progress on as
 /// it reads it. An IDE's SDK drops a report that comes after the result of its call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_bridge_relays_a_calls_last_progress_report() {
-    use rmcp::{
-        ServiceExt,
-        model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult},
-        service::PeerRequestOptions,
-    };
+    use common::progress::{ProgressRecorder, each_calls_last_report_arrives};
+    use rmcp::ServiceExt;
 
     let (gw, _web) = demo_gateway().await;
     let mut agent = tokio::process::Command::new(common::gateway_binary())
@@ -1112,37 +1095,6 @@ async fn the_agent_bridge_relays_a_calls_last_progress_report() {
         .serve((stdout, stdin))
         .await
         .expect("the agent answers");
-    for round in 0..25 {
-        let args = json!({"name": "x_demo_sleep", "arguments": {"seconds": 0.1}});
-        let request =
-            CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default());
-        let handle = client
-            .send_request_with_option(
-                ClientRequest::CallToolRequest(CallToolRequest::new(request)),
-                PeerRequestOptions::no_options(),
-            )
-            .await
-            .expect("sent");
-        let ServerResult::CallToolResult(result) = handle.await_response().await.expect("answered") else {
-            panic!("not a call result")
-        };
-        assert_eq!(result.is_error, Some(false), "{result:?}");
-        // This client handles notifications in tasks of their own too: give the last report
-        // time to arrive here. A report the bridge dropped never does.
-        let last = tokio::time::timeout(Duration::from_secs(2), async {
-            loop {
-                match seen.recv().await {
-                    Some((progress, Some(total))) if progress >= total => return,
-                    Some(_) => {}
-                    None => panic!("the client ended"),
-                }
-            }
-        })
-        .await;
-        assert!(
-            last.is_ok(),
-            "round {round}: the call's final progress report never arrived"
-        );
-    }
+    each_calls_last_report_arrives(client.peer(), &mut seen, "x_demo_sleep", 25).await;
     let _ = client.cancel().await;
 }

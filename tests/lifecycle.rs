@@ -4,7 +4,11 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{DemoHttp, Harness, demo_stdio, envelope, eventually, remote, text};
+use common::{
+    DemoHttp, Harness, demo_stdio, envelope, eventually,
+    progress::{ProgressRecorder, each_calls_last_report_arrives},
+    remote, text,
+};
 use muster::core::crd::MCPServerState;
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
@@ -163,16 +167,6 @@ async fn progress_restarts_the_timeout_and_reaches_the_calling_client() {
     h.stop().await;
 }
 
-/// A client that records each progress report it receives as (progress, total).
-#[derive(Clone)]
-struct ProgressRecorder(mpsc::UnboundedSender<(f64, Option<f64>)>);
-
-impl ClientHandler for ProgressRecorder {
-    async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
-        let _ = self.0.send((params.progress, params.total));
-    }
-}
-
 /// The demo's `sleep` sends its last report (progress = total) right before its result. rmcp
 /// handles a notification in a task of its own, so unless the gateway takes the report as it
 /// reads it, the result can overtake it and the call is unregistered before its last report
@@ -185,39 +179,7 @@ async fn a_calls_last_progress_report_reaches_the_client_before_the_call_ends() 
         .serve(StreamableHttpClientTransport::from_uri(h.url.clone()))
         .await
         .expect("connects");
-    for round in 0..25 {
-        let args = json!({"name": "x_demo_sleep", "arguments": {"seconds": 0.1}});
-        let request =
-            CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default());
-        let handle = client
-            .send_request_with_option(
-                rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(request)),
-                rmcp::service::PeerRequestOptions::no_options(),
-            )
-            .await
-            .expect("sent");
-        let response = handle.await_response().await.expect("answered");
-        let rmcp::model::ServerResult::CallToolResult(result) = response else {
-            panic!("not a call result")
-        };
-        assert_eq!(result.is_error, Some(false), "{}", text(&result));
-        // This test client also handles notifications in tasks of their own: give the last
-        // report time to arrive here. A report the gateway dropped never does.
-        let last = tokio::time::timeout(Duration::from_secs(2), async {
-            loop {
-                match seen.recv().await {
-                    Some((progress, Some(total))) if progress >= total => return (progress, total),
-                    Some(_) => {}
-                    None => panic!("the client ended"),
-                }
-            }
-        })
-        .await;
-        assert!(
-            last.is_ok(),
-            "round {round}: the call's final progress report (progress = total) never arrived"
-        );
-    }
+    each_calls_last_report_arrives(client.peer(), &mut seen, "x_demo_sleep", 25).await;
     let _ = client.cancel().await;
     h.stop().await;
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod oidc;
+pub mod progress;
 pub mod scripted;
 pub mod signin;
 
