@@ -261,6 +261,8 @@ pub struct Registry {
     supervision: SupervisorConfig,
     started: std::sync::atomic::AtomicBool,
     events: EventLog,
+    /// The sessions following the events (`core_events` with `follow: true`).
+    event_followers: crate::events::EventFollowers,
     store: Option<ConfigStore>,
     /// The concurrency limits of sessions and servers (`aggregator.limits`, read at start).
     limits: Arc<crate::limits::CallLimits>,
@@ -418,6 +420,7 @@ impl Registry {
             supervision,
             started: std::sync::atomic::AtomicBool::new(false),
             events,
+            event_followers: crate::events::EventFollowers::default(),
             store: options.store,
         });
         registry.rebuild_catalog();
@@ -442,6 +445,11 @@ impl Registry {
     /// The event log.
     pub fn events(&self) -> &EventLog {
         &self.events
+    }
+
+    /// The sessions following the events.
+    pub fn event_followers(&self) -> &crate::events::EventFollowers {
+        &self.event_followers
     }
 
     /// Records an event.

@@ -5,9 +5,9 @@
 //!
 //! With `-f` it asks with `follow: true`, prints the matching events oldest first, then every
 //! new one as it happens until interrupted: each `notifications/muster/event` the gateway
-//! sends, and (as this gateway answers `follow` like any query and sends no notifications)
-//! what `core_events` reports since the newest event seen, asked every [`POLL`]. An event is
-//! printed once. `-o json` prints one event per line (JSON Lines), `-o yaml` one document each.
+//! pushes, and, in case one was missed (a follower that fell behind, a gateway that does not
+//! push), what `core_events` reports since the newest event seen, asked every [`POLL`]. An event
+//! is printed once. `-o json` prints one event per line (JSON Lines), `-o yaml` one document each.
 
 use std::{collections::HashSet, time::Duration};
 

@@ -330,7 +330,19 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
         CoreTool::McpServerValidate => mcpservers::validate(args)?,
         CoreTool::McpServerDetect => mcpservers::detect(args).await?,
         CoreTool::Events => {
-            crate::events::core_events_result(registry.events(), args).map_err(ToolError::invalid_arguments)?
+            let answer =
+                crate::events::core_events_result(registry.events(), args).map_err(ToolError::invalid_arguments)?;
+            // `follow: true` also pushes the matching events from now on to the caller's session.
+            if let Ok(query) = crate::events::EventQuery::from_args(args)
+                && query.follow
+                && !call.ctx.session.is_anonymous()
+                && let Some(crate::upstream::ClientPeer(peer)) = call.ctx.extensions.get()
+            {
+                registry
+                    .event_followers()
+                    .follow(registry.events(), call.ctx.session.as_str(), &query, peer.clone());
+            }
+            answer
         }
         CoreTool::WorkflowList => workflows::list(registry),
         CoreTool::WorkflowGet => workflows::get(registry, required_name(args)?)?,

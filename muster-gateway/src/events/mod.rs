@@ -36,6 +36,7 @@
 //! ```
 
 mod event;
+mod follow;
 mod log;
 mod query;
 pub mod reasons;
@@ -43,6 +44,7 @@ pub mod reasons;
 pub use event::{
     DEFAULT_NAMESPACE, Event, EventDetails, EventType, InvolvedObject, KIND_MCP_SERVER, KIND_WORKFLOW, SOURCE,
 };
+pub use follow::{EVENT_NOTIFICATION, EventFollowers};
 pub use log::{EVENTS_DIR, EventLog, EventLogOptions};
 pub use query::{EventQuery, EventQueryResult, core_events_result};
 

@@ -27,7 +27,8 @@ pub struct EventQuery {
     /// The most events returned, the newest ones; at least 1.
     pub limit: usize,
     /// Whether the caller asked to follow new events as well (`follow: true`). The answer is
-    /// the same; streaming what comes next is the caller's job (see [`EventLog::subscribe`]).
+    /// the same; the gateway's `core_events` then pushes what comes next to the caller's session
+    /// ([`super::EventFollowers`]), built on [`EventLog::subscribe`].
     pub follow: bool,
 }
 
