@@ -141,34 +141,12 @@ pub(crate) async fn login(
         }
         return Ok(OK);
     };
-    if !token_given {
-        note(&format!(
-            "Waiting for you to sign in (up to {}). Without --token the gateway keeps this sign-in only for this \
-             command's session.",
-            crate::agent::duration::format(wait)
-        ));
+    let again = format!("gateway auth login --server {server}");
+    wait_for_sign_ins(client, &[server.to_owned()], wait, token_given, &again).await?;
+    if out.format.is_table() {
+        out.line(&format!("Signed in to {server}."));
     }
-    let signed_in = tokio::time::timeout(wait, wait_for_sign_in(client, server)).await;
-    match signed_in {
-        Ok(Ok(entry)) => {
-            if out.format.is_table() {
-                out.line(&format!("Signed in to {server}."));
-            } else {
-                // The link went out first; the outcome is the exit code and stderr.
-                note(&format!("Signed in to {server} ({}).", at(&entry, "status")));
-            }
-            Ok(OK)
-        }
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(CliError::SignInFailed {
-            server: server.to_owned(),
-            reason: format!(
-                "no sign-in completed within {}; run `gateway auth login --server {server}` again (--wait for \
-                 longer)",
-                crate::agent::duration::format(wait)
-            ),
-        }),
-    }
+    Ok(OK)
 }
 
 /// `auth login --all`: the sign-in links of every server waiting for one (`core_auth_status`
@@ -222,24 +200,42 @@ pub(crate) async fn login_all(
     let Some(wait) = wait else {
         return Ok(OK);
     };
+    wait_for_sign_ins(client, &names, wait, token_given, "gateway auth login --all").await?;
+    if out.format.is_table() {
+        out.line(&format!("Signed in to {}.", names.join(", ")));
+    }
+    Ok(OK)
+}
+
+/// Waits up to `wait` until the gateway reports each of `servers` connected for this session,
+/// noting each on stderr as it is; a server the gateway reports an error for, or one still
+/// waiting at the end, fails the sign-in (`again` is the command to run again).
+async fn wait_for_sign_ins(
+    client: &Client,
+    servers: &[String],
+    wait: Duration,
+    token_given: bool,
+    again: &str,
+) -> Result<(), CliError> {
     if !token_given {
         note(&format!(
-            "Waiting for you to sign in to {} (up to {}). Without --token the gateway keeps these sign-ins only \
-             for this command's session.",
-            names.join(", "),
+            "Waiting for you to sign in to {} (up to {}). Without --token the gateway keeps a sign-in only for \
+             this command's session.",
+            servers.join(", "),
             crate::agent::duration::format(wait)
         ));
     }
-    let mut left = names.clone();
+    let mut left = servers.to_vec();
     let waited = tokio::time::timeout(wait, async {
         while !left.is_empty() {
             tokio::time::sleep(POLL).await;
             let answer = status_of(client).await?;
             let mut still = Vec::new();
             for name in &left {
-                match settled(&answer, name)? {
-                    true => note(&format!("Signed in to {name}.")),
-                    false => still.push(name.clone()),
+                if settled(&answer, name)? {
+                    note(&format!("Signed in to {name}."));
+                } else {
+                    still.push(name.clone());
                 }
             }
             left = still;
@@ -247,22 +243,15 @@ pub(crate) async fn login_all(
         Ok::<(), CliError>(())
     })
     .await;
-    match waited {
-        Ok(Ok(())) => {
-            if out.format.is_table() {
-                out.line(&format!("Signed in to {}.", names.join(", ")));
-            }
-            Ok(OK)
-        }
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(CliError::SignInFailed {
+    waited.unwrap_or_else(|_| {
+        Err(CliError::SignInFailed {
             server: left.join(", "),
             reason: format!(
-                "no sign-in completed within {}; run `gateway auth login --all` again (--wait for longer)",
+                "no sign-in completed within {}; run `{again}` again (--wait for longer)",
                 crate::agent::duration::format(wait)
             ),
-        }),
-    }
+        })
+    })
 }
 
 /// Whether `server` is signed in according to a `core_auth_status` answer: `true` when
@@ -284,18 +273,6 @@ fn settled(answer: &Value, server: &str) -> Result<bool, CliError> {
         });
     }
     Ok(false)
-}
-
-/// Waits until the gateway reports `server` connected for this session (its status entry), or
-/// an error for it.
-async fn wait_for_sign_in(client: &Client, server: &str) -> Result<Value, CliError> {
-    loop {
-        tokio::time::sleep(POLL).await;
-        let answer = status_of(client).await?;
-        if settled(&answer, server)? {
-            return Ok(servers(&answer, Some(server)).into_iter().next().unwrap_or_default());
-        }
-    }
 }
 
 /// `auth logout --server S`.

@@ -449,6 +449,19 @@ pub enum MCPServerState {
 }
 
 impl MCPServerState {
+    /// Every state, in declaration order (for a gauge per state, or a table of them).
+    pub const ALL: [Self; 9] = [
+        Self::Running,
+        Self::Starting,
+        Self::Stopped,
+        Self::Connected,
+        Self::AuthRequired,
+        Self::AwaitingSession,
+        Self::Connecting,
+        Self::Disconnected,
+        Self::Failed,
+    ];
+
     /// The spelling in `status.state`, e.g. `Auth Required`.
     pub fn as_str(self) -> &'static str {
         match self {

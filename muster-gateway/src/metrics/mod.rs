@@ -501,19 +501,6 @@ impl GatewayMetrics {
     }
 }
 
-/// Every state a server can be in, for the state gauge.
-const STATES: [MCPServerState; 9] = [
-    MCPServerState::Running,
-    MCPServerState::Starting,
-    MCPServerState::Stopped,
-    MCPServerState::Connected,
-    MCPServerState::AuthRequired,
-    MCPServerState::AwaitingSession,
-    MCPServerState::Connecting,
-    MCPServerState::Disconnected,
-    MCPServerState::Failed,
-];
-
 /// The gauges read from the source at each scrape.
 #[derive(Debug)]
 struct Gauges {
@@ -532,7 +519,7 @@ impl Collector for Gauges {
         let states = Family::<StateLabels, Gauge>::default();
         for (server, current) in &snapshot.upstreams {
             let mut known = false;
-            for state in STATES {
+            for state in MCPServerState::ALL {
                 known |= state == *current;
                 states
                     .get_or_create(&StateLabels {

@@ -384,16 +384,16 @@ impl UpstreamConnection {
         let remaining = ctx
             .deadline
             .map(|d| d.saturating_duration_since(std::time::Instant::now()));
-        #[allow(unused_mut)]
-        let mut options = PeerRequestOptions::with_timeout(self.timeout)
+        let options = PeerRequestOptions::with_timeout(self.timeout)
             .reset_timeout_on_progress()
             .with_max_total_timeout(remaining.map_or(self.max_duration, |r| r.min(self.max_duration)));
         // The call's trace context goes down in `_meta` (SEP-414), and over streamable HTTP as
         // `traceparent` headers too, so the downstream's spans join the caller's trace.
         #[cfg(feature = "otel")]
-        {
-            options.meta = crate::metrics::otel::request_meta(&tracing::Span::current());
-        }
+        let options = match crate::metrics::otel::request_meta(&tracing::Span::current()) {
+            Some(meta) => options.with_meta(meta),
+            None => options,
+        };
         let handle = self
             .peer
             .send_request_with_option(request, options)

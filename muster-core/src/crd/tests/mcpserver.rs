@@ -928,20 +928,7 @@ fn states_serialize_with_the_documented_strings() {
 
 #[test]
 fn ready_holds_in_the_reachable_states_only() {
-    let ready: Vec<_> = [
-        MCPServerState::Running,
-        MCPServerState::Starting,
-        MCPServerState::Stopped,
-        MCPServerState::Connected,
-        MCPServerState::AuthRequired,
-        MCPServerState::AwaitingSession,
-        MCPServerState::Connecting,
-        MCPServerState::Disconnected,
-        MCPServerState::Failed,
-    ]
-    .into_iter()
-    .filter(|s| s.is_ready())
-    .collect();
+    let ready: Vec<_> = MCPServerState::ALL.into_iter().filter(|s| s.is_ready()).collect();
     assert_eq!(
         ready,
         [
