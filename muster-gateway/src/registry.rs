@@ -1169,8 +1169,9 @@ impl Registry {
                     })?;
                 conn.call_tool(&tool, arguments, &call.ctx).await
             }
-            ToolKind::Core => core_tools::call(self, &call).await,
-            ToolKind::Workflow => workflows::run(self, call).await,
+            // Boxed: both are large futures, and a downstream call's future should not carry them.
+            ToolKind::Core => Box::pin(core_tools::call(self, &call)).await,
+            ToolKind::Workflow => Box::pin(workflows::run(self, call)).await,
         }
     }
 

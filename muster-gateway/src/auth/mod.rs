@@ -600,7 +600,7 @@ impl SignInService {
             let _one_at_a_time = self.refreshing.lock().await;
             match self.book.get(&owner, server) {
                 Some(current) if current.grant.needs_refresh(chrono::Utc::now()) => {
-                    match current.grant.refresh(&self.http).await {
+                    match Box::pin(current.grant.refresh(&self.http)).await {
                         Ok(refreshed) => {
                             let generation = self.book.put(&owner, server, refreshed.clone());
                             held = grants::Held {
@@ -644,7 +644,8 @@ impl SignInService {
         {
             return Ok(());
         }
-        let conn = connect_as(view.definition, &held.grant, identity.as_ref())
+        // Boxed, as the refresh above: connecting is rare, and every call's future would carry it.
+        let conn = Box::pin(connect_as(view.definition, &held.grant, identity.as_ref()))
             .await
             .map_err(|reason| ToolError::ServerUnavailable {
                 server: server.to_owned(),

@@ -124,7 +124,8 @@ impl SsoService {
                 continue;
             }
             let key = (ctx.session.as_str().to_owned(), view.definition.metadata.name.clone());
-            match self.connect(registry, &ctx.session, &view, bearer).await {
+            // Boxed: the exchange is large and rare; every request's future stays small without it.
+            match Box::pin(self.connect(registry, &ctx.session, &view, bearer)).await {
                 Ok(()) => {
                     self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
                 }

@@ -127,8 +127,9 @@ impl MetaTools {
             MetaTool::ListPrompts => json_result(&prompts::list_prompts(&view)),
             MetaTool::FilterPrompts => json_or_error(prompts::filter_prompts(&view, &args)),
             MetaTool::DescribePrompt => json_or_error(prompts::describe_prompt(&view, &args, scope)),
-            MetaTool::GetResource => self.get_resource(&view, &args, scope, &ctx).await,
-            MetaTool::GetPrompt => self.get_prompt(&view, &args, scope, &ctx).await,
+            // Boxed: large, and call_tool's future should not carry them.
+            MetaTool::GetResource => Box::pin(self.get_resource(&view, &args, scope, &ctx)).await,
+            MetaTool::GetPrompt => Box::pin(self.get_prompt(&view, &args, scope, &ctx)).await,
             MetaTool::CallTool => self.call_tool(&view, args, scope, ctx).await,
         }
     }
@@ -310,7 +311,7 @@ impl MetaTools {
                     .server_tool(h.tool_prefix.as_deref().unwrap_or(&h.name), "");
                 !head.is_empty() && name.starts_with(&head) && name.len() > head.len()
             })?;
-        let link = match service.login(&self.registry, ctx, &hint.name, false).await {
+        let link = match Box::pin(service.login(&self.registry, ctx, &hint.name, false)).await {
             Ok(link) => link,
             Err(e) => return Some(error_result(format!("Tool execution failed: {e}"))),
         };
@@ -569,4 +570,37 @@ fn json_or_error<T: Serialize>(result: Result<T, CatalogError>) -> CallToolResul
 
 fn error_result(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+#[cfg(test)]
+mod future_size {
+    use super::*;
+    use muster_core::config::MusterConfig;
+
+    /// What a call's future carries is copied into each box on its way (rmcp's handler, the
+    /// tool stack) and allocated per call: rare, heavy branches (sign-ins, core tools,
+    /// workflows, resources and prompts) are boxed where they are awaited. Before that, both
+    /// futures below were over 16 KB.
+    #[test]
+    fn a_calls_futures_stay_small() {
+        let gateway = crate::Gateway::with_options(MusterConfig::default(), Vec::new(), Vec::new(), Default::default())
+            .expect("a gateway");
+        let meta = gateway.meta_tools();
+        let ctx = CallContext::default();
+        let limit = 6 * 1024;
+        let call = meta.call("call_tool", JsonObject::new(), ctx.clone());
+        assert!(
+            std::mem::size_of_val(&call) < limit,
+            "MetaTools::call: {} bytes",
+            std::mem::size_of_val(&call)
+        );
+        let dispatch = meta
+            .registry
+            .dispatch(ToolCall::new("x_a_b", JsonObject::new(), ctx.clone()));
+        assert!(
+            std::mem::size_of_val(&dispatch) < limit,
+            "Registry::dispatch: {} bytes",
+            std::mem::size_of_val(&dispatch)
+        );
+    }
 }
