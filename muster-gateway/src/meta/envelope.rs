@@ -63,25 +63,32 @@ pub fn content_summary(item: &ContentBlock) -> Value {
     }
 }
 
+/// The envelope's JSON, written from the result as it is (no copy of its structured content or
+/// `_meta`). The fields are in sorted order, the order of a JSON object of them.
+#[derive(Serialize)]
+struct EnvelopeJson<'a> {
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a muster_core::JsonObject>,
+    content: Vec<Value>,
+    #[serde(rename = "isError")]
+    is_error: bool,
+    #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
+    structured_content: Option<&'a Value>,
+    tool: &'a DispatchedTool,
+}
+
 /// Wraps `inner`, the result of `tool`, in the `call_tool` envelope.
 pub fn envelope(inner: CallToolResult, tool: &DispatchedTool) -> CallToolResult {
     let is_error = inner.is_error.unwrap_or(false);
-    let mut env = serde_json::Map::new();
-    env.insert("isError".into(), json!(is_error));
-    env.insert(
-        "content".into(),
-        Value::Array(inner.content.iter().map(content_summary).collect()),
-    );
-    if let Some(structured) = &inner.structured_content {
-        env.insert("structuredContent".into(), structured.clone());
-    }
-    if let Some(meta) = &inner.meta {
-        env.insert("_meta".into(), Value::Object(meta.0.clone()));
-    }
-    let tool_value = serde_json::to_value(tool).unwrap_or(Value::Null);
-    env.insert("tool".into(), tool_value.clone());
-
-    let mut content = vec![ContentBlock::text(Value::Object(env).to_string())];
+    let text = serde_json::to_string(&EnvelopeJson {
+        meta: inner.meta.as_ref().map(|m| &m.0),
+        content: inner.content.iter().map(content_summary).collect(),
+        is_error,
+        structured_content: inner.structured_content.as_ref(),
+        tool,
+    })
+    .unwrap_or_else(|e| json!({"isError": true, "error": format!("the result could not be written: {e}")}).to_string());
+    let mut content = vec![ContentBlock::text(text)];
     content.extend(
         inner
             .content
@@ -95,7 +102,10 @@ pub fn envelope(inner: CallToolResult, tool: &DispatchedTool) -> CallToolResult 
     };
     outer.structured_content = inner.structured_content;
     let mut meta = MetaObject::default();
-    meta.0.insert(TOOL_META_KEY.to_owned(), tool_value);
+    meta.0.insert(
+        TOOL_META_KEY.to_owned(),
+        serde_json::to_value(tool).unwrap_or(Value::Null),
+    );
     outer.meta = Some(meta);
     outer
 }
@@ -173,5 +183,26 @@ mod tests {
         let env = envelope_json(&outer);
         assert_eq!(env["isError"], true);
         assert_eq!(env["tool"], json!({"name": "core_service_list"}));
+    }
+
+    #[test]
+    fn the_envelope_text_is_the_json_object_of_its_fields() {
+        let mut inner = CallToolResult::success(vec![ContentBlock::text("pods: 3")]);
+        inner.structured_content = Some(json!({"count": 3, "names": ["a", "b"]}));
+        let mut meta = MetaObject::default();
+        meta.0.insert("progressToken".into(), json!(7));
+        inner.meta = Some(meta);
+        let outer = envelope(inner, &tool());
+        let text = outer.content[0].as_text().map(|t| t.text.clone()).unwrap_or_default();
+        // The same document as a JSON object: written with its keys sorted, which clients that
+        // compare the text (not the parsed JSON) have seen so far.
+        let object = json!({
+            "isError": false,
+            "content": [{"type": "text", "text": "pods: 3"}],
+            "structuredContent": {"count": 3, "names": ["a", "b"]},
+            "_meta": {"progressToken": 7},
+            "tool": {"name": "x_k8s_list_pods", "server": "k8s", "serverTool": "list_pods"},
+        });
+        assert_eq!(text, object.to_string());
     }
 }
