@@ -321,3 +321,56 @@ async fn list_tools_pages_to_the_end_without_gaps() {
     assert!(seen[12..].iter().all(|n| n.starts_with("core_")), "{seen:?}");
     h.stop().await;
 }
+
+/// Forwards each connection accepted on a loopback port to `target` (host:port), counting them.
+async fn counting_proxy(target: String) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    (addr.to_string(), accepted)
+}
+
+#[tokio::test]
+async fn calls_to_a_streamable_http_downstream_reuse_its_connections() {
+    let demo = DemoHttp::start();
+    let demo_addr = demo
+        .url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .expect("demo url")
+        .to_owned();
+    let (proxy, accepted) = counting_proxy(demo_addr).await;
+    let h = Harness::start(vec![remote("remote", &format!("http://{proxy}/mcp"))]).await;
+    let before = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    let calls = 30;
+    for i in 0..calls {
+        let result = h
+            .meta(
+                "call_tool",
+                json!({"name": "x_remote_echo", "arguments": {"message": format!("call {i}")}}),
+            )
+            .await;
+        let envelope: Value = serde_json::from_str(&text(&result)).expect("envelope");
+        assert_eq!(envelope["content"][0]["text"], format!("call {i}"));
+    }
+    let opened = accepted.load(std::sync::atomic::Ordering::SeqCst) - before;
+    // One call after another: each goes out on the connection the previous one left in the
+    // pool. Without the pool each call opened a connection of its own.
+    assert!(
+        opened <= 2,
+        "{calls} calls opened {opened} connections to the downstream"
+    );
+    h.stop().await;
+}

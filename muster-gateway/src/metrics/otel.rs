@@ -189,32 +189,10 @@ impl Default for TraceContextClient {
 }
 
 impl TraceContextClient {
-    /// A client whose handshake carries the context of the current span, over a reqwest client
-    /// set up as rmcp's own: no idle connections kept, only same-origin 307/308 redirects
-    /// followed (a cross-origin one would replay the server's headers elsewhere).
+    /// A client whose handshake carries the context of the current span, over the gateway's
+    /// shared downstream HTTP client (kept-alive connections, same-origin 307/308 redirects only).
     pub fn new() -> Self {
-        let inner = reqwest::Client::builder()
-            .pool_max_idle_per_host(0)
-            .redirect(reqwest::redirect::Policy::custom(|attempt| {
-                let keeps_body = matches!(
-                    attempt.status(),
-                    reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
-                );
-                let same_origin = attempt
-                    .previous()
-                    .first()
-                    .is_some_and(|first| first.origin() == attempt.url().origin());
-                if !keeps_body || !same_origin {
-                    attempt.stop()
-                } else if attempt.previous().len() > 10 {
-                    attempt.error("more than 10 redirects")
-                } else {
-                    attempt.follow()
-                }
-            }))
-            .build()
-            .unwrap_or_default();
-        Self::with_client(inner)
+        Self::with_client(crate::upstream::transport::http_client())
     }
 
     /// A client over `inner` whose handshake carries the context of the current span.

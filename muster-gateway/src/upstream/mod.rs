@@ -23,7 +23,7 @@ pub mod progress;
 pub mod relay;
 mod schemas;
 pub mod sse;
-mod transport;
+pub(crate) mod transport;
 
 use std::{sync::Arc, time::Duration};
 

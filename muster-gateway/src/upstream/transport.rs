@@ -1,7 +1,7 @@
 //! Transports to downstream servers: a child process over stdio, streamable HTTP, or the legacy
 //! HTTP+SSE transport.
 
-use std::{collections::HashMap, process::Stdio, time::Duration};
+use std::{collections::HashMap, process::Stdio, sync::LazyLock, time::Duration};
 
 use muster_core::crd::MCPServerSpec;
 use rmcp::transport::{
@@ -94,6 +94,50 @@ pub(super) fn end_process_group(group: Option<u32>) {
     let _ = group;
 }
 
+/// How long an idle connection to a streamable-HTTP server is kept for the next request: under
+/// the 5 s after which Node's and uvicorn's servers close an idle connection by default, so a
+/// request rarely goes out on a connection the server is closing.
+const POOL_IDLE: Duration = Duration::from_secs(4);
+
+/// How many redirects a request follows at most.
+const MAX_REDIRECTS: usize = 10;
+
+static HTTP_CLIENT: LazyLock<reqwest::Client> = LazyLock::new(|| {
+    reqwest::Client::builder()
+        .pool_idle_timeout(POOL_IDLE)
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let keeps_body = matches!(
+                attempt.status(),
+                reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+            );
+            let same_origin = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| first.origin() == attempt.url().origin());
+            if !keeps_body || !same_origin {
+                attempt.stop()
+            } else if attempt.previous().len() > MAX_REDIRECTS {
+                attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+            } else {
+                attempt.follow()
+            }
+        }))
+        .build()
+        .unwrap_or_default()
+});
+
+/// The HTTP client every streamable-HTTP connection of the process shares: one pool of kept-alive
+/// connections, and only same-origin 307/308 redirects followed (a cross-origin one would replay
+/// the server's headers elsewhere; a 301/302/303 would lose the message).
+///
+/// rmcp's default client keeps no idle connection, so every request to a downstream opened a
+/// TCP connection of its own (one per tool call, measured: 540 connections for 520 calls). rmcp
+/// reads each POST's event stream to its end after the answer, which is what lets a
+/// connection go back to the pool without the stall that made rmcp turn pooling off.
+pub(crate) fn http_client() -> reqwest::Client {
+    HTTP_CLIENT.clone()
+}
+
 /// The HTTP client of streamable-HTTP connections: with the `otel` feature, one that sends
 /// each message's W3C trace context as headers ([`crate::metrics::otel::TraceContextClient`]).
 #[cfg(not(feature = "otel"))]
@@ -119,7 +163,7 @@ pub(super) fn streamable_http(
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
     #[cfg(not(feature = "otel"))]
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
     #[cfg(feature = "otel")]
     let transport = StreamableHttpClientTransport::with_client(crate::metrics::otel::TraceContextClient::new(), config);
     Ok(transport)
