@@ -46,6 +46,26 @@ async fn demo_gateway() -> (GatewayProcess, DemoHttp) {
 }
 
 /// The `field` of every entry of `list`.
+/// Starts `command` (a gateway subcommand that speaks MCP on stdio), killed on drop: the child
+/// and the ends of its stdio an MCP client is served on.
+fn spawn_on_stdio(
+    mut command: tokio::process::Command,
+) -> (
+    tokio::process::Child,
+    (tokio::process::ChildStdout, tokio::process::ChildStdin),
+) {
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the gateway");
+    let stdout = child.stdout.take().expect("stdout");
+    let stdin = child.stdin.take().expect("stdin");
+    (child, (stdout, stdin))
+}
+
 fn names(list: &Value, field: &str) -> BTreeSet<String> {
     list.as_array()
         .unwrap_or_else(|| panic!("not a list: {list}"))
@@ -994,18 +1014,12 @@ async fn standalone_serves_the_bridge_on_stdio_and_the_gateway_on_its_address() 
     let config = ConfigDir::new(&MusterConfig::default());
     config.server(&demo_stdio("demo"));
     let port = free_port();
-    let mut child = tokio::process::Command::new(common::gateway_binary())
+    let mut standalone = tokio::process::Command::new(common::gateway_binary());
+    standalone
         .args(["standalone", "--config-path"])
         .arg(config.path())
-        .args(["--port", &port.to_string()])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn gateway standalone");
-    let stdout = child.stdout.take().expect("stdout");
-    let stdin = child.stdin.take().expect("stdin");
+        .args(["--port", &port.to_string()]);
+    let (mut child, (stdout, stdin)) = spawn_on_stdio(standalone);
     let client = ().serve((stdout, stdin)).await.expect("the bridge answers on stdio");
 
     let tools = client.list_all_tools().await.expect("tools");
@@ -1080,16 +1094,9 @@ async fn the_agent_bridge_relays_a_calls_last_progress_report() {
     use rmcp::ServiceExt;
 
     let (gw, _web) = demo_gateway().await;
-    let mut agent = tokio::process::Command::new(common::gateway_binary())
-        .args(["agent", "--mcp-server", "--endpoint", &gw.endpoint])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the agent");
-    let stdout = agent.stdout.take().expect("stdout");
-    let stdin = agent.stdin.take().expect("stdin");
+    let mut bridge = tokio::process::Command::new(common::gateway_binary());
+    bridge.args(["agent", "--mcp-server", "--endpoint", &gw.endpoint]);
+    let (_agent, (stdout, stdin)) = spawn_on_stdio(bridge);
     let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
     let client = ProgressRecorder(tx)
         .serve((stdout, stdin))

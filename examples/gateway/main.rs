@@ -391,12 +391,7 @@ async fn serve(args: BindArgs, log: &LogArgs) -> Result<(), Box<dyn std::error::
     // On SIGTERM or Ctrl-C: no new requests, calls in flight finish (up to
     // aggregator.limits.shutdownTimeoutSeconds), then every downstream server is stopped.
     let report = bound.gateway.serve(bound.listener, shutdown_signal()).await?;
-    tracing::info!(
-        in_flight = report.in_flight_at_signal,
-        ended = report.ended_in_flight,
-        took_ms = report.took.as_millis() as u64,
-        "shut down"
-    );
+    log_shutdown(&report);
     Ok(())
 }
 
@@ -425,13 +420,18 @@ async fn standalone(args: BindArgs, timeout: Duration, log: &LogArgs) -> Result<
     };
     let _ = stop.send(());
     let report = server.await??;
+    log_shutdown(&report);
+    bridged
+}
+
+/// How a shutdown went, as `serve` and `standalone` log it.
+fn log_shutdown(report: &muster::gateway::ShutdownReport) {
     tracing::info!(
         in_flight = report.in_flight_at_signal,
         ended = report.ended_in_flight,
         took_ms = report.took.as_millis() as u64,
         "shut down"
     );
-    bridged
 }
 
 async fn shutdown_signal() {

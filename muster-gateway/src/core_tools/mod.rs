@@ -330,11 +330,10 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
         CoreTool::McpServerValidate => mcpservers::validate(args)?,
         CoreTool::McpServerDetect => mcpservers::detect(args).await?,
         CoreTool::Events => {
-            let answer =
-                crate::events::core_events_result(registry.events(), args).map_err(ToolError::invalid_arguments)?;
+            let query = crate::events::EventQuery::from_args(args).map_err(ToolError::invalid_arguments)?;
+            let answer = query.answer(registry.events());
             // `follow: true` also pushes the matching events from now on to the caller's session.
-            if let Ok(query) = crate::events::EventQuery::from_args(args)
-                && query.follow
+            if query.follow
                 && !call.ctx.session.is_anonymous()
                 && let Some(crate::upstream::ClientPeer(peer)) = call.ctx.extensions.get()
             {

@@ -203,9 +203,14 @@ pub struct EventQueryResult {
 ///
 /// An error is the text of the tool's error result (a bad argument).
 pub fn core_events_result(log: &EventLog, args: &Map<String, Value>) -> Result<Value, String> {
-    let query = EventQuery::from_args(args)?;
-    let found = log.query(&query);
-    Ok(Value::Array(found.iter().map(Event::to_display_json).collect()))
+    Ok(EventQuery::from_args(args)?.answer(log))
+}
+
+impl EventQuery {
+    /// The `core_events` answer to this query over `log` (see [`core_events_result`]).
+    pub fn answer(&self, log: &EventLog) -> Value {
+        Value::Array(log.query(self).iter().map(Event::to_display_json).collect())
+    }
 }
 
 /// A string argument; empty is absent.
