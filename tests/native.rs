@@ -77,6 +77,18 @@ async fn native_exposure_lists_pages_and_calls_the_aggregated_tools_directly() {
     assert!(!names.contains(&"call_tool".to_owned()), "no meta-tools in native mode");
     let all = h.client.list_all_tools().await.expect("all pages");
     assert_eq!(all.len(), names.len());
+    // Each listed tool carries its whole schema (the catalogue holds it as text).
+    let schema_of = |name: &str| {
+        let tool = all
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name} listed"));
+        serde_json::Value::Object((*tool.input_schema).clone())
+    };
+    assert_eq!(schema_of("x_lab_tool_007"), json!({"type": "object"}));
+    let get = schema_of("core_workflow_get");
+    assert_eq!(get["required"], json!(["name"]), "{get}");
+    assert_eq!(get["properties"]["name"]["type"], "string", "{get}");
 
     // A direct call answers the tool's own result, not the call_tool envelope.
     let result = h

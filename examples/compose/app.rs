@@ -276,7 +276,7 @@ impl ServerHandler for Front {
         let (call_ctx, _) = call_context(&ctx);
         let scoped = self.scoped(&call_ctx)?;
         let mut listed: Vec<Tool> = Self::filter_tools_definition().into_iter().collect();
-        listed.extend(scoped.view.tools().map(|entry| entry.tool.clone()));
+        listed.extend(scoped.view.tools().map(|entry| entry.tool.to_tool()));
         Ok(ListToolsResult::with_all_items(listed))
     }
 

@@ -15,7 +15,7 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use muster_core::{JsonObject, ToolEntry, ToolKind};
+use muster_core::{JsonObject, SchemaText, ToolEntry, ToolKind};
 use rmcp::model::ToolAnnotations;
 use serde::Serialize;
 
@@ -137,7 +137,7 @@ struct ListingRepr<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     annotations: Option<&'a ToolAnnotations>,
     #[serde(rename = "inputSchema", skip_serializing_if = "Option::is_none")]
-    input_schema: Option<&'a JsonObject>,
+    input_schema: Option<&'a SchemaText>,
 }
 
 impl Serialize for ToolListing {
@@ -151,8 +151,8 @@ impl Serialize for ToolListing {
             labels: &e.labels,
             server: e.server.as_deref(),
             kind: e.kind,
-            annotations: e.tool.annotations.as_ref(),
-            input_schema: self.include_schema.then(|| e.tool.input_schema.as_ref()),
+            annotations: e.tool.annotations(),
+            input_schema: self.include_schema.then(|| e.tool.input_schema()),
         }
         .serialize(serializer)
     }
@@ -370,10 +370,10 @@ pub struct ToolDescription<'a> {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: &'a BTreeMap<String, String>,
     /// The input schema.
-    pub input_schema: &'a JsonObject,
+    pub input_schema: &'a SchemaText,
     /// The contract of the structuredContent it returns.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<&'a JsonObject>,
+    pub output_schema: Option<&'a SchemaText>,
     /// The call that runs it.
     pub invocation: String,
 }
@@ -398,10 +398,10 @@ pub fn describe_tool<'a>(
         description: entry.description(),
         server: entry.server.as_deref(),
         kind: entry.kind,
-        annotations: entry.tool.annotations.as_ref(),
+        annotations: entry.tool.annotations(),
         labels: &entry.labels,
-        input_schema: entry.tool.input_schema.as_ref(),
-        output_schema: entry.tool.output_schema.as_deref(),
+        input_schema: entry.tool.input_schema(),
+        output_schema: entry.tool.output_schema(),
         invocation: invocation(entry.name()),
     })
 }

@@ -1,9 +1,10 @@
 //! Catalogue entries: the tools, resources and prompts the gateway exposes, each with where it
 //! comes from.
 //!
-//! An entry keeps the downstream definition as rmcp's typed model (renamed to its exposed name)
-//! and the facts the catalogue needs to list, filter, describe and route it: its kind, its
-//! server and the server's own name for it, its one-line summary (computed once) and its labels.
+//! An entry keeps the downstream definition as rmcp's typed model (renamed to its exposed name;
+//! a tool's schemas as compact JSON text, see [`CompactTool`]) and the facts the catalogue needs
+//! to list, filter, describe and route it: its kind, its server and the server's own name for
+//! it, its one-line summary (computed once) and its labels.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -20,8 +21,10 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use rmcp::model::{Prompt, Resource, Tool};
+use rmcp::model::{Prompt, Resource};
 use serde::{Deserialize, Serialize};
+
+use crate::CompactTool;
 
 /// The most characters a summary has, `...` included.
 pub const SUMMARY_MAX_CHARS: usize = 120;
@@ -45,7 +48,7 @@ pub enum ToolKind {
 #[non_exhaustive]
 pub struct ToolEntry {
     /// The definition as exposed: its `name` is the exposed name.
-    pub tool: Tool,
+    pub tool: CompactTool,
     /// What runs it.
     pub kind: ToolKind,
     /// The MCPServer that provides it (downstream tools only).
@@ -85,8 +88,13 @@ impl FamilyRoute {
 
 impl ToolEntry {
     /// A downstream tool: `tool` as the server defines it, exposed as `exposed_name`.
-    pub fn downstream(exposed_name: impl Into<String>, server: impl Into<String>, mut tool: Tool) -> Self {
-        let server_tool = std::mem::replace(&mut tool.name, exposed_name.into().into()).into_owned();
+    pub fn downstream(
+        exposed_name: impl Into<String>,
+        server: impl Into<String>,
+        tool: impl Into<CompactTool>,
+    ) -> Self {
+        let mut tool = tool.into();
+        let server_tool = tool.rename(exposed_name);
         Self::build(
             tool,
             ToolKind::Tool,
@@ -97,13 +105,19 @@ impl ToolEntry {
     }
 
     /// A core or workflow tool, defined by muster itself under its exposed name.
-    pub fn builtin(kind: ToolKind, tool: Tool) -> Self {
-        Self::build(tool, kind, None, None, BTreeMap::new())
+    pub fn builtin(kind: ToolKind, tool: impl Into<CompactTool>) -> Self {
+        Self::build(tool.into(), kind, None, None, BTreeMap::new())
     }
 
     /// A family tool: `tool` exposed under the family's name, routed by `route`.
-    pub fn family(tool: Tool, route: FamilyRoute) -> Self {
-        let mut entry = Self::build(tool, ToolKind::Tool, Some(route.family.clone()), None, BTreeMap::new());
+    pub fn family(tool: impl Into<CompactTool>, route: FamilyRoute) -> Self {
+        let mut entry = Self::build(
+            tool.into(),
+            ToolKind::Tool,
+            Some(route.family.clone()),
+            None,
+            BTreeMap::new(),
+        );
         entry.family = Some(Arc::new(route));
         entry
     }
@@ -111,25 +125,24 @@ impl ToolEntry {
     /// Sets the labels (and mirrors them into the tool's `_meta`).
     pub fn with_labels(mut self, labels: BTreeMap<String, String>) -> Self {
         if !labels.is_empty() {
-            let mut meta = self.tool.meta.take().unwrap_or_default();
+            let meta = self.tool.meta_mut().get_or_insert_with(Default::default);
             meta.0.insert(
                 LABELS_META_KEY.to_owned(),
                 serde_json::to_value(&labels).unwrap_or_default(),
             );
-            self.tool.meta = Some(meta);
         }
         self.labels = labels;
         self
     }
 
     fn build(
-        tool: Tool,
+        tool: CompactTool,
         kind: ToolKind,
         server: Option<String>,
         server_tool: Option<String>,
         labels: BTreeMap<String, String>,
     ) -> Self {
-        let summary = summarize(tool.description.as_deref().unwrap_or_default());
+        let summary = summarize(tool.description().unwrap_or_default());
         Self {
             tool,
             kind,
@@ -143,20 +156,24 @@ impl ToolEntry {
 
     /// The exposed name.
     pub fn name(&self) -> &str {
-        &self.tool.name
+        self.tool.name()
     }
 
     /// The full description (empty when the tool has none).
     pub fn description(&self) -> &str {
-        self.tool.description.as_deref().unwrap_or_default()
+        self.tool.description().unwrap_or_default()
     }
 
     /// The tool's title: its own, else its annotations' title.
     pub fn title(&self) -> Option<&str> {
         self.tool
-            .title
-            .as_deref()
-            .or_else(|| self.tool.annotations.as_ref().and_then(|a| a.title.as_deref()))
+            .title()
+            .or_else(|| self.tool.annotations().and_then(|a| a.title.as_deref()))
+    }
+
+    /// Whether the tool says it only reads (its `readOnlyHint` annotation is true).
+    pub fn is_read_only(&self) -> bool {
+        self.tool.annotations().and_then(|a| a.read_only_hint) == Some(true)
     }
 }
 
@@ -239,6 +256,7 @@ pub fn summarize(description: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::Tool;
 
     #[test]
     fn a_summary_is_the_first_non_empty_line() {
@@ -270,7 +288,7 @@ mod tests {
         let tool = Tool::new("workflow_deploy", "Deploy.", Arc::new(Default::default()));
         let labels = BTreeMap::from([("category".to_owned(), "ops".to_owned())]);
         let e = ToolEntry::builtin(ToolKind::Workflow, tool).with_labels(labels);
-        let meta = e.tool.meta.as_ref().expect("meta");
+        let meta = e.tool.meta().expect("meta");
         assert_eq!(meta.0[LABELS_META_KEY]["category"], "ops");
     }
 

@@ -44,6 +44,7 @@
 //! ```
 
 pub mod call;
+pub mod compact;
 pub mod config;
 pub mod crd;
 pub mod entry;
@@ -54,6 +55,7 @@ pub mod naming;
 pub use call::{
     BoxToolService, CallContext, Principal, ProgressSink, ProgressUpdate, SessionId, ToolCall, ToolService,
 };
+pub use compact::{CompactTool, SchemaText};
 pub use entry::{FamilyRoute, PromptEntry, ResourceEntry, ToolEntry, ToolKind};
 pub use error::ToolError;
 pub use naming::NameRules;

@@ -17,8 +17,9 @@ use std::{
 };
 
 use muster_catalog::{Catalog, CatalogBuilder};
-use muster_core::{FamilyRoute, NameRules, PromptEntry, ResourceEntry, ToolEntry, crd::MCPServer};
-use rmcp::model::Tool;
+use muster_core::{
+    CompactTool, FamilyRoute, NameRules, PromptEntry, ResourceEntry, SchemaText, ToolEntry, crd::MCPServer,
+};
 use serde_json::{Map, Value, json};
 
 use muster_workflow::engine::CompiledWorkflow;
@@ -97,7 +98,7 @@ pub(crate) fn build(
         for tool in c.conn.tools() {
             push(
                 &mut builder,
-                ToolEntry::downstream(names.server_tool(&c.prefix(), &tool.name), c.name(), tool.clone()),
+                ToolEntry::downstream(names.server_tool(&c.prefix(), tool.name()), c.name(), tool.clone()),
                 c.name(),
             );
         }
@@ -134,7 +135,7 @@ pub(crate) fn build(
 }
 
 /// One member's offer of a tool.
-type Offer<'a> = (Contribution<'a>, &'a Tool);
+type Offer<'a> = (Contribution<'a>, &'a CompactTool);
 
 fn family_surface(
     names: &NameRules,
@@ -150,10 +151,10 @@ fn family_surface(
     let solo = |builder: &mut CatalogBuilder,
                 push: &mut dyn FnMut(&mut CatalogBuilder, ToolEntry, &str),
                 m: &Contribution<'_>,
-                tool: &Tool| {
+                tool: &CompactTool| {
         push(
             builder,
-            ToolEntry::downstream(names.server_tool(&m.prefix(), &tool.name), m.name(), tool.clone()),
+            ToolEntry::downstream(names.server_tool(&m.prefix(), tool.name()), m.name(), tool.clone()),
             m.name(),
         );
     };
@@ -173,9 +174,9 @@ fn family_surface(
     let mut by_name: BTreeMap<&str, BTreeMap<String, Vec<Offer<'_>>>> = BTreeMap::new();
     for m in members {
         for tool in m.conn.tools() {
-            let key = Value::Object(canonical_schema(&tool.input_schema)).to_string();
+            let key = Value::Object(canonical_schema(&tool.input_schema().to_object())).to_string();
             by_name
-                .entry(tool.name.as_ref())
+                .entry(tool.name())
                 .or_default()
                 .entry(key)
                 .or_default()
@@ -190,10 +191,9 @@ fn family_surface(
             .map(|g| g[0].0.name().to_owned());
         for group in groups.values() {
             let first = &group[0];
+            let first_schema = first.1.input_schema().to_object();
             let keeps_family = largest.as_deref() == Some(first.0.name())
-                && !first
-                    .1
-                    .input_schema
+                && !first_schema
                     .get("properties")
                     .and_then(Value::as_object)
                     .is_some_and(|p| p.contains_key(instance_arg));
@@ -205,17 +205,21 @@ fn family_surface(
             }
             let members: BTreeMap<String, String> = group
                 .iter()
-                .map(|(m, t)| (m.name().to_owned(), t.name.to_string()))
+                .map(|(m, t)| (m.name().to_owned(), t.name().to_owned()))
                 .collect();
             let member_names: Vec<&str> = members.keys().map(String::as_str).collect();
             let mut tool = first.1.clone();
-            tool.name = names.server_tool(family, tool_name).into();
-            let description =
-                most_common_description(group.iter().map(|(_, t)| t.description.as_deref().unwrap_or_default()));
-            tool.description =
-                Some(format!("{description} (available on servers: {})", member_names.join(", ")).into());
-            tool.input_schema =
-                std::sync::Arc::new(with_instance_arg(&first.1.input_schema, instance_arg, &member_names));
+            tool.rename(names.server_tool(family, tool_name));
+            let description = most_common_description(group.iter().map(|(_, t)| t.description().unwrap_or_default()));
+            tool.set_description(format!(
+                "{description} (available on servers: {})",
+                member_names.join(", ")
+            ));
+            tool.set_input_schema(SchemaText::from_object(&with_instance_arg(
+                &first_schema,
+                instance_arg,
+                &member_names,
+            )));
             let route = FamilyRoute::new(family, instance_arg, members);
             push(builder, ToolEntry::family(tool, route), family);
         }

@@ -92,7 +92,7 @@ impl<'c, F: Fn(&str) -> Option<&'c ToolEntry>> Walk<'_, 'c, F> {
                 }
                 None => match (self.base)(tool) {
                     Some(entry) => {
-                        read_only &= entry.tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+                        read_only &= entry.is_read_only();
                     }
                     None => {
                         missing.push(tool.clone());

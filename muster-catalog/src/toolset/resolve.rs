@@ -104,7 +104,7 @@ fn matches_rule(catalog: &Catalog, entry: &ToolEntry, rule: &Rule) -> bool {
         Rule::Workflow(name) => {
             entry.kind == ToolKind::Workflow && entry.name().strip_prefix(WORKFLOW_TOOL_PREFIX) == Some(name.as_str())
         }
-        Rule::ReadOnly => entry.tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true),
+        Rule::ReadOnly => entry.is_read_only(),
         Rule::Label(label) => match (&entry.family, &entry.server) {
             (Some(family), _) => family
                 .members

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use muster_core::{CallContext, JsonObject, ToolCall, ToolError};
+use muster_core::{CallContext, JsonObject, ToolCall, ToolEntry, ToolError};
 use rmcp::{
     ErrorData as McpError,
     model::{
@@ -27,23 +27,48 @@ pub(crate) const NATIVE_PAGE: usize = 100;
 
 /// The page of `items` starting at `cursor` (an offset), and the cursor of the next one.
 pub(crate) fn page<T>(items: Vec<T>, cursor: Option<&str>) -> Result<(Vec<T>, Option<String>), McpError> {
+    let (range, next) = page_range(items.len(), cursor)?;
+    Ok((items.into_iter().skip(range.start).take(range.len()).collect(), next))
+}
+
+/// The positions of the page of `len` items starting at `cursor`, and the cursor of the next.
+pub(crate) fn page_range(
+    len: usize,
+    cursor: Option<&str>,
+) -> Result<(std::ops::Range<usize>, Option<String>), McpError> {
     let start = match cursor {
         None => 0,
         Some(c) => c
             .parse::<usize>()
             .ok()
-            .filter(|&offset| offset <= items.len())
+            .filter(|&offset| offset <= len)
             .ok_or_else(|| McpError::invalid_params(format!("invalid cursor {c:?}"), None))?,
     };
-    let end = (start + NATIVE_PAGE).min(items.len());
-    let next = (end < items.len()).then(|| end.to_string());
-    Ok((items.into_iter().skip(start).take(end - start).collect(), next))
+    let end = (start + NATIVE_PAGE).min(len);
+    let next = (end < len).then(|| end.to_string());
+    Ok((start..end, next))
 }
 
 impl MetaTools {
-    /// The tools the request sees, as the catalogue exposes them.
-    pub(crate) fn native_tools(scoped: &Scoped) -> Vec<Tool> {
-        scoped.view.tools().map(|e| e.tool.clone()).collect()
+    /// The page at `cursor` of the tools `tools/list` answers: the meta-tools first when
+    /// exposed, then the aggregated tools the request sees. Only the page's tools are made
+    /// whole (their schemas parsed from the catalogue's text).
+    pub(crate) fn listed_tools(
+        meta: &[Tool],
+        scoped: Option<&Scoped>,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<Tool>, Option<String>), McpError> {
+        let native: Vec<&ToolEntry> = scoped
+            .map(|s| s.view.tools().map(|e| &**e).collect())
+            .unwrap_or_default();
+        let (range, next) = page_range(meta.len() + native.len(), cursor)?;
+        let tools = range
+            .map(|i| match meta.get(i) {
+                Some(tool) => tool.clone(),
+                None => native[i - meta.len()].tool.to_tool(),
+            })
+            .collect();
+        Ok((tools, next))
     }
 
     /// The resources the request sees.

@@ -156,16 +156,13 @@ impl MetaTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let exposure = self.exposure();
-        let mut tools = if exposure.meta() {
-            definitions().to_vec()
+        let meta = if exposure.meta() { definitions() } else { &[] };
+        let scoped = if exposure.native() {
+            Some(self.scoped_request(&ctx).await?.1)
         } else {
-            Vec::new()
+            None
         };
-        if exposure.native() {
-            let (_, scoped) = self.scoped_request(&ctx).await?;
-            tools.extend(Self::native_tools(&scoped));
-        }
-        let (items, next) = page(tools, cursor(request.as_ref()))?;
+        let (items, next) = Self::listed_tools(meta, scoped.as_ref(), cursor(request.as_ref()))?;
         let mut result = ListToolsResult::with_all_items(items);
         result.next_cursor = next;
         Ok(result)

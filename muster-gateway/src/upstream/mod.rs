@@ -28,7 +28,7 @@ pub(crate) mod transport;
 use std::{sync::Arc, time::Duration};
 
 use muster_core::{
-    CallContext, ToolError,
+    CallContext, CompactTool, ToolError,
     crd::{MCPServer, ServerType},
 };
 use rmcp::{
@@ -37,7 +37,7 @@ use rmcp::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest,
         CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, Implementation, JsonObject,
         Prompt, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerResult,
-        SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+        SubscribeRequestParams, UnsubscribeRequestParams,
     },
     service::{PeerRequestOptions, ServiceError},
 };
@@ -92,14 +92,14 @@ pub struct UpstreamConnection {
     closed: watch::Receiver<Option<String>>,
     relay: CallRelay,
     limiter: Option<Arc<CallLimiter>>,
-    tools: Vec<Tool>,
+    tools: Vec<CompactTool>,
     resources: Vec<Resource>,
     templates: Vec<ResourceTemplate>,
     prompts: Vec<Prompt>,
 }
 
 /// What a server offers: its tools, resources, resource templates and prompts.
-type Lists = (Vec<Tool>, Vec<Resource>, Vec<ResourceTemplate>, Vec<Prompt>);
+type Lists = (Vec<CompactTool>, Vec<Resource>, Vec<ResourceTemplate>, Vec<Prompt>);
 
 impl UpstreamConnection {
     /// Connects to `server` and reads what it offers. Its `list_changed` notifications are sent
@@ -243,12 +243,11 @@ impl UpstreamConnection {
             .map(|i| i.capabilities.clone())
             .unwrap_or_default();
         let tools = if caps.tools.is_some() {
-            let mut tools = self
+            let tools = self
                 .bounded("tools/list", self.peer.list_all_tools())
                 .await?
                 .map_err(|source| UpstreamError::List { what: "tools", source })?;
-            schemas::SCHEMAS.intern_tools(&mut tools);
-            tools
+            schemas::SCHEMAS.compact_tools(tools)
         } else {
             Vec::new()
         };
@@ -316,8 +315,8 @@ impl UpstreamConnection {
         &self.server
     }
 
-    /// The tools the server offered, under its own names.
-    pub fn tools(&self) -> &[Tool] {
+    /// The tools the server offered, under its own names (their schemas as compact text).
+    pub fn tools(&self) -> &[CompactTool] {
         &self.tools
     }
 

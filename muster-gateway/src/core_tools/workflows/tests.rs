@@ -510,10 +510,10 @@ fn the_tool_definitions_carry_the_reference_annotations_and_schemas() {
     let tool = |name: &str| {
         super::super::entries()
             .iter()
-            .find(|e| e.tool.name == name)
+            .find(|e| e.name() == name)
             .unwrap_or_else(|| panic!("{name} is defined"))
             .tool
-            .clone()
+            .to_tool()
     };
     let hints = |name: &str| {
         let a = tool(name).annotations.expect("annotations");
