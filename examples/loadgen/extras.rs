@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::{
     BoxError, load,
     matrix::{Ctx, WARMUP, mb, median, ms, us, verdict},
-    procs::{Binaries, Downstream, EchoHttp, GatewayKind, GatewayProc, GatewaySpec, meta_json},
+    procs::{Binaries, Downstream, EchoHttp, GatewayProc, GatewaySpec, meta_json},
 };
 
 /// Calls of each meta-tool latency figure, at most (and at most [`META_TIME`]).
@@ -58,7 +58,6 @@ impl IdleRound {
 /// The big-catalogue figures of one gateway.
 #[derive(Debug)]
 struct Catalogue {
-    kind: GatewayKind,
     distinct_schemas: bool,
     servers: usize,
     tools: usize,
@@ -87,13 +86,9 @@ pub(crate) async fn run(ctx: &Ctx) -> Result<Extras, BoxError> {
     let (servers, tools) = ctx.opts.catalogue;
     progress!("catalogue of {} tools from {servers} stdio servers", servers * tools);
     // The echo servers' synthetic tools share one schema per server (interned by the gateway:
-    // the best case); the last figure gives every tool a schema of its own, as real servers do.
-    for (kind, distinct) in [
-        (GatewayKind::Reference, false),
-        (GatewayKind::Nodelay, false),
-        (GatewayKind::Reference, true),
-    ] {
-        extras.catalogues.push(catalogue(ctx, kind, distinct).await?);
+    // the best case); the second figure gives every tool a schema of its own, as real servers do.
+    for distinct in [false, true] {
+        extras.catalogues.push(catalogue(ctx, distinct).await?);
     }
     progress!("start to ready with {} stdio servers", ctx.opts.startup_servers);
     startup(ctx, &mut extras).await?;
@@ -104,10 +99,7 @@ async fn idle_sessions(ctx: &Ctx, extras: &mut Extras) -> Result<(), BoxError> {
     extras.idle_sessions = ctx.opts.idle_sessions;
     for _ in 0..IDLE_ROUNDS {
         let echo = EchoHttp::start(&ctx.bins).await?;
-        let gateway = GatewayProc::start(
-            &ctx.bins,
-            GatewaySpec::one(GatewayKind::Reference, Downstream::Http(echo.url.clone()), false),
-        )?;
+        let gateway = GatewayProc::start(&ctx.bins, GatewaySpec::one(Downstream::Http(echo.url.clone()), false))?;
         gateway.wait_ready(&ctx.http, Duration::from_secs(60)).await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let pid = gateway.proc.pid;
@@ -179,10 +171,9 @@ async fn meta_load(
     })
 }
 
-async fn catalogue(ctx: &Ctx, kind: GatewayKind, distinct_schemas: bool) -> Result<Catalogue, BoxError> {
+async fn catalogue(ctx: &Ctx, distinct_schemas: bool) -> Result<Catalogue, BoxError> {
     let (servers, tools) = ctx.opts.catalogue;
     let spec = GatewaySpec {
-        kind,
         servers: (0..servers)
             .map(|i| Downstream::Stdio {
                 tools,
@@ -218,7 +209,6 @@ async fn catalogue(ctx: &Ctx, kind: GatewayKind, distinct_schemas: bool) -> Resu
     let _ = session.cancel().await;
     gateway.stop().await;
     Ok(Catalogue {
-        kind,
         distinct_schemas,
         servers,
         tools: total,
@@ -258,7 +248,6 @@ async fn startup(ctx: &Ctx, extras: &mut Extras) -> Result<(), BoxError> {
             let _ = started?.1.cancel().await;
         }
         let spec = GatewaySpec {
-            kind: GatewayKind::Reference,
             servers: (0..n)
                 .map(|i| Downstream::Stdio {
                     tools: 1,
@@ -327,11 +316,10 @@ pub(crate) fn report(e: &Extras, out: &mut String) -> Result<(), BoxError> {
         med_fds(2)
     )?;
     for c in &e.catalogues {
-        let which = match (c.kind, c.distinct_schemas) {
-            (GatewayKind::Reference, false) => "gateway",
-            (GatewayKind::Nodelay, false) => "gateway + TCP_NODELAY",
-            (GatewayKind::Reference, true) => "gateway, every tool its own schema",
-            (GatewayKind::Nodelay, true) => "gateway + TCP_NODELAY, every tool its own schema",
+        let which = if c.distinct_schemas {
+            "gateway, every tool its own schema"
+        } else {
+            "gateway"
         };
         writeln!(
             out,

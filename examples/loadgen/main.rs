@@ -14,20 +14,16 @@
 //! that), then runs sessions × calls of 1×2000, 10×2000 and 50×400 against (a) the echo server
 //! over streamable HTTP, (b) the reference gateway with the echo server behind it over
 //! streamable HTTP, calling `call_tool {"name": "x_echo_echo", ...}`, (c) the same with the echo
-//! server over stdio, and (b+), (c+) the same gateway with TCP_NODELAY on its accepted
-//! connections (`nodelay.rs`: the reference `serve` has Nagle's algorithm on, which costs about
-//! 40 ms a call). Each target runs in fresh processes; the whole matrix runs `--reps` times
-//! (default 3); a run stops issuing calls after `--max-secs` (default 12; the 40 ms rows reach
-//! it). Every session first makes 20 calls that are not measured. It prints Markdown tables of
+//! server over stdio. Each target runs in fresh processes; the whole matrix runs `--reps` times
+//! (default 3); a run stops issuing calls after `--max-secs` (default 12). Every session first makes 20 calls that are not measured. It prints Markdown tables of
 //! the medians: calls/s, p50/p95/p99 latency, errors, the CPU time per call of every server
 //! process (`utime + stime` from `/proc/<pid>/stat` over the measured calls, so the figure holds
 //! on a busy machine, unlike the latency), the ratios gateway / direct, each repetition's
 //! figures, and the targets of issue 9. Then: the gateway's RSS idle and with 1,000 idle
 //! sessions, its RSS and `list_tools` / `filter_tools` latency with 10,000 tools from 50 stdio
 //! servers, and the time from its start to ready with 20 stdio servers. Progress goes to stderr,
-//! the report to stdout. The rows (b+n), (c+n) call `x_echo_echo` directly through the native
-//! exposure (`aggregator.exposure: both`) of the TCP_NODELAY gateway (`--no-native` leaves them
-//! out).
+//! the report to stdout. The rows (bn), (cn) call `x_echo_echo` directly through the gateway's
+//! native exposure (`aggregator.exposure: both`; `--no-native` leaves them out).
 //!
 //! `run` sends one load to a server that is already running (loopback only) and prints one row;
 //! `--pid name=PID` (repeatable) names the processes whose CPU time it measures.
@@ -47,7 +43,6 @@ macro_rules! progress {
 mod extras;
 mod load;
 mod matrix;
-mod nodelay;
 mod procfs;
 mod procs;
 mod soak;
@@ -74,16 +69,6 @@ enum Command {
     Run(RunArgs),
     /// The soak test: sessions calling tools for minutes while downstream servers are killed.
     Soak(SoakArgs),
-    /// The reference gateway's `serve` with TCP_NODELAY (started by `matrix`).
-    #[command(hide = true)]
-    ServeGatewayNodelay {
-        /// The muster config directory.
-        #[arg(long)]
-        config_path: std::path::PathBuf,
-        /// The port to bind on 127.0.0.1.
-        #[arg(long)]
-        port: u16,
-    },
 }
 
 #[derive(Debug, Args)]
@@ -95,7 +80,7 @@ struct MatrixArgs {
     #[arg(long, default_value_t = 1)]
     scale: usize,
     /// Leave out the native exposure rows (`aggregator.exposure: both`, `x_echo_echo` called
-    /// directly, on the TCP_NODELAY gateway).
+    /// directly).
     #[arg(long)]
     no_native: bool,
     /// Do not build the gateway and echo_server examples first.
@@ -325,6 +310,5 @@ async fn main() -> Result<(), BoxError> {
         Command::Matrix(args) => run_matrix(args).await,
         Command::Run(args) => run_one(args).await,
         Command::Soak(args) => run_soak(args).await,
-        Command::ServeGatewayNodelay { config_path, port } => nodelay::serve(&config_path, port).await,
     }
 }

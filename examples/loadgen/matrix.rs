@@ -10,7 +10,7 @@ use std::{
 use crate::{
     BoxError,
     load::{self, Call, LoadResult, LoadSpec, Measured},
-    procs::{Binaries, Downstream, EchoHttp, GatewayKind, GatewayProc, GatewaySpec},
+    procs::{Binaries, Downstream, EchoHttp, GatewayProc, GatewaySpec},
 };
 
 /// The standard shapes: (sessions, calls per session).
@@ -46,45 +46,41 @@ pub(crate) struct MatrixOptions {
 /// echo server behind it over streamable HTTP or stdio, called through `call_tool` or natively.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Target {
-    gateway: Option<GatewayKind>,
+    gateway: bool,
     stdio: bool,
     native: bool,
 }
 
 impl Target {
     const DIRECT: Self = Self {
-        gateway: None,
+        gateway: false,
         stdio: false,
         native: false,
     };
 
-    fn gateway(kind: GatewayKind, stdio: bool, native: bool) -> Self {
+    fn gateway(stdio: bool, native: bool) -> Self {
         Self {
-            gateway: Some(kind),
+            gateway: true,
             stdio,
             native,
         }
     }
 
     fn label(self) -> String {
-        let Some(kind) = self.gateway else {
+        if !self.gateway {
             return "(a) echo server direct, HTTP".to_owned();
-        };
+        }
         let (letter, downstream) = if self.stdio { ('c', "stdio") } else { ('b', "HTTP") };
-        let (mark, front) = match kind {
-            GatewayKind::Reference => ("", "gateway"),
-            GatewayKind::Nodelay => ("+", "gateway + TCP_NODELAY"),
-        };
         let (n, call) = if self.native {
             ("n", "native call")
         } else {
             ("", "`call_tool`")
         };
-        format!("({letter}{mark}{n}) {front}, {call}, {downstream} downstream")
+        format!("({letter}{n}) gateway, {call}, {downstream} downstream")
     }
 
     fn is_gateway(self) -> bool {
-        self.gateway.is_some()
+        self.gateway
     }
 }
 
@@ -186,14 +182,12 @@ pub(crate) async fn run(bins: Binaries, opts: MatrixOptions) -> Result<String, B
 
 fn targets(opts: &MatrixOptions) -> Vec<Target> {
     let mut targets = vec![Target::DIRECT];
-    for kind in [GatewayKind::Reference, GatewayKind::Nodelay] {
-        for stdio in [false, true] {
-            targets.push(Target::gateway(kind, stdio, false));
-        }
+    for stdio in [false, true] {
+        targets.push(Target::gateway(stdio, false));
     }
     if opts.native {
         for stdio in [false, true] {
-            targets.push(Target::gateway(GatewayKind::Nodelay, stdio, true));
+            targets.push(Target::gateway(stdio, true));
         }
     }
     targets
@@ -225,7 +219,7 @@ async fn run_target(ctx: &Ctx, target: Target, shapes: &[(usize, usize)], runs: 
     } else {
         Some(EchoHttp::start(&ctx.bins).await?)
     };
-    let gateway = if let Some(kind) = target.gateway {
+    let gateway = if target.gateway {
         let downstream = match &echo {
             Some(echo) => Downstream::Http(echo.url.clone()),
             None => Downstream::Stdio {
@@ -234,7 +228,7 @@ async fn run_target(ctx: &Ctx, target: Target, shapes: &[(usize, usize)], runs: 
                 distinct_schemas: false,
             },
         };
-        let gateway = GatewayProc::start(&ctx.bins, GatewaySpec::one(kind, downstream, target.native))?;
+        let gateway = GatewayProc::start(&ctx.bins, GatewaySpec::one(downstream, target.native))?;
         gateway.wait_ready(&ctx.http, Duration::from_secs(60)).await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         if let Some(rss) = gateway.proc.rss_kib() {

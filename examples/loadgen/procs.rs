@@ -28,8 +28,6 @@ pub(crate) struct Binaries {
     pub(crate) gateway: PathBuf,
     /// `examples/echo_server`.
     pub(crate) echo: PathBuf,
-    /// This load generator (it serves the TCP_NODELAY variant of the gateway).
-    pub(crate) loadgen: PathBuf,
 }
 
 impl Binaries {
@@ -43,7 +41,6 @@ impl Binaries {
         let found = Self {
             gateway: dir.join("gateway"),
             echo: dir.join("echo_server"),
-            loadgen: exe.clone(),
         };
         for bin in [&found.gateway, &found.echo] {
             if !bin.exists() {
@@ -180,20 +177,9 @@ pub(crate) enum Downstream {
 /// The tools of the demo server (`examples/gateway/demo.rs`).
 const DEMO_TOOLS: usize = 6;
 
-/// Which gateway process serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GatewayKind {
-    /// The reference gateway, `examples/gateway serve`.
-    Reference,
-    /// The same with TCP_NODELAY on accepted connections (`loadgen serve-gateway-nodelay`).
-    Nodelay,
-}
-
-/// How a gateway is configured.
+/// How the reference gateway (`examples/gateway serve`) is configured.
 #[derive(Debug, Clone)]
 pub(crate) struct GatewaySpec {
-    /// Which gateway.
-    pub(crate) kind: GatewayKind,
     /// The downstream servers, named `echo` (one) or `echo<i>` (several).
     pub(crate) servers: Vec<Downstream>,
     /// `aggregator.exposure: both` (the aggregated tools callable directly too).
@@ -202,9 +188,8 @@ pub(crate) struct GatewaySpec {
 
 impl GatewaySpec {
     /// One downstream server, `echo`.
-    pub(crate) fn one(kind: GatewayKind, server: Downstream, native: bool) -> Self {
+    pub(crate) fn one(server: Downstream, native: bool) -> Self {
         Self {
-            kind,
             servers: vec![server],
             native,
         }
@@ -325,19 +310,9 @@ impl GatewayProc {
         let port = free_port()?;
         write_config(dir.path(), port, &spec, bins)?;
         let log = std::fs::File::create(dir.path().join("gateway.log"))?;
-        let mut cmd = match spec.kind {
-            GatewayKind::Reference => {
-                let mut cmd = Command::new(&bins.gateway);
-                cmd.arg("serve").args(["--host", "127.0.0.1"]);
-                cmd
-            }
-            GatewayKind::Nodelay => {
-                let mut cmd = Command::new(&bins.loadgen);
-                cmd.arg("serve-gateway-nodelay");
-                cmd
-            }
-        };
-        cmd.arg("--config-path")
+        let mut cmd = Command::new(&bins.gateway);
+        cmd.args(["serve", "--host", "127.0.0.1"])
+            .arg("--config-path")
             .arg(dir.path())
             .args(["--port", &port.to_string()])
             .envs(env.iter().map(|(k, v)| (k, v)))

@@ -46,7 +46,7 @@ use std::{
 
 use crate::{
     BoxError, load, procfs,
-    procs::{Binaries, Downstream, EchoHttp, GatewayKind, GatewayProc, GatewaySpec, free_port},
+    procs::{Binaries, Downstream, EchoHttp, GatewayProc, GatewaySpec, free_port},
 };
 
 mod report;
@@ -237,11 +237,7 @@ pub(crate) async fn run(bins: Binaries, opts: SoakOptions) -> Result<String, Box
     if opts.demo {
         servers.push(Downstream::Demo);
     }
-    let spec = GatewaySpec {
-        kind: GatewayKind::Reference,
-        servers,
-        native: false,
-    };
+    let spec = GatewaySpec { servers, native: false };
     let env: Vec<(String, String)> = opts
         .backoff
         .iter()
