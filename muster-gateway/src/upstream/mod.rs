@@ -23,6 +23,7 @@ pub mod progress;
 pub mod relay;
 mod schemas;
 pub mod sse;
+mod stdio;
 pub(crate) mod transport;
 
 use std::{sync::Arc, time::Duration};

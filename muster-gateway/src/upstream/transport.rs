@@ -1,16 +1,18 @@
 //! Transports to downstream servers: a child process over stdio, streamable HTTP, or the legacy
 //! HTTP+SSE transport.
 
-use std::{collections::HashMap, process::Stdio, sync::LazyLock, time::Duration};
+use std::{collections::HashMap, sync::LazyLock, time::Duration};
 
 use muster_core::crd::MCPServerSpec;
 use rmcp::transport::{
-    ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess,
-    streamable_http_client::StreamableHttpClientTransportConfig,
+    ConfigureCommandExt, StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::sse::{SseClientConfig, SseClientTransport, SseTransportError};
+use super::{
+    sse::{SseClientConfig, SseClientTransport, SseTransportError},
+    stdio::StdioTransport,
+};
 
 /// Why a transport could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +48,7 @@ pub enum TransportError {
 }
 
 /// A child process speaking MCP on stdin/stdout; its stderr goes to the log.
-pub(super) fn stdio(server: &str, spec: &MCPServerSpec) -> Result<TokioChildProcess, TransportError> {
+pub(super) fn stdio(server: &str, spec: &MCPServerSpec) -> Result<StdioTransport, TransportError> {
     let command = spec
         .command
         .as_deref()
@@ -59,13 +61,10 @@ pub(super) fn stdio(server: &str, spec: &MCPServerSpec) -> Result<TokioChildProc
         #[cfg(unix)]
         c.process_group(0);
     });
-    let (process, stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| TransportError::Spawn {
-            command: command.to_owned(),
-            source,
-        })?;
+    let (process, stderr) = StdioTransport::spawn(cmd).map_err(|source| TransportError::Spawn {
+        command: command.to_owned(),
+        source,
+    })?;
     if let Some(stderr) = stderr {
         let server = server.to_owned();
         tokio::spawn(async move {
