@@ -175,11 +175,16 @@ impl StdioTransport {
     /// Closes stdin, then waits for the child to exit, sending `SIGTERM` and then `SIGKILL` when
     /// it does not.
     async fn shut_down(&mut self) -> io::Result<()> {
-        drop(self.stdin.lock().await.take());
+        // A write blocked on a server that does not read its stdin holds the lock: then the
+        // server is ended without waiting for it to see the end of its input.
+        let closed_stdin = match tokio::time::timeout(EXIT_GRACE, self.stdin.lock()).await {
+            Ok(mut stdin) => stdin.take().is_some(),
+            Err(_) => false,
+        };
         let Some(child) = self.child.as_mut() else {
             return Ok(());
         };
-        if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+        if !closed_stdin || tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
             terminate(child);
             if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
                 child.kill().await?;
@@ -468,6 +473,29 @@ read line; printf '%s' "$line" > '{}'"#,
             ClientNotification::InitializedNotification(Default::default()),
         ));
         assert_eq!(send.await.expect_err("closed").kind(), io::ErrorKind::NotConnected);
+    }
+
+    #[tokio::test]
+    async fn close_ends_a_server_that_reads_nothing_while_a_write_to_it_is_blocked() {
+        let mut t = sh("exec sleep 60");
+        let pid = t.id().expect("running");
+        // More than the pipe holds: the write blocks, holding stdin.
+        let big = JsonRpcMessage::notification(ClientNotification::CancelledNotification(
+            rmcp::model::CancelledNotification::new(rmcp::model::CancelledNotificationParam::new(
+                None,
+                Some("x".repeat(1 << 20)),
+            )),
+        ));
+        let blocked = tokio::spawn(t.send(big));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = std::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(10), t.close())
+            .await
+            .expect("close does not hang")
+            .expect("closed");
+        assert!(started.elapsed() < EXIT_GRACE * 2 + Duration::from_secs(1));
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "ended");
+        assert!(blocked.await.expect("joined").is_err(), "the blocked write failed");
     }
 
     #[tokio::test]
