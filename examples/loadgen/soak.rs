@@ -310,8 +310,14 @@ pub(crate) async fn run(bins: Binaries, opts: SoakOptions) -> Result<String, Box
     let open = open_sessions.len();
     load::close_all(open_sessions).await;
     drop(client);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let closed = sample(pid, started.elapsed());
+    // The gateway keeps idle connections to the HTTP downstream for 4 s (its pool): wait for
+    // them to go, up to 10 s, so that what is left counts as a leak.
+    let closing = std::time::Instant::now();
+    let mut closed = sample(pid, started.elapsed());
+    while closed.fds.abs_diff(baseline.fds) > 2 && closing.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        closed = sample(pid, started.elapsed());
+    }
     let closed_fds = fd_line(pid);
     let zombies = procfs::zombie_children(pid);
     let children = procfs::children(pid).len();
