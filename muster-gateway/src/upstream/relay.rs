@@ -193,9 +193,20 @@ impl CallRelay {
     }
 }
 
+/// How long relaying one log line to one client may hold up the downstream's next message.
+const LOG_RELAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl ProgressHook for CallRelay {
     async fn progress(&self, params: &ProgressNotificationParam) {
         self.report_progress(params);
+    }
+
+    /// To every client with a call in flight on the connection, queued before the result behind
+    /// it is read (a client that cannot take it within a second misses it).
+    async fn logging(&self, params: &LoggingMessageNotificationParam) {
+        for ClientPeer(peer) in self.clients() {
+            let _ = tokio::time::timeout(LOG_RELAY_WAIT, peer.notify_logging_message(params.clone())).await;
+        }
     }
 }
 
@@ -232,15 +243,9 @@ impl ClientHandler for UpstreamClient {
         )
     }
 
-    // Progress is not handled here but where it is read (`upstream::progress`): rmcp runs each
-    // notification handler in a task of its own, which may run after the call's result arrived
-    // and the call was unregistered, losing its last report.
-
-    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
-        for ClientPeer(peer) in self.relay.clients() {
-            let _ = peer.notify_logging_message(params.clone()).await;
-        }
-    }
+    // Progress and logging are not handled here but where they are read (`upstream::progress`):
+    // rmcp runs each notification handler in a task of its own, which may run after the call's
+    // result arrived and the call was unregistered, losing its last report or log line.
 
     async fn on_resource_updated(
         &self,
