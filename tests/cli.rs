@@ -1105,3 +1105,23 @@ async fn the_agent_bridge_relays_a_calls_last_progress_report() {
     each_calls_last_report_arrives(client.peer(), &mut seen, "x_demo_sleep", 25).await;
     let _ = client.cancel().await;
 }
+
+/// The same for log lines: the bridge hands each one to the IDE as it reads it, before the
+/// result behind it (its rmcp handler ran in a task of its own and could come after).
+#[tokio::test]
+async fn the_agent_bridge_relays_a_calls_last_log_line() {
+    use common::progress::{LogRecorder, conformance_fixture, each_calls_last_log_line_arrives};
+    use rmcp::ServiceExt;
+
+    let config = ConfigDir::new(&MusterConfig::default());
+    config.server(&conformance_fixture("fixture"));
+    let gw = GatewayProcess::start(config, 0);
+    wait_ready(&gw, &["fixture"]).await;
+    let mut bridge = tokio::process::Command::new(common::gateway_binary());
+    bridge.args(["agent", "--mcp-server", "--endpoint", &gw.endpoint]);
+    let (_agent, (stdout, stdin)) = spawn_on_stdio(bridge);
+    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let client = LogRecorder(tx).serve((stdout, stdin)).await.expect("the agent answers");
+    each_calls_last_log_line_arrives(client.peer(), &mut seen, "x_fixture_test_tool_with_logging", 15).await;
+    let _ = client.cancel().await;
+}

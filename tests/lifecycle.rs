@@ -6,7 +6,10 @@ use std::{sync::Arc, time::Duration};
 
 use common::{
     DemoHttp, Harness, demo_stdio, envelope, eventually,
-    progress::{ProgressRecorder, each_calls_last_report_arrives},
+    progress::{
+        LogRecorder, ProgressRecorder, conformance_fixture, each_calls_last_log_line_arrives,
+        each_calls_last_report_arrives,
+    },
     remote, text,
 };
 use muster::core::crd::MCPServerState;
@@ -184,21 +187,6 @@ async fn a_calls_last_progress_report_reaches_the_client_before_the_call_ends() 
     h.stop().await;
 }
 
-/// A client that records the text of each log line relayed to it.
-#[derive(Clone)]
-struct LogRecorder(mpsc::UnboundedSender<String>);
-
-impl ClientHandler for LogRecorder {
-    #[allow(deprecated)]
-    async fn on_logging_message(
-        &self,
-        params: rmcp::model::LoggingMessageNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
-    ) {
-        let _ = self.0.send(params.data.as_str().unwrap_or_default().to_owned());
-    }
-}
-
 /// The same race for log lines: the conformance fixture's `test_tool_with_logging` logs three
 /// lines and answers right after the third. rmcp handles a notification in a task of its own,
 /// so unless the gateway relays a line as it reads it, the call can end before its last line is
@@ -208,37 +196,13 @@ impl ClientHandler for LogRecorder {
 /// `upstream::progress`'s unit test holds the order deterministically.
 #[tokio::test]
 async fn a_calls_last_log_line_reaches_the_client_before_the_call_ends() {
-    let fixture = common::gateway_binary().with_file_name("conformance_server");
-    let mut server = demo_stdio("fixture");
-    server.spec.command = Some(fixture.display().to_string());
-    server.spec.args = Vec::new();
-    let h = Harness::start(vec![server]).await;
+    let h = Harness::start(vec![conformance_fixture("fixture")]).await;
     let (tx, mut seen) = mpsc::unbounded_channel();
     let client = LogRecorder(tx)
         .serve(StreamableHttpClientTransport::from_uri(h.url.clone()))
         .await
         .expect("connects");
-    for round in 0..15 {
-        let args = json!({"name": "x_fixture_test_tool_with_logging"});
-        let result = client
-            .call_tool(
-                CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default()),
-            )
-            .await
-            .expect("answered");
-        assert_eq!(result.is_error, Some(false), "{result:?}");
-        let last = tokio::time::timeout(Duration::from_secs(2), async {
-            loop {
-                match seen.recv().await {
-                    Some(line) if line == "Tool execution completed" => return,
-                    Some(_) => {}
-                    None => panic!("the client ended"),
-                }
-            }
-        })
-        .await;
-        assert!(last.is_ok(), "round {round}: the call's last log line never arrived");
-    }
+    each_calls_last_log_line_arrives(client.peer(), &mut seen, "x_fixture_test_tool_with_logging", 15).await;
     let _ = client.cancel().await;
     h.stop().await;
 }

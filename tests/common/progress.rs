@@ -1,11 +1,17 @@
-//! Does a call's last progress report reach the client? A client that records the reports it
-//! gets, and the check both the gateway's and the agent bridge's tests run.
+//! Does a call's last progress report, or log line, reach the client? Clients that record what
+//! they get, and the checks both the gateway's and the agent bridge's tests run.
+
+// Logging is deprecated by the newest MCP revision (SEP-2577); the relay still carries it.
+#![allow(deprecated)]
 
 use std::time::Duration;
 
 use rmcp::{
     ClientHandler, Peer, RoleClient,
-    model::{CallToolRequest, CallToolRequestParams, ClientRequest, ProgressNotificationParam, ServerResult},
+    model::{
+        CallToolRequest, CallToolRequestParams, ClientRequest, LoggingMessageNotificationParam,
+        ProgressNotificationParam, ServerResult,
+    },
     service::{NotificationContext, PeerRequestOptions},
 };
 use serde_json::json;
@@ -61,5 +67,56 @@ pub async fn each_calls_last_report_arrives(
             last.is_ok(),
             "round {round}: the call's final progress report (progress = total) never arrived"
         );
+    }
+}
+
+/// A client that records the text of each log line it receives.
+#[derive(Clone)]
+pub struct LogRecorder(pub mpsc::UnboundedSender<String>);
+
+impl ClientHandler for LogRecorder {
+    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        let _ = self.0.send(params.data.as_str().unwrap_or_default().to_owned());
+    }
+}
+
+/// The conformance fixture (`examples/conformance_server.rs`) as a stdio MCPServer, named `name`.
+pub fn conformance_fixture(name: &str) -> muster::core::crd::MCPServer {
+    let mut server = super::demo_stdio(name);
+    let fixture = super::gateway_binary().with_file_name("conformance_server");
+    server.spec.command = Some(fixture.display().to_string());
+    server.spec.args = Vec::new();
+    server
+}
+
+/// Calls `call_tool` with the fixture's `test_tool_with_logging` (exposed as `tool`) `rounds`
+/// times through `client`; after each result its last log line ("Tool execution completed",
+/// sent right before the result) must reach `seen` within 2 s.
+pub async fn each_calls_last_log_line_arrives(
+    client: &Peer<RoleClient>,
+    seen: &mut mpsc::UnboundedReceiver<String>,
+    tool: &str,
+    rounds: usize,
+) {
+    for round in 0..rounds {
+        let args = json!({"name": tool});
+        let result = client
+            .call_tool(
+                CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default()),
+            )
+            .await
+            .expect("answered");
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+        let last = tokio::time::timeout(Duration::from_secs(2), async {
+            loop {
+                match seen.recv().await {
+                    Some(line) if line == "Tool execution completed" => return,
+                    Some(_) => {}
+                    None => panic!("the client ended"),
+                }
+            }
+        })
+        .await;
+        assert!(last.is_ok(), "round {round}: the call's last log line never arrived");
     }
 }

@@ -137,6 +137,13 @@ impl ProgressHook for Relay {
         }
         let _ = ide.notify_progress(relayed).await;
     }
+
+    /// Log lines too, for the same reason: the IDE gets a call's last line before its result.
+    async fn logging(&self, params: &LoggingMessageNotificationParam) {
+        if let Some(ide) = self.ide_with(|_| true) {
+            let _ = ide.notify_logging_message(params.clone()).await;
+        }
+    }
 }
 
 /// The agent's MCP client handler towards the gateway.
@@ -165,17 +172,11 @@ impl ClientHandler for AgentClient {
         )
     }
 
-    // Progress is relayed where it is read (`Relay` is the connection's `ProgressHook`), so the
-    // IDE gets a call's last report before its result.
+    // Progress and log lines are relayed where they are read (`Relay` is the connection's
+    // `ProgressHook`), so the IDE gets a call's last report and log line before its result.
 
     async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
         self.relay.tools_changed().await;
-    }
-
-    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
-        if let Some(ide) = self.relay.ide_with(|_| true) {
-            let _ = ide.notify_logging_message(params).await;
-        }
     }
 
     async fn create_message(
