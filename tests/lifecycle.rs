@@ -52,10 +52,7 @@ impl ClientHandler for Recorder {
 async fn a_killed_stdio_downstream_fails_the_call_comes_back_and_clients_are_notified() {
     let h = Harness::start(vec![demo_stdio("demo")]).await;
     let (tx, mut seen) = mpsc::unbounded_channel();
-    let watcher = Recorder(tx)
-        .serve(StreamableHttpClientTransport::from_uri(h.url.clone()))
-        .await
-        .expect("connects");
+    let watcher = h.client_with(Recorder(tx)).await;
     let pid = demo_pid(&h, "demo").await;
 
     let client = h.client.peer().clone();
@@ -136,10 +133,7 @@ async fn progress_restarts_the_timeout_and_reaches_the_calling_client() {
     patient.spec.timeout = 1;
     let h = Harness::start(vec![patient]).await;
     let (tx, mut seen) = mpsc::unbounded_channel();
-    let client = Recorder(tx)
-        .serve(StreamableHttpClientTransport::from_uri(h.url.clone()))
-        .await
-        .expect("connects");
+    let client = h.client_with(Recorder(tx)).await;
     let args = json!({"name": "x_patient_sleep", "arguments": {"seconds": 2.5}});
     let request = CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default());
     let handle = client
@@ -178,10 +172,7 @@ async fn progress_restarts_the_timeout_and_reaches_the_calling_client() {
 async fn a_calls_last_progress_report_reaches_the_client_before_the_call_ends() {
     let h = Harness::start(vec![demo_stdio("demo")]).await;
     let (tx, mut seen) = mpsc::unbounded_channel();
-    let client = ProgressRecorder(tx)
-        .serve(StreamableHttpClientTransport::from_uri(h.url.clone()))
-        .await
-        .expect("connects");
+    let client = h.client_with(ProgressRecorder(tx)).await;
     each_calls_last_report_arrives(client.peer(), &mut seen, "x_demo_sleep", 25).await;
     let _ = client.cancel().await;
     h.stop().await;
@@ -198,10 +189,7 @@ async fn a_calls_last_progress_report_reaches_the_client_before_the_call_ends() 
 async fn a_calls_last_log_line_reaches_the_client_before_the_call_ends() {
     let h = Harness::start(vec![conformance_fixture("fixture")]).await;
     let (tx, mut seen) = mpsc::unbounded_channel();
-    let client = LogRecorder(tx)
-        .serve(StreamableHttpClientTransport::from_uri(h.url.clone()))
-        .await
-        .expect("connects");
+    let client = h.client_with(LogRecorder(tx)).await;
     each_calls_last_log_line_arrives(client.peer(), &mut seen, "x_fixture_test_tool_with_logging", 15).await;
     let _ = client.cancel().await;
     h.stop().await;

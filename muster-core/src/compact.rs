@@ -42,9 +42,9 @@ pub struct SchemaText(Arc<RawValue>);
 impl SchemaText {
     /// The compact JSON text of `schema`.
     pub fn from_object(schema: &JsonObject) -> Self {
-        // A map of JSON values always serializes, and its text is always valid JSON.
-        let text = serde_json::to_string(schema).unwrap_or_else(|_| "{}".to_owned());
-        Self::from_json(text).unwrap_or_else(|_| Self::empty())
+        // Written straight into the raw value, not parsed back; a map of JSON values always
+        // serializes.
+        serde_json::value::to_raw_value(schema).map_or_else(|_| Self::empty(), |raw| Self(Arc::from(raw)))
     }
 
     /// A schema from its JSON text, which must be a JSON object.
@@ -66,11 +66,6 @@ impl SchemaText {
     /// The JSON text.
     pub fn as_str(&self) -> &str {
         self.0.get()
-    }
-
-    /// The text as a raw JSON value (serialized verbatim).
-    pub fn as_raw(&self) -> &RawValue {
-        &self.0
     }
 
     /// The schema parsed into a map (a fresh copy each time).

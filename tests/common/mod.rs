@@ -161,6 +161,15 @@ impl Harness {
         connect(&self.url, headers, None).await
     }
 
+    /// A client of the gateway whose handler is `handler` (to record what it is sent).
+    pub async fn client_with<H: rmcp::ClientHandler>(&self, handler: H) -> RunningService<RoleClient, H> {
+        use rmcp::ServiceExt;
+        handler
+            .serve(StreamableHttpClientTransport::from_uri(self.url.clone()))
+            .await
+            .expect("connects")
+    }
+
     /// Calls meta-tool `name` and parses its one text item as JSON; panics on an error result.
     pub async fn meta_json(&self, name: &str, args: Value) -> Value {
         let result = self.meta(name, args).await;

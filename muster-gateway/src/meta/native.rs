@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use muster_core::{CallContext, JsonObject, ToolCall, ToolEntry, ToolError};
+use muster_core::{CallContext, JsonObject, ToolCall, ToolError};
 use rmcp::{
     ErrorData as McpError,
     model::{
@@ -58,15 +58,18 @@ impl MetaTools {
         scoped: Option<&Scoped>,
         cursor: Option<&str>,
     ) -> Result<(Vec<Tool>, Option<String>), McpError> {
-        let native: Vec<&ToolEntry> = scoped
-            .map(|s| s.view.tools().map(|e| &**e).collect())
-            .unwrap_or_default();
-        let (range, next) = page_range(meta.len() + native.len(), cursor)?;
-        let tools = range
-            .map(|i| match meta.get(i) {
-                Some(tool) => tool.clone(),
-                None => native[i - meta.len()].tool.to_tool(),
-            })
+        let native = scoped.map_or(0, |s| s.view.tool_count());
+        let (range, next) = page_range(meta.len() + native, cursor)?;
+        let tools = meta
+            .iter()
+            .cloned()
+            .chain(
+                scoped
+                    .into_iter()
+                    .flat_map(|s| s.view.tools().map(|e| e.tool.to_tool())),
+            )
+            .skip(range.start)
+            .take(range.len())
             .collect();
         Ok((tools, next))
     }

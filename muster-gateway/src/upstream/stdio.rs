@@ -2,7 +2,8 @@
 //! JSON-RPC on its stdin and stdout.
 //!
 //! It does what rmcp's child-process transport does (lines of at most 16 MiB, a longer one
-//! skipped whole; blank lines, unparsable lines and unknown notifications ignored; a well-formed
+//! skipped whole; blank lines, unparsable lines and notifications that cannot be read ignored
+//! (a notification of a method rmcp does not know still reads, as a custom one); a well-formed
 //! message that is not valid MCP answered with an Invalid Request error; on close, stdin closed,
 //! then `SIGTERM`, then `SIGKILL`; the child killed when the transport is dropped), with one
 //! difference that matters on the call path: **an answer to a `tools/call` is parsed as the
