@@ -32,6 +32,7 @@ use muster_core::config::OAuthServerConfig;
 use crate::{meta::MetaTools, registry::Registry};
 
 pub mod guard;
+pub mod session_calls;
 
 /// The path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -67,11 +68,21 @@ pub fn router(
         max_json_depth: aggregator.limits.max_json_depth,
         drain,
     };
-    let factory_registry = Arc::clone(&registry);
-    let mcp = StreamableHttpService::new(
-        move || Ok(MetaTools::new(Arc::clone(&factory_registry), tools.clone())),
+    // One handler serves every session; each session is admitted to `sessions` once rmcp set it
+    // up, and its calls are answered in front of rmcp from then on.
+    let sessions = Arc::new(session_calls::SessionTable::default());
+    let handler = MetaTools::new(Arc::clone(&registry), tools).with_session_table(Arc::clone(&sessions));
+    let factory_handler = handler.clone();
+    let rmcp_service = StreamableHttpService::new(
+        move || Ok(factory_handler.clone()),
         LocalSessionManager::default().into(),
         config,
+    );
+    let mcp = session_calls::SessionCalls::new(
+        rmcp_service,
+        Arc::new(handler),
+        sessions,
+        aggregator.limits.max_request_body_bytes,
     );
     let sign_in = crate::auth::routes(Arc::clone(&registry));
     let mut mcp_router = Router::new()

@@ -26,7 +26,10 @@ use muster_core::{
 };
 use rmcp::{
     RoleServer,
-    model::{CallToolRequestParams, CallToolResult, ContentBlock, ProgressNotificationParam, ResourceContents},
+    model::{
+        CallToolRequestParams, CallToolResult, ContentBlock, ProgressNotification, ProgressNotificationParam,
+        ResourceContents, ServerJsonRpcMessage, ServerNotification,
+    },
     service::RequestContext,
 };
 use serde::Serialize;
@@ -38,6 +41,7 @@ pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
 
 use crate::{
     auth::challenge::{self, Consent, SignInState},
+    http::session_calls::{CallStream, SessionTable},
     metrics::{CallTarget, Outcome},
     registry::Registry,
     upstream::ClientPeer,
@@ -51,6 +55,9 @@ find tools with filter_tools or list_tools, read one with describe_tool, run it 
 pub struct MetaTools {
     registry: Arc<Registry>,
     tools: BoxToolService,
+    /// Where an HTTP session is admitted once rmcp set it up, for its calls to be answered
+    /// without rmcp's session worker ([`crate::http::session_calls`]).
+    sessions: Option<Arc<SessionTable>>,
 }
 
 impl std::fmt::Debug for MetaTools {
@@ -62,7 +69,19 @@ impl std::fmt::Debug for MetaTools {
 impl MetaTools {
     /// Meta-tools over `registry`, running `call_tool` through `tools`.
     pub fn new(registry: Arc<Registry>, tools: BoxToolService) -> Self {
-        Self { registry, tools }
+        Self {
+            registry,
+            tools,
+            sessions: None,
+        }
+    }
+
+    /// Admits each HTTP session to `table` once it is initialized
+    /// ([`crate::http::session_calls`]).
+    #[must_use]
+    pub fn with_session_table(mut self, table: Arc<SessionTable>) -> Self {
+        self.sessions = Some(table);
+        self
     }
 
     /// Runs meta-tool `name` with `args` in `ctx`. `None` when `name` is not a meta-tool.
@@ -472,6 +491,7 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
     let relay = ctx.meta.get_progress_token().map(|token| {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressUpdate>();
         let peer = ctx.peer.clone();
+        let stream = ctx.extensions.get::<CallStream>().cloned();
         let forwarder = tokio::spawn(async move {
             while let Some(update) = rx.recv().await {
                 let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
@@ -481,7 +501,15 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
                 if let Some(message) = update.message {
                     params = params.with_message(message);
                 }
-                let _ = peer.notify_progress(params).await;
+                match &stream {
+                    // A call answered outside rmcp's session: its stream carries its progress.
+                    Some(stream) => stream.send(ServerJsonRpcMessage::notification(
+                        ServerNotification::ProgressNotification(ProgressNotification::new(params)),
+                    )),
+                    None => {
+                        let _ = peer.notify_progress(params).await;
+                    }
+                }
             }
         });
         call_ctx = call_ctx

@@ -385,8 +385,12 @@ impl ServerHandler for MetaTools {
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
         let parts = ctx.extensions.get::<http::request::Parts>();
-        if parts.is_some() {
-            self.registry.add_session_peer(&session_of(parts), ctx.peer.clone());
+        if let Some(parts) = parts {
+            self.registry
+                .add_session_peer(&session_of(Some(parts)), ctx.peer.clone());
+            if let Some(table) = &self.sessions {
+                table.admit(parts, ctx.peer.clone());
+            }
         }
         self.registry.add_session(ctx.peer);
     }

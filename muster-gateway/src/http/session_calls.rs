@@ -1,0 +1,475 @@
+//! `tools/call` on an established session, answered without rmcp's session worker.
+//!
+//! rmcp's [`StreamableHttpService`](rmcp::transport::StreamableHttpService) parses every POST
+//! as a whole `ClientRequest` (a flattened, buffered parse of the whole body) and hands it to
+//! the session's worker task, which hands it to the handler and routes the answer back: about a
+//! quarter of the gateway's own work on a call through it. [`SessionCalls`] sits in front of it
+//! and answers the one request an agent sends most, `tools/call` on a session that already
+//! exists, itself: it reads the body's envelope, parses the call's params alone, runs them
+//! through the same handler ([`MetaTools`]) as rmcp would, and writes the answer (and the
+//! call's progress, in order) as the request's SSE stream. Everything else goes to rmcp
+//! unchanged: initialize, notifications, the other methods, GET and DELETE, and any request
+//! that the rules below do not clear.
+//!
+//! A request is answered here only when rmcp would have accepted it the same way:
+//!
+//! - Its session is one rmcp set up and still runs: the session is admitted
+//!   ([`SessionTable::admit`]) from the `notifications/initialized` POST that rmcp already
+//!   validated, and dropped once its transport closes.
+//! - Every header rmcp's checks read (`Host`, `Origin`, `Accept`, `Content-Type`,
+//!   `MCP-Protocol-Version`) is byte for byte the one rmcp validated on that POST, so the
+//!   DNS-rebinding, media-type and version checks give the same verdict without being redone.
+//! - The session uses a protocol of the `initialize` era (before 2026-07-28), and the request
+//!   names no protocol version of its own in `_meta` (which would ask for rmcp's per-request
+//!   negotiation), and it carries none of the 2026-07-28 standard headers (`Mcp-Method`,
+//!   `Mcp-Name`).
+//! - rmcp has seen the session within [`TOUCH_INTERVAL`]: its worker ends a session after five
+//!   idle minutes, and calls answered here are no events to it, so a call after a quiet minute
+//!   goes to rmcp and keeps the session alive.
+//!
+//! What differs from rmcp's answer: the SSE stream carries no event ids, so a client cannot
+//! resume it after a dropped connection (loopback clients never need to; a call whose stream
+//! is lost still runs to its end, as under rmcp). A `notifications/cancelled` for a call
+//! answered here is taken here too, and cancels it.
+//!
+//! ```no_run
+//! # fn wire(rmcp_service: axum::Router, meta: muster_gateway::meta::MetaTools) {
+//! use std::sync::Arc;
+//! use muster_gateway::http::session_calls::{SessionCalls, SessionTable};
+//!
+//! let table = Arc::new(SessionTable::default());
+//! // The same table goes to the handler, which admits each session once rmcp set it up.
+//! let meta = meta.with_session_table(Arc::clone(&table));
+//! let service = SessionCalls::new(rmcp_service, Arc::new(meta), table, 4 << 20);
+//! # }
+//! ```
+
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    future::Future,
+    pin::Pin,
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use axum::{
+    body::{Body, Bytes, HttpBody},
+    response::{IntoResponse, Response},
+};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, header};
+use rmcp::{
+    Peer, RoleServer,
+    model::{
+        CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ProtocolVersion, RequestId,
+        ServerJsonRpcMessage,
+    },
+    service::RequestContext,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::meta::MetaTools;
+
+/// How long after rmcp last saw a session its calls may still be answered here. Well under the
+/// five minutes after which rmcp's worker ends an idle session.
+pub const TOUCH_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How often an SSE comment keeps a long call's stream open through proxies (rmcp's interval).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+const SESSION_ID: &str = "mcp-session-id";
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+/// The headers whose values rmcp's checks of a POST read.
+const VALIDATED: [HeaderName; 4] = [header::HOST, header::ORIGIN, header::ACCEPT, header::CONTENT_TYPE];
+/// The 2026-07-28 standard headers: a request with one goes to rmcp, which checks them.
+const STANDARD: [&str; 2] = ["mcp-method", "mcp-name"];
+
+/// The sessions whose calls [`SessionCalls`] may answer, by transport session id.
+#[derive(Debug, Default)]
+pub struct SessionTable {
+    sessions: RwLock<HashMap<Arc<str>, Arc<LiveSession>>>,
+    started: OnceInstant,
+}
+
+/// One admitted session.
+#[derive(Debug)]
+struct LiveSession {
+    peer: Peer<RoleServer>,
+    /// The validated values of [`VALIDATED`] and of `MCP-Protocol-Version`.
+    headers: HeaderMap,
+    /// The calls answered here and still running, to cancel by request id.
+    calls: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// When rmcp last saw a request of this session (milliseconds since the table started).
+    touched: AtomicU64,
+}
+
+impl SessionTable {
+    /// Admits the session of `parts`, a POST rmcp accepted on it (the handler calls this from
+    /// `notifications/initialized`). Sessions of the 2026-07-28 protocol, or of a request without
+    /// a session id or a `Host` header, are not admitted.
+    pub fn admit(&self, parts: &http::request::Parts, peer: Peer<RoleServer>) {
+        let Some(id) = parts.headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
+            return;
+        };
+        if !parts.headers.contains_key(header::HOST) || !legacy_version(&parts.headers) {
+            return;
+        }
+        let mut headers = HeaderMap::new();
+        for name in VALIDATED
+            .iter()
+            .cloned()
+            .chain([HeaderName::from_static(PROTOCOL_VERSION)])
+        {
+            for value in parts.headers.get_all(&name) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        let session = Arc::new(LiveSession {
+            peer,
+            headers,
+            calls: Mutex::default(),
+            touched: AtomicU64::new(self.started.millis()),
+        });
+        let mut sessions = self.sessions.write().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|_, s| !s.peer.is_transport_closed());
+        sessions.insert(Arc::from(id), session);
+    }
+
+    /// How many sessions are admitted and still open.
+    pub fn len(&self) -> usize {
+        let sessions = self.sessions.read().unwrap_or_else(|e| e.into_inner());
+        sessions.values().filter(|s| !s.peer.is_transport_closed()).count()
+    }
+
+    /// Whether no session is admitted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets the session of `headers` (one its client ends).
+    fn forget(&self, headers: &HeaderMap) {
+        if let Some(id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) {
+            self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+        }
+    }
+
+    /// The admitted, open session of `headers`.
+    fn session_of(&self, headers: &HeaderMap) -> Option<Arc<LiveSession>> {
+        let id = headers.get(SESSION_ID)?.to_str().ok()?;
+        let session = self
+            .sessions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()?;
+        if session.peer.is_transport_closed() {
+            self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+            return None;
+        }
+        Some(session)
+    }
+}
+
+/// Milliseconds since the table was made.
+#[derive(Debug)]
+struct OnceInstant(Instant);
+
+impl Default for OnceInstant {
+    fn default() -> Self {
+        Self(Instant::now())
+    }
+}
+
+impl OnceInstant {
+    fn millis(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Whether `headers` name no protocol version, or one before 2026-07-28 (the `initialize` era;
+/// ISO dates compare as text).
+fn legacy_version(headers: &HeaderMap) -> bool {
+    match headers.get(PROTOCOL_VERSION) {
+        None => true,
+        Some(value) => value.to_str().is_ok_and(|v| {
+            v < ProtocolVersion::V_2026_07_28.as_str() && v < ProtocolVersion::STANDARD_HEADERS.as_str()
+        }),
+    }
+}
+
+impl LiveSession {
+    /// Whether a request with `headers` passes rmcp's checks as the admitted POST did.
+    fn validates(&self, headers: &HeaderMap) -> bool {
+        let same = |name: &HeaderName| headers.get_all(name).iter().eq(self.headers.get_all(name).iter());
+        VALIDATED.iter().all(same)
+            && same(&HeaderName::from_static(PROTOCOL_VERSION))
+            && STANDARD.iter().all(|name| !headers.contains_key(*name))
+    }
+}
+
+/// The tower service answering `tools/call` on admitted sessions, in front of `inner` (rmcp's
+/// streamable HTTP service, or anything serving `/mcp`).
+#[derive(Clone)]
+pub struct SessionCalls<S> {
+    inner: S,
+    handler: Arc<MetaTools>,
+    table: Arc<SessionTable>,
+    max_body_bytes: usize,
+}
+
+impl<S> std::fmt::Debug for SessionCalls<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionCalls")
+            .field("sessions", &self.table.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> SessionCalls<S> {
+    /// Answers calls on the sessions of `table` with `handler`, and passes the rest to `inner`.
+    /// A body over `max_body_bytes` goes to `inner` (which refuses it).
+    pub fn new(inner: S, handler: Arc<MetaTools>, table: Arc<SessionTable>, max_body_bytes: usize) -> Self {
+        Self {
+            inner,
+            handler,
+            table,
+            max_body_bytes,
+        }
+    }
+}
+
+/// The parts of a JSON-RPC message that decide where it goes.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<&'a str>,
+    id: Option<RequestId>,
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+}
+
+/// What a POST on an admitted session is.
+enum Routed {
+    /// A call to answer here.
+    Call(RequestId, CallToolRequestParams),
+    /// A cancellation of a call answered here.
+    Cancelled(RequestId),
+    /// Anything else: for rmcp.
+    Other,
+}
+
+impl Routed {
+    fn of(body: &[u8], session: &LiveSession) -> Self {
+        let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(body) else {
+            return Self::Other;
+        };
+        if envelope.jsonrpc != Some("2.0") {
+            return Self::Other;
+        }
+        match (envelope.method.as_deref(), envelope.id, envelope.params) {
+            (Some("tools/call"), Some(id), Some(params)) => {
+                match serde_json::from_str::<CallToolRequestParams>(params.get()) {
+                    // A request naming its own protocol version asks for rmcp's negotiation.
+                    Ok(params) if params.meta.as_ref().is_none_or(|m| m.protocol_version().is_none()) => {
+                        Self::Call(id, params)
+                    }
+                    _ => Self::Other,
+                }
+            }
+            (Some("notifications/cancelled"), None, Some(params)) => {
+                match serde_json::from_str::<CancelledNotificationParam>(params.get()) {
+                    Ok(CancelledNotificationParam {
+                        request_id: Some(id), ..
+                    }) if session
+                        .calls
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains_key(&id) =>
+                    {
+                        Self::Cancelled(id)
+                    }
+                    _ => Self::Other,
+                }
+            }
+            _ => Self::Other,
+        }
+    }
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+impl<S, B> tower::Service<Request<Body>> for SessionCalls<S>
+where
+    S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        // The clone that was made ready serves this request (tower's pattern).
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let session = match *request.method() {
+            Method::POST => self.table.session_of(request.headers()),
+            // A session rmcp ends answers nothing here from now on.
+            Method::DELETE => {
+                self.table.forget(request.headers());
+                None
+            }
+            _ => None,
+        };
+        let Some(session) = session else {
+            return Box::pin(forward(inner, request));
+        };
+        let (handler, started, max) = (
+            Arc::clone(&self.handler),
+            self.table.started.millis(),
+            self.max_body_bytes,
+        );
+        Box::pin(async move {
+            let fresh = started.saturating_sub(session.touched.load(Ordering::Relaxed))
+                < u64::try_from(TOUCH_INTERVAL.as_millis()).unwrap_or(u64::MAX);
+            if !fresh || !session.validates(request.headers()) {
+                return touched(inner, request, &session, started).await;
+            }
+            let (parts, body) = request.into_parts();
+            let Ok(bytes) = axum::body::to_bytes(body, max).await else {
+                // Over the limit or unreadable: rmcp answers that (and the body is gone).
+                return touched(inner, Request::from_parts(parts, Body::empty()), &session, started).await;
+            };
+            match Routed::of(&bytes, &session) {
+                Routed::Call(id, params) => {
+                    tracing::trace!(%id, tool = %params.name, "tools/call answered in front of rmcp's session worker");
+                    Ok(answer(handler, session, parts, id, params))
+                }
+                Routed::Cancelled(id) => {
+                    if let Some(ct) = session.calls.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
+                        ct.cancel();
+                    }
+                    Ok(StatusCode::ACCEPTED.into_response())
+                }
+                Routed::Other => touched(inner, Request::from_parts(parts, Body::from(bytes)), &session, started).await,
+            }
+        })
+    }
+}
+
+async fn forward<S, B>(mut inner: S, request: Request<Body>) -> Result<Response, Infallible>
+where
+    S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let response = tower::ServiceExt::ready(&mut inner).await?.call(request).await?;
+    Ok(response.map(Body::new))
+}
+
+/// Forwards `request` to rmcp, noting that rmcp saw `session` now.
+async fn touched<S, B>(
+    inner: S,
+    request: Request<Body>,
+    session: &LiveSession,
+    now: u64,
+) -> Result<Response, Infallible>
+where
+    S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    session.touched.fetch_max(now, Ordering::Relaxed);
+    forward(inner, request).await
+}
+
+/// A message the call's stream sends to the client: progress, then the answer.
+#[derive(Debug, Clone)]
+pub struct CallStream(mpsc::UnboundedSender<ServerJsonRpcMessage>);
+
+impl CallStream {
+    /// Sends `message` on the request's stream (nothing when the client has gone).
+    pub fn send(&self, message: ServerJsonRpcMessage) {
+        let _ = self.0.send(message);
+    }
+}
+
+/// Runs the call in a task of its own (it runs to its end even when the client goes, as under
+/// rmcp) and answers with its SSE stream.
+fn answer(
+    handler: Arc<MetaTools>,
+    session: Arc<LiveSession>,
+    parts: http::request::Parts,
+    id: RequestId,
+    mut params: CallToolRequestParams,
+) -> Response {
+    let (messages, mut outbox) = mpsc::unbounded_channel::<ServerJsonRpcMessage>();
+    let (frames, body) = mpsc::channel::<Bytes>(16);
+    let ct = CancellationToken::new();
+    session
+        .calls
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id.clone(), ct.clone());
+    let mut ctx = RequestContext::new(id.clone(), session.peer.clone());
+    ctx.ct = ct;
+    ctx.meta = params.meta.take().unwrap_or_default();
+    ctx.extensions.insert(parts);
+    ctx.extensions.insert(CallStream(messages.clone()));
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    tokio::spawn(async move {
+        let call = async {
+            let result = rmcp::Service::handle_request(&*handler, request, ctx).await;
+            session.calls.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            match result {
+                Ok(result) => ServerJsonRpcMessage::response(result, id),
+                Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+            }
+        };
+        let mut call = std::pin::pin!(call);
+        let answer = loop {
+            tokio::select! {
+                biased;
+                Some(message) = outbox.recv() => { let _ = frames.send(event(&message)).await; }
+                answer = &mut call => break answer,
+                () = tokio::time::sleep(KEEP_ALIVE) => { let _ = frames.send(Bytes::from_static(b":\n\n")).await; }
+            }
+        };
+        // Progress the call reported before it ended goes first.
+        drop(messages);
+        while let Ok(message) = outbox.try_recv() {
+            let _ = frames.send(event(&message)).await;
+        }
+        let _ = frames.send(event(&answer)).await;
+    });
+    let mut body = body;
+    let stream = futures::stream::poll_fn(move |cx| body.poll_recv(cx).map(|frame| frame.map(Ok::<_, Infallible>)));
+    let mut response = Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// `message` as one SSE event (compact JSON holds no newline, so one `data` line).
+fn event(message: &ServerJsonRpcMessage) -> Bytes {
+    let mut frame = Vec::with_capacity(256);
+    frame.extend_from_slice(b"data: ");
+    serde_json::to_writer(&mut frame, message).expect("a JSON-RPC message serializes");
+    frame.extend_from_slice(b"\n\n");
+    Bytes::from(frame)
+}

@@ -1,0 +1,280 @@
+//! `tools/call` on an established session is answered in front of rmcp
+//! (`muster_gateway::http::session_calls`), on the wire: the answer and the call's progress come
+//! on the request's SSE stream, a cancellation reaches the downstream, and every request rmcp
+//! would refuse is still refused (a foreign `Host` or `Origin`, an unsupported protocol
+//! version, a session that ended).
+//!
+//! rmcp opens each request's stream with a priming event (`retry:`, an event id); an answer
+//! given in front of it has neither. That is how these tests tell who answered.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Harness, demo_stdio};
+use muster::core::config::{AggregatorConfig, MusterConfig};
+use serde_json::{Value, json};
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+/// A session opened by hand: the HTTP exchanges a client library would make.
+struct RawSession {
+    http: reqwest::Client,
+    url: String,
+    id: String,
+}
+
+/// One HTTP answer: status, and the SSE events of its body (each as its lines).
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    events: Vec<Vec<String>>,
+}
+
+impl Answer {
+    /// The JSON-RPC messages the stream carried, in order.
+    fn messages(&self) -> Vec<Value> {
+        self.events
+            .iter()
+            .flat_map(|lines| lines.iter().filter_map(|l| l.strip_prefix("data:")))
+            .map(str::trim)
+            .filter(|data| !data.is_empty())
+            .map(|data| serde_json::from_str(data).unwrap_or_else(|e| panic!("not JSON ({e}): {data}")))
+            .collect()
+    }
+
+    /// Whether rmcp answered: its streams open with a priming event.
+    fn primed_by_rmcp(&self) -> bool {
+        self.events
+            .iter()
+            .flatten()
+            .any(|l| l.starts_with("retry:") || l.starts_with("id:"))
+    }
+}
+
+impl RawSession {
+    async fn open(url: &str) -> Self {
+        let http = reqwest::Client::new();
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+        let response = http
+            .post(url)
+            .header("accept", ACCEPT)
+            .header("content-type", "application/json")
+            .json(&initialize)
+            .send()
+            .await
+            .expect("initialize answers");
+        assert_eq!(response.status(), 200);
+        let id = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .expect("a session id")
+            .to_owned();
+        let _ = response.text().await;
+        let session = Self {
+            http,
+            url: url.to_owned(),
+            id,
+        };
+        let initialized = session
+            .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), &[])
+            .await;
+        assert_eq!(initialized.status, 202, "{initialized:?}");
+        session
+    }
+
+    /// POSTs `message` on the session with the headers of the handshake, those named in
+    /// `headers` replaced.
+    async fn post(&self, message: Value, headers: &[(&str, &str)]) -> Answer {
+        let response = self.send(message, headers).await;
+        Answer::read(response).await
+    }
+
+    async fn send(&self, message: Value, headers: &[(&str, &str)]) -> reqwest::Response {
+        let request = self
+            .http
+            .post(&self.url)
+            .header("accept", ACCEPT)
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-06-18");
+        let mut request = request.json(&message).build().expect("a request");
+        for (name, value) in headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).expect("a header name");
+            let value = reqwest::header::HeaderValue::from_str(value).expect("a header value");
+            request.headers_mut().insert(name, value);
+        }
+        self.http.execute(request).await.expect("answers")
+    }
+
+    /// Calls meta-tool `call_tool` with `tool` and `arguments` as request `id`.
+    fn call(id: u64, tool: &str, arguments: Value, meta: Option<Value>) -> Value {
+        let mut params = json!({"name": "call_tool", "arguments": {"name": tool, "arguments": arguments}});
+        if let Some(meta) = meta {
+            params["_meta"] = meta;
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    }
+}
+
+impl Answer {
+    async fn read(response: reqwest::Response) -> Self {
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap_or_default();
+        let events = body
+            .replace("\r\n", "\n")
+            .split("\n\n")
+            .filter(|e| !e.trim().is_empty())
+            .map(|e| e.lines().map(str::to_owned).collect())
+            .collect();
+        Self { status, events }
+    }
+}
+
+/// The text the downstream tool answered, from `call_tool`'s envelope in a JSON-RPC result.
+fn result_text(message: &Value) -> String {
+    let envelope: Value = message["result"]["content"][0]["text"]
+        .as_str()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_else(|| panic!("no call_tool envelope: {message}"));
+    envelope["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in the envelope: {envelope}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_call_on_an_established_session_is_answered_in_front_of_rmcp_with_its_progress_first() {
+    let h = Harness::start(vec![demo_stdio("demo")]).await;
+    let session = RawSession::open(&h.url).await;
+
+    let answer = session
+        .post(
+            RawSession::call(
+                7,
+                "x_demo_sleep",
+                json!({"seconds": 0.35}),
+                Some(json!({"progressToken": "p7"})),
+            ),
+            &[],
+        )
+        .await;
+    assert_eq!(answer.status, 200);
+    assert!(!answer.primed_by_rmcp(), "answered by rmcp: {answer:?}");
+    let messages = answer.messages();
+    let (last, progress) = messages.split_last().expect("an answer");
+    assert_eq!(last["id"], 7, "{last}");
+    assert_eq!(result_text(last), "slept 0.35s");
+    let reported: Vec<f64> = progress
+        .iter()
+        .map(|m| {
+            assert_eq!(m["method"], "notifications/progress", "{m}");
+            assert_eq!(m["params"]["progressToken"], "p7", "{m}");
+            m["params"]["progress"].as_f64().expect("a number")
+        })
+        .collect();
+    assert!(reported.len() >= 3, "the demo reports every 100 ms: {reported:?}");
+    assert!(reported.windows(2).all(|w| w[0] <= w[1]), "in order: {reported:?}");
+    assert_eq!(
+        reported.last().copied(),
+        Some(0.35),
+        "the final report precedes the answer"
+    );
+
+    // Any other method is rmcp's.
+    let listed = session
+        .post(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}), &[])
+        .await;
+    assert!(listed.primed_by_rmcp(), "{listed:?}");
+    assert_eq!(listed.messages().last().expect("an answer")["id"], 8);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_call_rmcp_would_refuse_is_refused_on_an_established_session() {
+    let h = Harness::start_with(
+        MusterConfig::default()
+            .with_aggregator(AggregatorConfig::default().with_allowed_origins(vec!["https://chat.example.com".into()])),
+        vec![demo_stdio("demo")],
+    )
+    .await;
+    let session = RawSession::open(&h.url).await;
+    let echo = |id| RawSession::call(id, "x_demo_sleep", json!({"seconds": 0}), None);
+
+    // DNS rebinding: a foreign Host naming a live session.
+    let rebound = session.post(echo(1), &[("host", "evil.example.com")]).await;
+    assert_eq!(rebound.status, 403, "{rebound:?}");
+    // A cross-origin page.
+    let foreign = session.post(echo(2), &[("origin", "https://evil.example.com")]).await;
+    assert_eq!(foreign.status, 403, "{foreign:?}");
+    // An allowed origin is rmcp's to judge too (the handshake named none), and it passes.
+    let allowed = session.post(echo(3), &[("origin", "https://chat.example.com")]).await;
+    assert_eq!(allowed.status, 200, "{allowed:?}");
+    assert!(allowed.primed_by_rmcp(), "{allowed:?}");
+    assert_eq!(result_text(allowed.messages().last().expect("an answer")), "slept 0s");
+    // A protocol version rmcp does not know.
+    let unknown = session.post(echo(4), &[("mcp-protocol-version", "1999-01-01")]).await;
+    assert_eq!(unknown.status, 400, "{unknown:?}");
+    // A client that does not take SSE.
+    let json_only = session.post(echo(5), &[("accept", "application/json")]).await;
+    assert_eq!(json_only.status, 406, "{json_only:?}");
+    // With the handshake's headers, the call is answered in front.
+    let plain = session.post(echo(6), &[]).await;
+    assert_eq!(plain.status, 200);
+    assert!(!plain.primed_by_rmcp(), "{plain:?}");
+    assert_eq!(result_text(plain.messages().last().expect("an answer")), "slept 0s");
+
+    // A session its client ended answers nothing, and one never opened neither.
+    let deleted = session
+        .http
+        .delete(&session.url)
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("answers");
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let after = session.post(echo(7), &[]).await;
+    assert_eq!(after.status, 404, "{after:?}");
+    let stranger = RawSession {
+        id: "not-a-session".into(),
+        ..session
+    };
+    assert_eq!(stranger.post(echo(8), &[]).await.status, 404);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_call_answered_in_front_of_rmcp_cancels_it_downstream() {
+    let h = Harness::start(vec![demo_stdio("demo")]).await;
+    let session = RawSession::open(&h.url).await;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let marker = dir.path().join("cancelled");
+    let call = RawSession::call(
+        11,
+        "x_demo_sleep",
+        json!({"seconds": 30, "cancel_marker": marker.display().to_string()}),
+        None,
+    );
+    let response = session.send(call, &[]).await;
+    assert_eq!(response.status(), 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancelled = session
+        .post(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 11, "reason": "test"}}),
+            &[],
+        )
+        .await;
+    assert_eq!(cancelled.status, 202, "{cancelled:?}");
+    let answer = tokio::time::timeout(Duration::from_secs(10), Answer::read(response))
+        .await
+        .expect("the call ends long before its 30 s");
+    assert!(!answer.primed_by_rmcp(), "{answer:?}");
+    assert!(
+        common::eventually(5, || async { marker.exists() }).await,
+        "the downstream saw the cancellation"
+    );
+    h.stop().await;
+}
