@@ -75,6 +75,7 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(doc)]
 use crate::meta::MetaTools;
 
 /// How long after rmcp last saw a session its calls may still be answered here. Well under the
@@ -92,10 +93,25 @@ const VALIDATED: [HeaderName; 4] = [header::HOST, header::ORIGIN, header::ACCEPT
 const STANDARD: [&str; 2] = ["mcp-method", "mcp-name"];
 
 /// The sessions whose calls [`SessionCalls`] may answer, by transport session id.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SessionTable {
     sessions: RwLock<HashMap<Arc<str>, Arc<LiveSession>>>,
-    started: OnceInstant,
+    started: Instant,
+    touch_interval_ms: u64,
+}
+
+impl Default for SessionTable {
+    fn default() -> Self {
+        Self {
+            sessions: RwLock::default(),
+            started: Instant::now(),
+            touch_interval_ms: millis(TOUCH_INTERVAL),
+        }
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// One admitted session.
@@ -111,6 +127,19 @@ struct LiveSession {
 }
 
 impl SessionTable {
+    /// A table whose sessions go to rmcp once per `interval` ([`TOUCH_INTERVAL`] by default):
+    /// keep it well under the session manager's idle timeout.
+    #[must_use]
+    pub fn with_touch_interval(mut self, interval: Duration) -> Self {
+        self.touch_interval_ms = millis(interval);
+        self
+    }
+
+    /// Milliseconds since the table was made.
+    fn now(&self) -> u64 {
+        millis(self.started.elapsed())
+    }
+
     /// Admits the session of `parts`, a POST rmcp accepted on it (the handler calls this from
     /// `notifications/initialized`). Sessions of the 2026-07-28 protocol, or of a request without
     /// a session id or a `Host` header, are not admitted.
@@ -135,7 +164,7 @@ impl SessionTable {
             peer,
             headers,
             calls: Mutex::default(),
-            touched: AtomicU64::new(self.started.millis()),
+            touched: AtomicU64::new(self.now()),
         });
         let mut sessions = self.sessions.write().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|_, s| !s.peer.is_transport_closed());
@@ -177,22 +206,6 @@ impl SessionTable {
     }
 }
 
-/// Milliseconds since the table was made.
-#[derive(Debug)]
-struct OnceInstant(Instant);
-
-impl Default for OnceInstant {
-    fn default() -> Self {
-        Self(Instant::now())
-    }
-}
-
-impl OnceInstant {
-    fn millis(&self) -> u64 {
-        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-}
-
 /// Whether `headers` name no protocol version, or one before 2026-07-28 (the `initialize` era;
 /// ISO dates compare as text).
 fn legacy_version(headers: &HeaderMap) -> bool {
@@ -214,17 +227,17 @@ impl LiveSession {
     }
 }
 
-/// The tower service answering `tools/call` on admitted sessions, in front of `inner` (rmcp's
-/// streamable HTTP service, or anything serving `/mcp`).
+/// The tower service answering `tools/call` on admitted sessions with `handler`, in front of
+/// `inner` (rmcp's streamable HTTP service over the same handler).
 #[derive(Clone)]
-pub struct SessionCalls<S> {
+pub struct SessionCalls<S, H> {
     inner: S,
-    handler: Arc<MetaTools>,
+    handler: Arc<H>,
     table: Arc<SessionTable>,
     max_body_bytes: usize,
 }
 
-impl<S> std::fmt::Debug for SessionCalls<S> {
+impl<S, H> std::fmt::Debug for SessionCalls<S, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionCalls")
             .field("sessions", &self.table.len())
@@ -232,10 +245,12 @@ impl<S> std::fmt::Debug for SessionCalls<S> {
     }
 }
 
-impl<S> SessionCalls<S> {
+impl<S, H> SessionCalls<S, H> {
     /// Answers calls on the sessions of `table` with `handler`, and passes the rest to `inner`.
-    /// A body over `max_body_bytes` goes to `inner` (which refuses it).
-    pub fn new(inner: S, handler: Arc<MetaTools>, table: Arc<SessionTable>, max_body_bytes: usize) -> Self {
+    /// A body over `max_body_bytes` goes to `inner` (which refuses it). The handler admits each
+    /// session to `table` ([`SessionTable::admit`]) when it is initialized, as [`MetaTools`]
+    /// does.
+    pub fn new(inner: S, handler: Arc<H>, table: Arc<SessionTable>, max_body_bytes: usize) -> Self {
         Self {
             inner,
             handler,
@@ -307,8 +322,9 @@ impl Routed {
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
-impl<S, B> tower::Service<Request<Body>> for SessionCalls<S>
+impl<S, H, B> tower::Service<Request<Body>> for SessionCalls<S, H>
 where
+    H: rmcp::Service<RoleServer> + Send + Sync + 'static,
     S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
     B: HttpBody<Data = Bytes> + Send + 'static,
@@ -338,14 +354,10 @@ where
         let Some(session) = session else {
             return Box::pin(forward(inner, request));
         };
-        let (handler, started, max) = (
-            Arc::clone(&self.handler),
-            self.table.started.millis(),
-            self.max_body_bytes,
-        );
+        let (handler, started, max) = (Arc::clone(&self.handler), self.table.now(), self.max_body_bytes);
+        let touch_interval = self.table.touch_interval_ms;
         Box::pin(async move {
-            let fresh = started.saturating_sub(session.touched.load(Ordering::Relaxed))
-                < u64::try_from(TOUCH_INTERVAL.as_millis()).unwrap_or(u64::MAX);
+            let fresh = started.saturating_sub(session.touched.load(Ordering::Relaxed)) < touch_interval;
             if !fresh || !session.validates(request.headers()) {
                 return touched(inner, request, &session, started).await;
             }
@@ -410,8 +422,8 @@ impl CallStream {
 
 /// Runs the call in a task of its own (it runs to its end even when the client goes, as under
 /// rmcp) and answers with its SSE stream.
-fn answer(
-    handler: Arc<MetaTools>,
+fn answer<H: rmcp::Service<RoleServer> + Send + Sync + 'static>(
+    handler: Arc<H>,
     session: Arc<LiveSession>,
     parts: http::request::Parts,
     id: RequestId,
@@ -472,4 +484,116 @@ fn event(message: &ServerJsonRpcMessage) -> Bytes {
     serde_json::to_writer(&mut frame, message).expect("a JSON-RPC message serializes");
     frame.extend_from_slice(b"\n\n");
     Bytes::from(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::{
+        ErrorData, ServerHandler, ServiceExt,
+        model::{CallToolResponse, CallToolResult, ContentBlock, ServerCapabilities, ServerConfig},
+        service::NotificationContext,
+        transport::{
+            StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService,
+            streamable_http_server::session::local::LocalSessionManager,
+        },
+    };
+
+    use super::*;
+
+    /// A server whose one tool answers who answered it (`front`, here, or `rmcp`) and on which
+    /// session.
+    #[derive(Clone)]
+    struct WhoAnswered(Arc<SessionTable>);
+
+    impl ServerHandler for WhoAnswered {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+            if let Some(parts) = ctx.extensions.get::<http::request::Parts>() {
+                self.0.admit(parts, ctx.peer.clone());
+            }
+        }
+
+        async fn call_tool(
+            &self,
+            _request: CallToolRequestParams,
+            ctx: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            let who = if ctx.extensions.get::<CallStream>().is_some() {
+                "front"
+            } else {
+                "rmcp"
+            };
+            let session = ctx
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.headers.get(SESSION_ID))
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            Ok(CallToolResult::success(vec![ContentBlock::text(format!("{who} {session}"))]).into())
+        }
+    }
+
+    /// Serves [`WhoAnswered`] on loopback, rmcp ending sessions idle for `idle`, the table
+    /// sending them to rmcp once per `touch`.
+    async fn serve(idle: Duration, touch: Duration) -> String {
+        let table = Arc::new(SessionTable::default().with_touch_interval(touch));
+        let handler = WhoAnswered(Arc::clone(&table));
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(idle);
+        let factory = handler.clone();
+        let rmcp_service = StreamableHttpService::new(
+            move || Ok(factory.clone()),
+            sessions.into(),
+            StreamableHttpServerConfig::default(),
+        );
+        let calls = SessionCalls::new(rmcp_service, Arc::new(handler), table, 1 << 20);
+        let app = axum::Router::new().nest_service("/mcp", calls);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("an address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}/mcp")
+    }
+
+    /// Who answered each of 24 calls made 150 ms apart by one client, whose sessions rmcp ends
+    /// after 2 s without an event; and how many sessions they were made on (rmcp's client opens
+    /// a new session when its session is gone).
+    async fn calls_over_time(touch: Duration) -> (Vec<String>, usize) {
+        let url = serve(Duration::from_secs(2), touch).await;
+        let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.expect("connects");
+        let (mut who, mut sessions) = (Vec::new(), std::collections::BTreeSet::new());
+        for _ in 0..24 {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let result = client
+                .call_tool(rmcp::model::CallToolRequestParams::new("who"))
+                .await
+                .expect("answered");
+            let text = result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone());
+            let text = text.unwrap_or_default();
+            let (answerer, session) = text.split_once(' ').expect("who and where");
+            who.push(answerer.to_owned());
+            sessions.insert(session.to_owned());
+        }
+        (who, sessions.len())
+    }
+
+    #[tokio::test]
+    async fn a_session_used_only_for_calls_stays_alive_because_rmcp_sees_one_now_and_then() {
+        let (who, sessions) = calls_over_time(Duration::from_millis(300)).await;
+        assert_eq!(sessions, 1, "one session throughout: {who:?}");
+        let front = who.iter().filter(|w| *w == "front").count();
+        let rmcp = who.iter().filter(|w| *w == "rmcp").count();
+        assert_eq!(front + rmcp, who.len(), "{who:?}");
+        assert!(front >= 12, "most calls are answered in front: {who:?}");
+        assert!(rmcp >= 3, "one call per interval goes to rmcp: {who:?}");
+    }
+
+    #[tokio::test]
+    async fn without_those_calls_rmcp_ends_a_session_in_use() {
+        let (who, sessions) = calls_over_time(Duration::from_secs(3600)).await;
+        assert!(sessions > 1, "rmcp ended the session it never saw: {who:?}");
+    }
 }
