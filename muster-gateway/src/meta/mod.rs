@@ -450,9 +450,10 @@ fn base64_decoded_len(blob: &str) -> usize {
 /// The context of a meta-tool call: the session, the declared toolset (from the request's
 /// extensions, else its header), the protocol version and the cancellation of the request.
 ///
-/// When the request asked for progress, the returned [`ProgressRelay`] forwards reports to the
-/// client in order; [`ProgressRelay::flush`] waits until every report of the call went out, so
-/// none arrives after the result.
+/// When the request asked for progress, reports go to the client in order: on the call's own
+/// stream when it is answered in front of rmcp ([`CallStream`]), else through the returned
+/// [`ProgressRelay`], whose [`ProgressRelay::flush`] waits until every report of the call went
+/// out, so none arrives after the result.
 pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<ProgressRelay>) {
     let parts = ctx.extensions.get::<http::request::Parts>();
     let session = session_of(parts);
@@ -488,37 +489,42 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
     if let Some(info) = ctx.peer.peer_info() {
         call_ctx = call_ctx.with_protocol_version(info.protocol_version.clone());
     }
-    let relay = ctx.meta.get_progress_token().map(|token| {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressUpdate>();
-        let peer = ctx.peer.clone();
-        let stream = ctx.extensions.get::<CallStream>().cloned();
-        let forwarder = tokio::spawn(async move {
-            while let Some(update) = rx.recv().await {
-                let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
-                if let Some(total) = update.total {
-                    params = params.with_total(total);
-                }
-                if let Some(message) = update.message {
-                    params = params.with_message(message);
-                }
-                match &stream {
-                    // A call answered outside rmcp's session: its stream carries its progress.
-                    Some(stream) => stream.send(ServerJsonRpcMessage::notification(
-                        ServerNotification::ProgressNotification(ProgressNotification::new(params)),
-                    )),
-                    None => {
-                        let _ = peer.notify_progress(params).await;
-                    }
-                }
+    let mut relay = None;
+    if let Some(token) = ctx.meta.get_progress_token() {
+        let notification = move |update: ProgressUpdate| {
+            let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
+            if let Some(total) = update.total {
+                params = params.with_total(total);
             }
-        });
-        call_ctx = call_ctx
-            .clone()
-            .with_progress(ProgressSink::new(move |update: ProgressUpdate| {
-                let _ = tx.send(update);
-            }));
-        ProgressRelay { forwarder }
-    });
+            if let Some(message) = update.message {
+                params = params.with_message(message);
+            }
+            params
+        };
+        let sink = match ctx.extensions.get::<CallStream>().cloned() {
+            // A call answered in front of rmcp: its own stream carries its progress, in order,
+            // and is drained before the answer; no task needed.
+            Some(stream) => ProgressSink::new(move |update: ProgressUpdate| {
+                stream.send(ServerJsonRpcMessage::notification(
+                    ServerNotification::ProgressNotification(ProgressNotification::new(notification(update))),
+                ));
+            }),
+            None => {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressUpdate>();
+                let peer = ctx.peer.clone();
+                let forwarder = tokio::spawn(async move {
+                    while let Some(update) = rx.recv().await {
+                        let _ = peer.notify_progress(notification(update)).await;
+                    }
+                });
+                relay = Some(ProgressRelay { forwarder });
+                ProgressSink::new(move |update: ProgressUpdate| {
+                    let _ = tx.send(update);
+                })
+            }
+        };
+        call_ctx = call_ctx.with_progress(sink);
+    }
     call_ctx.extensions.insert(ClientPeer(ctx.peer.clone()));
     (call_ctx, relay)
 }
