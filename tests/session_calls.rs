@@ -1,6 +1,7 @@
 //! `tools/call` on an established session is answered in front of rmcp
 //! (`muster_gateway::http::session_calls`), on the wire: the answer and the call's progress come
-//! on the request's SSE stream, a cancellation reaches the downstream, and every request rmcp
+//! on the request's SSE stream, a cancellation (or the end of the session) reaches the
+//! downstream, and every request rmcp
 //! would refuse is still refused (a foreign `Host` or `Origin`, an unsupported protocol
 //! version, a session that ended).
 //!
@@ -107,6 +108,19 @@ impl RawSession {
             request.headers_mut().insert(name, value);
         }
         self.http.execute(request).await.expect("answers")
+    }
+
+    /// Ends the session (`DELETE`), as a client does when it closes.
+    async fn end(&self) {
+        let deleted = self
+            .http
+            .delete(&self.url)
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-06-18")
+            .send()
+            .await
+            .expect("answers");
+        assert!(deleted.status().is_success(), "{}", deleted.status());
     }
 
     /// Calls meta-tool `call_tool` with `tool` and `arguments` as request `id`.
@@ -227,15 +241,7 @@ async fn a_call_rmcp_would_refuse_is_refused_on_an_established_session() {
     assert_eq!(result_text(plain.messages().last().expect("an answer")), "slept 0s");
 
     // A session its client ended answers nothing, and one never opened neither.
-    let deleted = session
-        .http
-        .delete(&session.url)
-        .header("mcp-session-id", &session.id)
-        .header("mcp-protocol-version", "2025-06-18")
-        .send()
-        .await
-        .expect("answers");
-    assert!(deleted.status().is_success(), "{}", deleted.status());
+    session.end().await;
     let after = session.post(echo(7), &[]).await;
     assert_eq!(after.status, 404, "{after:?}");
     let stranger = RawSession {
@@ -246,35 +252,54 @@ async fn a_call_rmcp_would_refuse_is_refused_on_an_established_session() {
     h.stop().await;
 }
 
-#[tokio::test]
-async fn cancelling_a_call_answered_in_front_of_rmcp_cancels_it_downstream() {
+/// Starts a 30 s call as request `id` on a new session, runs `end` on the session once it is
+/// under way, and checks that the downstream saw the call cancelled and that the call's stream
+/// (answered in front of rmcp) ended long before 30 s.
+async fn a_long_call_is_cancelled_by<F, Fut>(id: u64, end: F)
+where
+    F: FnOnce(RawSession) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let h = Harness::start(vec![demo_stdio("demo")]).await;
     let session = RawSession::open(&h.url).await;
     let dir = tempfile::tempdir().expect("a temp dir");
     let marker = dir.path().join("cancelled");
-    let call = RawSession::call(
-        11,
-        "x_demo_sleep",
-        json!({"seconds": 30, "cancel_marker": marker.display().to_string()}),
-        None,
-    );
-    let response = session.send(call, &[]).await;
+    let arguments = json!({"seconds": 30, "cancel_marker": marker.display().to_string()});
+    let response = session
+        .send(RawSession::call(id, "x_demo_sleep", arguments, None), &[])
+        .await;
     assert_eq!(response.status(), 200);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let cancelled = session
-        .post(
-            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 11, "reason": "test"}}),
-            &[],
-        )
-        .await;
-    assert_eq!(cancelled.status, 202, "{cancelled:?}");
-    let answer = tokio::time::timeout(Duration::from_secs(10), Answer::read(response))
-        .await
-        .expect("the call ends long before its 30 s");
-    assert!(!answer.primed_by_rmcp(), "{answer:?}");
+    end(session).await;
     assert!(
         common::eventually(5, || async { marker.exists() }).await,
         "the downstream saw the cancellation"
     );
+    let answer = tokio::time::timeout(Duration::from_secs(10), Answer::read(response))
+        .await
+        .expect("the call ends long before its 30 s");
+    assert!(!answer.primed_by_rmcp(), "{answer:?}");
     h.stop().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_call_answered_in_front_of_rmcp_cancels_it_downstream() {
+    a_long_call_is_cancelled_by(11, |session| async move {
+        let cancelled = session
+            .post(
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 11, "reason": "test"}}),
+                &[],
+            )
+            .await;
+        assert_eq!(cancelled.status, 202, "{cancelled:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn ending_the_session_cancels_its_calls_answered_in_front_of_rmcp() {
+    a_long_call_is_cancelled_by(12, |session| async move {
+        session.end().await;
+    })
+    .await;
 }

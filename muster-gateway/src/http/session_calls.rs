@@ -30,7 +30,7 @@
 //! What differs from rmcp's answer: the SSE stream carries no event ids, so a client cannot
 //! resume it after a dropped connection (loopback clients never need to; a call whose stream
 //! is lost still runs to its end, as under rmcp). A `notifications/cancelled` for a call
-//! answered here is taken here too, and cancels it.
+//! answered here is taken here too, and cancels it; so does a `DELETE` of its session.
 //!
 //! ```no_run
 //! # fn wire(rmcp_service: axum::Router, meta: muster_gateway::meta::MetaTools) {
@@ -182,10 +182,17 @@ impl SessionTable {
         self.len() == 0
     }
 
-    /// Forgets the session of `headers` (one its client ends).
+    /// Forgets the session of `headers` (one its client ends) and cancels its calls still
+    /// running, as rmcp cancels the requests of a session that ends.
     fn forget(&self, headers: &HeaderMap) {
-        if let Some(id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) {
-            self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+        let Some(id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
+            return;
+        };
+        let forgotten = self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+        if let Some(session) = forgotten {
+            for (_, call) in session.calls.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+                call.cancel();
+            }
         }
     }
 
