@@ -303,3 +303,33 @@ async fn ending_the_session_cancels_its_calls_answered_in_front_of_rmcp() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_call_whose_client_goes_still_runs_to_its_end() {
+    let h = Harness::start(vec![demo_stdio("demo")]).await;
+    let session = RawSession::open(&h.url).await;
+    let response = session
+        .send(RawSession::call(13, "x_demo_sleep", json!({"seconds": 0.5}), None), &[])
+        .await;
+    assert_eq!(response.status(), 200);
+    // The client goes with the call under way: its connection closes, the stream is dropped.
+    drop(response);
+    drop(session);
+    let finished = r#"muster_tool_calls_total{tool="x_demo_sleep",server="demo",kind="tool",outcome="ok"} 1"#;
+    let metrics = h.url.replace("/mcp", "/metrics");
+    let seen = common::eventually(10, || {
+        let metrics = metrics.clone();
+        async move {
+            let text = reqwest::get(&metrics)
+                .await
+                .expect("GET /metrics")
+                .text()
+                .await
+                .unwrap_or_default();
+            text.contains(finished)
+        }
+    })
+    .await;
+    assert!(seen, "the call finished downstream and was counted: {finished}");
+    h.stop().await;
+}

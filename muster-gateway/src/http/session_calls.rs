@@ -427,8 +427,7 @@ impl CallStream {
     }
 }
 
-/// Runs the call in a task of its own (it runs to its end even when the client goes, as under
-/// rmcp) and answers with its SSE stream.
+/// Answers the call with its SSE stream ([`CallBody`]).
 fn answer<H: rmcp::Service<RoleServer> + Send + Sync + 'static>(
     handler: Arc<H>,
     session: Arc<LiveSession>,
@@ -436,8 +435,7 @@ fn answer<H: rmcp::Service<RoleServer> + Send + Sync + 'static>(
     id: RequestId,
     mut params: CallToolRequestParams,
 ) -> Response {
-    let (messages, mut outbox) = mpsc::unbounded_channel::<ServerJsonRpcMessage>();
-    let (frames, body) = mpsc::channel::<Bytes>(16);
+    let (messages, outbox) = mpsc::unbounded_channel::<ServerJsonRpcMessage>();
     let ct = CancellationToken::new();
     session
         .calls
@@ -448,40 +446,87 @@ fn answer<H: rmcp::Service<RoleServer> + Send + Sync + 'static>(
     ctx.ct = ct;
     ctx.meta = params.meta.take().unwrap_or_default();
     ctx.extensions.insert(parts);
-    ctx.extensions.insert(CallStream(messages.clone()));
+    ctx.extensions.insert(CallStream(messages));
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    tokio::spawn(async move {
-        let call = async {
-            let result = rmcp::Service::handle_request(&*handler, request, ctx).await;
-            session.calls.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-            match result {
-                Ok(result) => ServerJsonRpcMessage::response(result, id),
-                Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
-            }
-        };
-        let mut call = std::pin::pin!(call);
-        let answer = loop {
-            tokio::select! {
-                biased;
-                Some(message) = outbox.recv() => { let _ = frames.send(event(&message)).await; }
-                answer = &mut call => break answer,
-                () = tokio::time::sleep(KEEP_ALIVE) => { let _ = frames.send(Bytes::from_static(b":\n\n")).await; }
-            }
-        };
-        // Progress the call reported before it ended goes first.
-        drop(messages);
-        while let Ok(message) = outbox.try_recv() {
-            let _ = frames.send(event(&message)).await;
+    let call = Box::pin(async move {
+        let result = rmcp::Service::handle_request(&*handler, request, ctx).await;
+        session.calls.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        match result {
+            Ok(result) => ServerJsonRpcMessage::response(result, id),
+            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
         }
-        let _ = frames.send(event(&answer)).await;
     });
-    let mut body = body;
-    let stream = futures::stream::poll_fn(move |cx| body.poll_recv(cx).map(|frame| frame.map(Ok::<_, Infallible>)));
-    let mut response = Response::new(Body::from_stream(stream));
+    let body = CallBody {
+        call: Some(call),
+        answer: None,
+        outbox,
+        keep_alive: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
+    };
+    let mut response = Response::new(Body::from_stream(body));
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
+}
+
+type CallFuture = Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>;
+
+/// The SSE stream of a call answered in front: the call's progress as it reports it, then its
+/// answer, with a comment every [`KEEP_ALIVE`] while nothing else is sent.
+///
+/// The call runs as the body is polled, by the connection's task, so its answer reaches the
+/// client without a hop between tasks. When the client goes before the call ends, the call is
+/// handed to a task of its own and runs to its end, as under rmcp.
+struct CallBody {
+    call: Option<CallFuture>,
+    /// The answer, held until the progress reported before it has gone out.
+    answer: Option<ServerJsonRpcMessage>,
+    outbox: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
+    keep_alive: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl futures::Stream for CallBody {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(answer) = this.answer.take() {
+            // The call's context, and every sender with it, is gone: what is queued is all.
+            return Poll::Ready(Some(Ok(match this.outbox.try_recv() {
+                Ok(progress) => {
+                    this.answer = Some(answer);
+                    event(&progress)
+                }
+                Err(_) => event(&answer),
+            })));
+        }
+        let Some(call) = this.call.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if let Poll::Ready(Some(progress)) = this.outbox.poll_recv(cx) {
+            return Poll::Ready(Some(Ok(event(&progress))));
+        }
+        if let Poll::Ready(answer) = call.as_mut().poll(cx) {
+            this.call = None;
+            this.answer = Some(answer);
+            return Pin::new(this).poll_next(cx);
+        }
+        if this.keep_alive.as_mut().poll(cx).is_ready() {
+            this.keep_alive.as_mut().reset(tokio::time::Instant::now() + KEEP_ALIVE);
+            return Poll::Ready(Some(Ok(Bytes::from_static(b":\n\n"))));
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for CallBody {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(call);
+        }
+    }
 }
 
 /// `message` as one SSE event (compact JSON holds no newline, so one `data` line).
