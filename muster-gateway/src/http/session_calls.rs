@@ -88,9 +88,18 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 /// The headers whose values rmcp's checks of a POST read.
-const VALIDATED: [HeaderName; 4] = [header::HOST, header::ORIGIN, header::ACCEPT, header::CONTENT_TYPE];
+const VALIDATED: [HeaderName; 5] = [
+    header::HOST,
+    header::ORIGIN,
+    header::ACCEPT,
+    header::CONTENT_TYPE,
+    HeaderName::from_static(PROTOCOL_VERSION),
+];
 /// The 2026-07-28 standard headers: a request with one goes to rmcp, which checks them.
-const STANDARD: [&str; 2] = ["mcp-method", "mcp-name"];
+const STANDARD: [HeaderName; 2] = [
+    HeaderName::from_static("mcp-method"),
+    HeaderName::from_static("mcp-name"),
+];
 
 /// The sessions whose calls [`SessionCalls`] may answer, by transport session id.
 #[derive(Debug)]
@@ -118,7 +127,7 @@ fn millis(duration: Duration) -> u64 {
 #[derive(Debug)]
 struct LiveSession {
     peer: Peer<RoleServer>,
-    /// The validated values of [`VALIDATED`] and of `MCP-Protocol-Version`.
+    /// The validated values of [`VALIDATED`].
     headers: HeaderMap,
     /// The calls answered here and still running, to cancel by request id.
     calls: Mutex<HashMap<RequestId, CancellationToken>>,
@@ -151,13 +160,13 @@ impl SessionTable {
             return;
         }
         let mut headers = HeaderMap::new();
-        for name in VALIDATED
-            .iter()
-            .cloned()
-            .chain([HeaderName::from_static(PROTOCOL_VERSION)])
-        {
+        for name in VALIDATED {
             for value in parts.headers.get_all(&name) {
-                headers.append(name.clone(), value.clone());
+                // A copy: the request's value shares the connection's read buffer, which the
+                // session would otherwise keep alive.
+                if let Ok(value) = HeaderValue::from_bytes(value.as_bytes()) {
+                    headers.append(name.clone(), value);
+                }
             }
         }
         let session = Arc::new(LiveSession {
@@ -228,9 +237,7 @@ impl LiveSession {
     /// Whether a request with `headers` passes rmcp's checks as the admitted POST did.
     fn validates(&self, headers: &HeaderMap) -> bool {
         let same = |name: &HeaderName| headers.get_all(name).iter().eq(self.headers.get_all(name).iter());
-        VALIDATED.iter().all(same)
-            && same(&HeaderName::from_static(PROTOCOL_VERSION))
-            && STANDARD.iter().all(|name| !headers.contains_key(*name))
+        VALIDATED.iter().all(same) && STANDARD.iter().all(|name| !headers.contains_key(name))
     }
 }
 
