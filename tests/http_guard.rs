@@ -107,3 +107,44 @@ async fn a_body_over_the_limit_is_refused_and_the_gateway_keeps_serving() {
     assert_ne!(listed.is_error, Some(true));
     h.stop().await;
 }
+
+#[tokio::test]
+async fn ending_a_session_answers_no_content() {
+    let h = Harness::start(Vec::new()).await;
+    let http = reqwest::Client::new();
+    let initialized = http
+        .post(&h.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(INITIALIZE)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(initialized.status().as_u16(), 200);
+    let session = initialized
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    let ended = http
+        .delete(&h.url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("answers");
+    // 204, which the MCP Python SDK takes as a clean end (it warns on 202).
+    assert_eq!(ended.status().as_u16(), 204);
+    // The session is gone.
+    let after = http
+        .post(&h.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(after.status().as_u16(), 404);
+    h.stop().await;
+}
