@@ -240,6 +240,20 @@ async fn a_call_rmcp_would_refuse_is_refused_on_an_established_session() {
     assert!(!plain.primed_by_rmcp(), "{plain:?}");
     assert_eq!(result_text(plain.messages().last().expect("an answer")), "slept 0s");
 
+    // An end rmcp refuses ends nothing: the session still answers in front.
+    let refused = session
+        .http
+        .delete(&session.url)
+        .header("host", "evil.example.com")
+        .header("mcp-session-id", &session.id)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(refused.status(), 403);
+    let still = session.post(echo(9), &[]).await;
+    assert!(!still.primed_by_rmcp(), "{still:?}");
+    assert_eq!(result_text(still.messages().last().expect("an answer")), "slept 0s");
+
     // A session its client ended answers nothing, and one never opened neither.
     session.end().await;
     let after = session.post(echo(7), &[]).await;

@@ -90,7 +90,6 @@ pub fn router(
             MCP_PATH,
             tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp),
         )
-        .layer(axum::middleware::from_fn(session_end_status))
         .layer(axum::middleware::from_fn_with_state(request_guard, guard::guard));
     if let Some((layer, metadata)) = front_door(&registry.config().aggregator.oauth.server) {
         mcp_router = mcp_router.layer(layer).merge(metadata);
@@ -103,18 +102,6 @@ pub fn router(
         )
         .route(HEALTH_PATH, get(move || health(Arc::clone(&registry))))
         .merge(sign_in)
-}
-
-/// A session's end (`DELETE`) answered 204 No Content where rmcp answers 202 Accepted: the
-/// session is gone, not pending, and the MCP Python SDK counts anything but 200 and 204 as a
-/// failed termination (and logs a warning each time a client closes).
-async fn session_end_status(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
-    let ends_session = request.method() == http::Method::DELETE;
-    let mut response = next.run(request).await;
-    if ends_session && response.status() == http::StatusCode::ACCEPTED {
-        *response.status_mut() = http::StatusCode::NO_CONTENT;
-    }
-    response
 }
 
 /// The bearer check of `/mcp` and its metadata route, when `config` enables them. Enabled with

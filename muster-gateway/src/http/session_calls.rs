@@ -3,7 +3,7 @@
 //! rmcp's [`StreamableHttpService`](rmcp::transport::StreamableHttpService) parses every POST
 //! as a whole `ClientRequest` (a flattened, buffered parse of the whole body) and hands it to
 //! the session's worker task, which hands it to the handler and routes the answer back: about a
-//! quarter of the gateway's own work on a call through it. [`SessionCalls`] sits in front of it
+//! third of the gateway's own work on a call through it. [`SessionCalls`] sits in front of it
 //! and answers the one request an agent sends most, `tools/call` on a session that already
 //! exists, itself: it reads the body's envelope, parses the call's params alone, runs them
 //! through the same handler ([`MetaTools`]) as rmcp would, and writes the answer (and the
@@ -30,7 +30,9 @@
 //! What differs from rmcp's answer: the SSE stream carries no event ids, so a client cannot
 //! resume it after a dropped connection (loopback clients never need to; a call whose stream
 //! is lost still runs to its end, as under rmcp). A `notifications/cancelled` for a call
-//! answered here is taken here too, and cancels it; so does a `DELETE` of its session.
+//! answered here is taken here too, and cancels it; so does a `DELETE` of its session, once
+//! rmcp accepted it. That `DELETE` is answered 204 No Content where rmcp says 202 Accepted (the
+//! session is gone, not pending, and the MCP Python SDK counts 202 as a failed end).
 //!
 //! ```no_run
 //! # fn wire(rmcp_service: axum::Router, meta: muster_gateway::meta::MetaTools) {
@@ -180,23 +182,9 @@ impl SessionTable {
         sessions.insert(Arc::from(id), session);
     }
 
-    /// How many sessions are admitted and still open.
-    pub fn len(&self) -> usize {
-        let sessions = self.sessions.read().unwrap_or_else(|e| e.into_inner());
-        sessions.values().filter(|s| !s.peer.is_transport_closed()).count()
-    }
-
-    /// Whether no session is admitted.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Forgets the session of `headers` (one its client ends) and cancels its calls still
-    /// running, as rmcp cancels the requests of a session that ends.
-    fn forget(&self, headers: &HeaderMap) {
-        let Some(id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
-            return;
-        };
+    /// Forgets session `id` (one rmcp ended) and cancels its calls still running, as rmcp
+    /// cancels the requests of a session that ends.
+    fn forget(&self, id: &str) {
         let forgotten = self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(id);
         if let Some(session) = forgotten {
             for (_, call) in session.calls.lock().unwrap_or_else(|e| e.into_inner()).drain() {
@@ -253,9 +241,7 @@ pub struct SessionCalls<S, H> {
 
 impl<S, H> std::fmt::Debug for SessionCalls<S, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionCalls")
-            .field("sessions", &self.table.len())
-            .finish_non_exhaustive()
+        f.debug_struct("SessionCalls").finish_non_exhaustive()
     }
 }
 
@@ -290,8 +276,8 @@ struct Envelope<'a> {
 enum Routed {
     /// A call to answer here.
     Call(RequestId, CallToolRequestParams),
-    /// A cancellation of a call answered here.
-    Cancelled(RequestId),
+    /// A cancellation of a call answered here: its token.
+    Cancelled(CancellationToken),
     /// Anything else: for rmcp.
     Other,
 }
@@ -318,14 +304,13 @@ impl Routed {
                 match serde_json::from_str::<CancelledNotificationParam>(params.get()) {
                     Ok(CancelledNotificationParam {
                         request_id: Some(id), ..
-                    }) if session
+                    }) => session
                         .calls
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .contains_key(&id) =>
-                    {
-                        Self::Cancelled(id)
-                    }
+                        .get(&id)
+                        .cloned()
+                        .map_or(Self::Other, Self::Cancelled),
                     _ => Self::Other,
                 }
             }
@@ -358,40 +343,34 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let session = match *request.method() {
             Method::POST => self.table.session_of(request.headers()),
-            // A session rmcp ends answers nothing here from now on.
-            Method::DELETE => {
-                self.table.forget(request.headers());
-                None
-            }
+            Method::DELETE => return Box::pin(end_session(inner, request, Arc::clone(&self.table))),
             _ => None,
         };
         let Some(session) = session else {
             return Box::pin(forward(inner, request));
         };
-        let (handler, started, max) = (Arc::clone(&self.handler), self.table.now(), self.max_body_bytes);
+        let (handler, now, max) = (Arc::clone(&self.handler), self.table.now(), self.max_body_bytes);
         let touch_interval = self.table.touch_interval_ms;
         Box::pin(async move {
-            let fresh = started.saturating_sub(session.touched.load(Ordering::Relaxed)) < touch_interval;
+            let fresh = now.saturating_sub(session.touched.load(Ordering::Relaxed)) < touch_interval;
             if !fresh || !session.validates(request.headers()) {
-                return touched(inner, request, &session, started).await;
+                return touched(inner, request, &session, now).await;
             }
             let (parts, body) = request.into_parts();
             let Ok(bytes) = axum::body::to_bytes(body, max).await else {
                 // Over the limit or unreadable: rmcp answers that (and the body is gone).
-                return touched(inner, Request::from_parts(parts, Body::empty()), &session, started).await;
+                return touched(inner, Request::from_parts(parts, Body::empty()), &session, now).await;
             };
             match Routed::of(&bytes, &session) {
                 Routed::Call(id, params) => {
                     tracing::trace!(%id, tool = %params.name, "tools/call answered in front of rmcp's session worker");
                     Ok(answer(handler, session, parts, id, params))
                 }
-                Routed::Cancelled(id) => {
-                    if let Some(ct) = session.calls.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
-                        ct.cancel();
-                    }
+                Routed::Cancelled(call) => {
+                    call.cancel();
                     Ok(StatusCode::ACCEPTED.into_response())
                 }
-                Routed::Other => touched(inner, Request::from_parts(parts, Body::from(bytes)), &session, started).await,
+                Routed::Other => touched(inner, Request::from_parts(parts, Body::from(bytes)), &session, now).await,
             }
         })
     }
@@ -405,6 +384,31 @@ where
 {
     let response = tower::ServiceExt::ready(&mut inner).await?.call(request).await?;
     Ok(response.map(Body::new))
+}
+
+/// Passes a session's end to rmcp. Once rmcp accepted it, the session is forgotten here, its
+/// calls still running here are cancelled, and the answer is 204 No Content.
+async fn end_session<S, B>(inner: S, request: Request<Body>, table: Arc<SessionTable>) -> Result<Response, Infallible>
+where
+    S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let id = request
+        .headers()
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut response = forward(inner, request).await?;
+    if response.status().is_success() {
+        if let Some(id) = id {
+            table.forget(&id);
+        }
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+    }
+    Ok(response)
 }
 
 /// Forwards `request` to rmcp, noting that rmcp saw `session` now.
@@ -423,7 +427,8 @@ where
     forward(inner, request).await
 }
 
-/// A message the call's stream sends to the client: progress, then the answer.
+/// The sending end of a call's own stream to its client, answered in front of rmcp: what the
+/// call reports before its answer (progress) goes here ([`crate::meta::call_context`]).
 #[derive(Debug, Clone)]
 pub struct CallStream(mpsc::UnboundedSender<ServerJsonRpcMessage>);
 
