@@ -50,6 +50,7 @@ pub use transport::TransportError;
 
 use progress::ProgressInOrder;
 use relay::CallRelay;
+use stdio::lane::{CallBudget, Failure, StdioLane};
 
 use crate::limits::{CallLimiter, CallSlot};
 
@@ -89,6 +90,8 @@ pub struct UpstreamConnection {
     timeout: Duration,
     max_duration: Duration,
     peer: Peer<RoleClient>,
+    /// A stdio server's `tools/call` lane, past rmcp's service loop.
+    lane: Option<Arc<StdioLane>>,
     cancel: CancellationToken,
     closed: watch::Receiver<Option<String>>,
     relay: CallRelay,
@@ -123,12 +126,14 @@ impl UpstreamConnection {
         let client = UpstreamClient::new(relay.clone(), changes);
         // A stdio server runs in a process group of its own, ended with the connection.
         let mut process_group = None;
+        let mut lane = None;
         let handshake = async {
             let init = |e: rmcp::service::ClientInitializeError| UpstreamError::Initialize(e.to_string());
             match server.spec.server_type {
                 Some(ServerType::Stdio) | None => {
                     let child = transport::stdio(&name, &server.spec)?;
                     process_group = child.id();
+                    lane = Some(child.lane());
                     client
                         .serve(ProgressInOrder::new(child, relay.clone()))
                         .await
@@ -163,6 +168,8 @@ impl UpstreamConnection {
             }
         };
         let peer = service.peer().clone();
+        // From 2026-07-28 each request carries client context in its `_meta`, which rmcp adds.
+        let lane = lane.filter(|_| peer.peer_info().is_some_and(|i| i.protocol_version.has_initialize()));
         let cancel = CancellationToken::new();
         let (closed_tx, closed) = watch::channel(None);
         let service_cancel = service.cancellation_token();
@@ -192,6 +199,7 @@ impl UpstreamConnection {
             timeout,
             max_duration,
             peer,
+            lane,
             cancel,
             closed,
             relay,
@@ -226,6 +234,7 @@ impl UpstreamConnection {
             timeout: self.timeout,
             max_duration: self.max_duration,
             peer: self.peer.clone(),
+            lane: self.lane.clone(),
             cancel: self.cancel.clone(),
             closed: self.closed.clone(),
             relay: self.relay.clone(),
@@ -379,31 +388,37 @@ impl UpstreamConnection {
         ctx: &CallContext,
     ) -> Result<CallToolResult, ToolError> {
         let _slot = self.slot(ctx).await?;
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let remaining = ctx
-            .deadline
-            .map(|d| d.saturating_duration_since(std::time::Instant::now()));
-        let options = PeerRequestOptions::with_timeout(self.timeout)
-            .reset_timeout_on_progress()
-            .with_max_total_timeout(remaining.map_or(self.max_duration, |r| r.min(self.max_duration)));
+        #[allow(unused_mut, reason = "the otel feature adds the trace context")]
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         // The call's trace context goes down in `_meta` (SEP-414), and over streamable HTTP as
         // `traceparent` headers too, so the downstream's spans join the caller's trace.
         #[cfg(feature = "otel")]
-        let options = match crate::metrics::otel::request_meta(&tracing::Span::current()) {
-            Some(meta) => options.with_meta(meta),
-            None => options,
+        if let Some(meta) = crate::metrics::otel::request_meta(&tracing::Span::current()) {
+            params.meta = Some(meta);
+        }
+        let remaining = ctx
+            .deadline
+            .map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let budget = CallBudget {
+            idle: self.timeout,
+            max_total: remaining.map_or(self.max_duration, |r| r.min(self.max_duration)),
         };
+        let client = ctx.extensions.get::<ClientPeer>().cloned();
+        if let Some(lane) = &self.lane {
+            return self.call_on_lane(lane, params, budget, client, ctx).await;
+        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options = PeerRequestOptions::with_timeout(budget.idle)
+            .reset_timeout_on_progress()
+            .with_max_total_timeout(budget.max_total);
         let handle = self
             .peer
             .send_request_with_option(request, options)
             .await
             .map_err(|e| self.service_error(e))?;
-        let _in_flight = self.relay.register(
-            handle.progress_token.clone(),
-            ctx.progress.clone(),
-            ctx.extensions.get::<ClientPeer>().cloned(),
-        );
+        let _in_flight = self
+            .relay
+            .register(handle.progress_token.clone(), ctx.progress.clone(), client);
         let (id, peer) = (handle.id.clone(), handle.peer.clone());
         let response = tokio::select! {
             response = handle.await_response() => response,
@@ -416,12 +431,49 @@ impl UpstreamConnection {
         };
         match response {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
-            Ok(other) => Err(ToolError::Transport {
-                server: self.server.clone(),
-                source: format!("unexpected answer to tools/call: {other:?}").into(),
-            }),
+            Ok(other) => Err(self.unexpected_answer(format!("{other:?}"))),
             Err(ServiceError::Timeout { timeout }) => Err(ToolError::Timeout { after: timeout }),
             Err(e) => Err(self.service_error(e)),
+        }
+    }
+
+    /// A call on a stdio server's lane ([`stdio::lane`]): the same outcomes as through rmcp.
+    async fn call_on_lane(
+        &self,
+        lane: &Arc<StdioLane>,
+        params: CallToolRequestParams,
+        budget: CallBudget,
+        client: Option<ClientPeer>,
+        ctx: &CallContext,
+    ) -> Result<CallToolResult, ToolError> {
+        let outcome = async {
+            let mut call = lane.prepare(ctx.progress.clone())?;
+            // Registered before it is written: a sampling request the call causes finds its client.
+            // Its progress goes through the lane.
+            let _in_flight = self.relay.register(call.token().clone(), None, client);
+            call.send(params).await?;
+            call.answer(budget, &ctx.cancellation).await
+        };
+        outcome.await.map_err(|failure| match failure {
+            Failure::Refused(error) => ToolError::Downstream {
+                server: self.server.clone(),
+                error,
+            },
+            Failure::Unreadable(e) => self.unexpected_answer(e.to_string()),
+            Failure::Send(e) => ToolError::Transport {
+                server: self.server.clone(),
+                source: Box::new(e),
+            },
+            Failure::Closed => self.service_error(ServiceError::TransportClosed),
+            Failure::TimedOut(after) => ToolError::Timeout { after },
+            Failure::Cancelled => ToolError::Cancelled,
+        })
+    }
+
+    fn unexpected_answer(&self, answer: String) -> ToolError {
+        ToolError::Transport {
+            server: self.server.clone(),
+            source: format!("unexpected answer to tools/call: {answer}").into(),
         }
     }
 

@@ -6,42 +6,41 @@
 //! (a notification of a method rmcp does not know still reads, as a custom one); a well-formed
 //! message that is not valid MCP answered with an Invalid Request error; on close, stdin closed,
 //! then `SIGTERM`, then `SIGKILL`; the child killed when the transport is dropped), with one
-//! difference that matters on the call path: **an answer to a `tools/call` is parsed as the
-//! `CallToolResult` it must be.** rmcp's parser tries the answer against every kind of result in
-//! turn (`CallToolResult` is the sixteenth), building and throwing away an error for each miss:
-//! 46k of the gateway's 312k instructions per call in a callgrind profile. The transport
-//! remembers the ids of the `tools/call` requests it sent; an answer to one of them is read as
-//! its envelope and then its result, once. Any other message, or an answer that does not read
-//! as a `CallToolResult`, takes rmcp's parser as before, so the fast path changes no outcome.
-//! Reading an answer now costs 6.8k instructions, and the gateway 271k a call instead of 312k
-//! (callgrind, 3,050 `call_tool` calls over the stdio echo server; `benches/README.md`).
+//! difference that matters on the call path: **`tools/call` goes past rmcp's service loop**, on
+//! the transport's [`lane`]. The lane writes a call from the calling task, and the reader hands its
+//! answer and its progress straight to the call; every other message goes to rmcp as before.
+//! An answer is parsed once, as the `CallToolResult` it must be, where rmcp's parser tries it
+//! against every kind of result in turn (`CallToolResult` is the sixteenth), building and
+//! throwing away an error for each miss (46k of the gateway's 312k instructions per call in an
+//! early callgrind profile; `benches/README.md`).
 //!
 //! It also lets go of the memory of a large message: the line buffer shrinks back after a line
 //! over 64 KiB (a `tools/list` answer), where rmcp's keeps the largest size it ever read.
 //!
 //! ```ignore
-//! let transport = StdioTransport::spawn("name", command)?;
+//! let (transport, stderr) = StdioTransport::spawn(command)?;
+//! let lane = transport.lane();
 //! let service = client.serve(transport).await?;
 //! ```
 
-use std::{collections::HashSet, io, process::Stdio, sync::Arc, time::Duration};
+pub(crate) mod lane;
+
+use std::{io, process::Stdio, sync::Arc, time::Duration};
 
 use rmcp::{
     RoleClient,
-    model::{
-        CallToolResult, ClientNotification, ClientRequest, ErrorData, JsonRpcError, JsonRpcMessage, JsonRpcResponse,
-        JsonRpcVersion2_0, RequestId, ServerResult,
-    },
+    model::{ErrorData, JsonRpcError, JsonRpcMessage, RequestId},
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use tokio::{
-    io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
-    process::{Child, ChildStdin, ChildStdout},
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, ChildStdout},
     sync::Mutex,
 };
+
+use lane::{SharedStdin, StdioLane, write_line};
 
 /// The longest line read; a longer one is skipped whole (rmcp's limit, and its streamable HTTP
 /// client's largest event).
@@ -50,9 +49,6 @@ const MAX_LINE: usize = 16 * 1024 * 1024;
 const KEEP_LINE: usize = 64 * 1024;
 /// How long the child has to exit after its stdin is closed, and again after `SIGTERM`.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
-/// The most `tools/call` ids remembered; past it they are forgotten (their answers then take the
-/// general parser, which reads them as well, only slower).
-const MAX_PENDING_CALLS: usize = 4096;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// A child process as an rmcp client transport; see the [module docs](self).
@@ -60,9 +56,9 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 pub(crate) struct StdioTransport {
     child: Option<Child>,
     lines: LineReader,
-    stdin: Arc<Mutex<Option<ChildStdin>>>,
-    /// Ids of the `tools/call` requests sent and not answered yet.
-    calls: HashSet<RequestId>,
+    stdin: SharedStdin,
+    /// The calls written past rmcp, sharing `stdin`.
+    lane: Arc<StdioLane>,
 }
 
 impl StdioTransport {
@@ -80,13 +76,19 @@ impl StdioTransport {
         let stdout = child.stdout.take().ok_or_else(|| io::Error::other("no stdout"))?;
         let stdin = child.stdin.take().ok_or_else(|| io::Error::other("no stdin"))?;
         let stderr = child.stderr.take();
+        let stdin = Arc::new(Mutex::new(Some(stdin)));
         let transport = Self {
             child: Some(child),
             lines: LineReader::new(stdout),
-            stdin: Arc::new(Mutex::new(Some(stdin))),
-            calls: HashSet::new(),
+            lane: Arc::new(StdioLane::new(Arc::clone(&stdin))),
+            stdin,
         };
         Ok((transport, stderr))
+    }
+
+    /// The lane for `tools/call`, past rmcp's service loop (see [`lane`]).
+    pub(crate) fn lane(&self) -> Arc<StdioLane> {
+        Arc::clone(&self.lane)
     }
 
     /// The child's process id, while it runs.
@@ -101,48 +103,16 @@ impl StdioTransport {
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
         }
-        if !self.calls.is_empty()
-            && let Some(answer) = self.call_answer(line)
-        {
-            return Some(answer);
+        if self.lane.route(line) {
+            return None;
         }
         match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
-            Ok(message) => {
-                if let JsonRpcMessage::Response(JsonRpcResponse { id, .. })
-                | JsonRpcMessage::Error(JsonRpcError { id: Some(id), .. }) = &message
-                {
-                    self.calls.remove(id);
-                }
-                Some(message)
-            }
+            Ok(message) => Some(message),
             Err(e) => {
                 self.refuse(line, &e);
                 None
             }
         }
-    }
-
-    /// `line` read as the answer to a `tools/call` this transport sent, when it is one.
-    fn call_answer(&mut self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
-        #[derive(Deserialize)]
-        struct Envelope<'a> {
-            #[serde(default)]
-            id: Option<RequestId>,
-            #[serde(default, borrow)]
-            result: Option<&'a RawValue>,
-        }
-        let envelope: Envelope<'_> = serde_json::from_slice(line).ok()?;
-        let (id, result) = (envelope.id?, envelope.result?);
-        if !self.calls.contains(&id) {
-            return None;
-        }
-        let result: CallToolResult = serde_json::from_str(result.get()).ok()?;
-        self.calls.remove(&id);
-        Some(JsonRpcMessage::Response(JsonRpcResponse {
-            jsonrpc: JsonRpcVersion2_0,
-            id,
-            result: ServerResult::CallToolResult(result),
-        }))
     }
 
     /// Handles a line that is not an MCP message: unparsable text and notifications are
@@ -168,7 +138,7 @@ impl StdioTransport {
             let stdin = Arc::clone(&self.stdin);
             // Its own task: `receive` may be dropped at any await, and the reply must not be cut.
             tokio::spawn(async move {
-                let _ = write_line(&stdin, &bytes).await;
+                let _ = write_line(&stdin, bytes).await;
             });
         }
     }
@@ -176,6 +146,7 @@ impl StdioTransport {
     /// Closes stdin, then waits for the child to exit, sending `SIGTERM` and then `SIGKILL` when
     /// it does not.
     async fn shut_down(&mut self) -> io::Result<()> {
+        self.lane.close();
         // A write blocked on a server that does not read its stdin holds the lock: then the
         // server is ended without waiting for it to see the end of its input.
         let closed_stdin = match tokio::time::timeout(EXIT_GRACE, self.stdin.lock()).await {
@@ -216,15 +187,6 @@ fn encode(message: &TxJsonRpcMessage<RoleClient>) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-async fn write_line(stdin: &Mutex<Option<ChildStdin>>, bytes: &[u8]) -> io::Result<()> {
-    let mut stdin = stdin.lock().await;
-    let stdin = stdin
-        .as_mut()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "the transport is closed"))?;
-    stdin.write_all(bytes).await?;
-    stdin.flush().await
-}
-
 impl Transport<RoleClient> for StdioTransport {
     type Error = io::Error;
 
@@ -232,25 +194,9 @@ impl Transport<RoleClient> for StdioTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        match &item {
-            JsonRpcMessage::Request(request) if matches!(request.request, ClientRequest::CallToolRequest(_)) => {
-                if self.calls.len() >= MAX_PENDING_CALLS {
-                    self.calls.clear();
-                }
-                self.calls.insert(request.id.clone());
-            }
-            JsonRpcMessage::Notification(n) => {
-                if let ClientNotification::CancelledNotification(cancelled) = &n.notification
-                    && let Some(id) = &cancelled.params.request_id
-                {
-                    self.calls.remove(id);
-                }
-            }
-            _ => {}
-        }
         let bytes = encode(&item);
         let stdin = Arc::clone(&self.stdin);
-        async move { write_line(&stdin, &bytes?).await }
+        async move { write_line(&stdin, bytes?).await }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
@@ -261,9 +207,13 @@ impl Transport<RoleClient> for StdioTransport {
                     tracing::warn!(max = MAX_LINE, "skipping a message longer than the line limit");
                     continue;
                 }
-                LineRead::Eof => return None,
+                LineRead::Eof => {
+                    self.lane.close();
+                    return None;
+                }
                 LineRead::Io(e) => {
                     tracing::warn!("cannot read from the server: {e}");
+                    self.lane.close();
                     return None;
                 }
             }
@@ -278,6 +228,12 @@ impl Transport<RoleClient> for StdioTransport {
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.shut_down()
+    }
+}
+
+impl Drop for StdioTransport {
+    fn drop(&mut self) {
+        self.lane.close();
     }
 }
 
@@ -355,66 +311,15 @@ impl LineReader {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::ServerRequest;
-    use serde_json::json;
+    use rmcp::model::{ClientNotification, ServerRequest};
 
     use super::*;
 
-    fn sh(script: &str) -> StdioTransport {
+    /// A transport to `sh -c script`.
+    pub(super) fn sh(script: &str) -> StdioTransport {
         let mut command = tokio::process::Command::new("sh");
         command.args(["-c", script]);
         StdioTransport::spawn(command).expect("sh starts").0
-    }
-
-    fn line(value: serde_json::Value) -> Vec<u8> {
-        serde_json::to_vec(&value).expect("json")
-    }
-
-    /// The message as it would be written (rmcp's messages are not `PartialEq`).
-    fn written(message: Option<&RxJsonRpcMessage<RoleClient>>) -> serde_json::Value {
-        serde_json::to_value(message).expect("json")
-    }
-
-    #[tokio::test]
-    async fn an_answer_to_a_call_reads_as_what_rmcps_parser_reads() {
-        let mut t = sh("exec sleep 30");
-        let answer = line(json!({"jsonrpc": "2.0", "id": 3, "result": {
-            "content": [{"type": "text", "text": "hi"}],
-            "structuredContent": {"n": 1},
-            "isError": false,
-            "_meta": {"k": "v"},
-        }}));
-        let general: RxJsonRpcMessage<RoleClient> = serde_json::from_slice(&answer).expect("rmcp reads it");
-        t.calls.insert(RequestId::Number(3));
-        assert!(matches!(
-            &general,
-            JsonRpcMessage::Response(JsonRpcResponse {
-                result: ServerResult::CallToolResult(_),
-                ..
-            })
-        ));
-        let fast = t.call_answer(&answer).expect("the fast path reads it");
-        assert_eq!(written(Some(&fast)), written(Some(&general)));
-        assert_eq!(written(Some(&fast))["result"]["structuredContent"], json!({"n": 1}));
-        assert!(t.calls.is_empty(), "answered");
-        // Not a call of ours: the general parser, with the same outcome.
-        assert!(t.call_answer(&answer).is_none());
-        assert_eq!(written(t.parse(&answer).as_ref()), written(Some(&general)));
-    }
-
-    #[tokio::test]
-    async fn an_answer_that_is_not_a_call_result_takes_the_general_parser() {
-        let mut t = sh("exec sleep 30");
-        t.calls.insert(RequestId::Number(4));
-        let error = line(json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602, "message": "bad"}}));
-        assert!(t.call_answer(&error).is_none());
-        assert!(matches!(t.parse(&error), Some(JsonRpcMessage::Error(_))));
-        assert!(t.calls.is_empty(), "an error answer ends the call too");
-        t.calls.insert(RequestId::String("a".into()));
-        let odd = line(json!({"jsonrpc": "2.0", "id": "a", "result": {"content": "not a list"}}));
-        assert!(t.call_answer(&odd).is_none());
-        let general: RxJsonRpcMessage<RoleClient> = serde_json::from_slice(&odd).expect("rmcp reads it");
-        assert_eq!(written(t.parse(&odd).as_ref()), written(Some(&general)));
     }
 
     #[tokio::test]
