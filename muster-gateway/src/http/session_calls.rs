@@ -233,7 +233,9 @@ impl LiveSession {
 /// `inner` (rmcp's streamable HTTP service over the same handler).
 #[derive(Clone)]
 pub struct SessionCalls<S, H> {
-    inner: S,
+    /// Shared: axum clones the service for every request, and rmcp's is costly to clone (its
+    /// config and handles), so it is cloned only for a request that goes to it.
+    inner: Arc<S>,
     handler: Arc<H>,
     table: Arc<SessionTable>,
     max_body_bytes: usize,
@@ -252,7 +254,7 @@ impl<S, H> SessionCalls<S, H> {
     /// does.
     pub fn new(inner: S, handler: Arc<H>, table: Arc<SessionTable>, max_body_bytes: usize) -> Self {
         Self {
-            inner,
+            inner: Arc::new(inner),
             handler,
             table,
             max_body_bytes,
@@ -324,7 +326,7 @@ type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Sen
 impl<S, H, B> tower::Service<Request<Body>> for SessionCalls<S, H>
 where
     H: rmcp::Service<RoleServer> + Send + Sync + 'static,
-    S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible> + Clone + Send + 'static,
+    S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send,
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
@@ -333,33 +335,34 @@ where
     type Error = Infallible;
     type Future = BoxFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+    /// Always ready: a request for rmcp waits for its service's readiness when it is passed on.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        // The clone that was made ready serves this request (tower's pattern).
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
         let session = match *request.method() {
             Method::POST => self.table.session_of(request.headers()),
-            Method::DELETE => return Box::pin(end_session(inner, request, Arc::clone(&self.table))),
+            Method::DELETE => {
+                return Box::pin(end_session(S::clone(&self.inner), request, Arc::clone(&self.table)));
+            }
             _ => None,
         };
         let Some(session) = session else {
-            return Box::pin(forward(inner, request));
+            return Box::pin(forward(S::clone(&self.inner), request));
         };
+        let inner = Arc::clone(&self.inner);
         let (handler, now, max) = (Arc::clone(&self.handler), self.table.now(), self.max_body_bytes);
         let touch_interval = self.table.touch_interval_ms;
         Box::pin(async move {
             let fresh = now.saturating_sub(session.touched.load(Ordering::Relaxed)) < touch_interval;
             if !fresh || !session.validates(request.headers()) {
-                return touched(inner, request, &session, now).await;
+                return touched(S::clone(&inner), request, &session, now).await;
             }
             let (parts, body) = request.into_parts();
             let Ok(bytes) = axum::body::to_bytes(body, max).await else {
                 // Over the limit or unreadable: rmcp answers that (and the body is gone).
-                return touched(inner, Request::from_parts(parts, Body::empty()), &session, now).await;
+                return touched(S::clone(&inner), Request::from_parts(parts, Body::empty()), &session, now).await;
             };
             match Routed::of(&bytes, &session) {
                 Routed::Call(id, params) => {
@@ -370,7 +373,9 @@ where
                     call.cancel();
                     Ok(StatusCode::ACCEPTED.into_response())
                 }
-                Routed::Other => touched(inner, Request::from_parts(parts, Body::from(bytes)), &session, now).await,
+                Routed::Other => {
+                    touched(S::clone(&inner), Request::from_parts(parts, Body::from(bytes)), &session, now).await
+                }
             }
         })
     }
