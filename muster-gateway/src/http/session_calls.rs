@@ -362,7 +362,13 @@ where
             let (parts, body) = request.into_parts();
             let Ok(bytes) = axum::body::to_bytes(body, max).await else {
                 // Over the limit or unreadable: rmcp answers that (and the body is gone).
-                return touched(S::clone(&inner), Request::from_parts(parts, Body::empty()), &session, now).await;
+                return touched(
+                    S::clone(&inner),
+                    Request::from_parts(parts, Body::empty()),
+                    &session,
+                    now,
+                )
+                .await;
             };
             match Routed::of(&bytes, &session) {
                 Routed::Call(id, params) => {
@@ -374,7 +380,13 @@ where
                     Ok(StatusCode::ACCEPTED.into_response())
                 }
                 Routed::Other => {
-                    touched(S::clone(&inner), Request::from_parts(parts, Body::from(bytes)), &session, now).await
+                    touched(
+                        S::clone(&inner),
+                        Request::from_parts(parts, Body::from(bytes)),
+                        &session,
+                        now,
+                    )
+                    .await
                 }
             }
         })

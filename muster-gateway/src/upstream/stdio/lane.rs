@@ -257,12 +257,10 @@ impl StdioLane {
         if self.calls().waiting.remove(&n).is_none() {
             return;
         }
-        let cancelled = JsonRpcMessage::notification(ClientNotification::CancelledNotification(
-            CancelledNotification::new(CancelledNotificationParam::new(
-                Some(lane_id(n)),
-                Some(reason.to_owned()),
-            )),
-        ));
+        let cancelled =
+            JsonRpcMessage::notification(ClientNotification::CancelledNotification(CancelledNotification::new(
+                CancelledNotificationParam::new(Some(lane_id(n)), Some(reason.to_owned())),
+            )));
         let Ok(bytes) = super::encode(&cancelled) else {
             return;
         };
@@ -300,7 +298,9 @@ pub(crate) struct LaneCall {
 
 impl fmt::Debug for LaneCall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LaneCall").field("token", &self.token).finish_non_exhaustive()
+        f.debug_struct("LaneCall")
+            .field("token", &self.token)
+            .finish_non_exhaustive()
     }
 }
 
@@ -313,8 +313,13 @@ impl LaneCall {
     /// Writes the request, with the call's progress token in its `_meta` (and whatever `_meta`
     /// `params` has).
     pub(crate) async fn send(&mut self, mut params: CallToolRequestParams) -> Result<(), Failure> {
-        params.meta.get_or_insert_default().set_progress_token(self.token.clone());
-        let bytes = CallRequestLine::new(&self.token.0, &params).encode().map_err(Failure::Send)?;
+        params
+            .meta
+            .get_or_insert_default()
+            .set_progress_token(self.token.clone());
+        let bytes = CallRequestLine::new(&self.token.0, &params)
+            .encode()
+            .map_err(Failure::Send)?;
         let written = write_line(&self.lane.stdin, bytes).await;
         if let Err(e) = written {
             // Not written: nothing to cancel downstream.
@@ -552,7 +557,8 @@ mod tests {
     }
 
     fn params(name: &str) -> CallToolRequestParams {
-        CallToolRequestParams::new(name.to_owned()).with_arguments(json!({"n": 1}).as_object().cloned().unwrap_or_default())
+        CallToolRequestParams::new(name.to_owned())
+            .with_arguments(json!({"n": 1}).as_object().cloned().unwrap_or_default())
     }
 
     /// The lines a server wrote to `file`, once it holds `count` of them.
@@ -560,7 +566,10 @@ mod tests {
         for _ in 0..200 {
             let text = std::fs::read_to_string(file).unwrap_or_default();
             if text.lines().count() >= count {
-                return text.lines().map(|l| serde_json::from_str(l).expect("a whole JSON line")).collect();
+                return text
+                    .lines()
+                    .map(|l| serde_json::from_str(l).expect("a whole JSON line"))
+                    .collect();
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
@@ -592,7 +601,10 @@ id=$(printf '%s' "$line" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
         assert_eq!(written["method"], "tools/call");
         assert_eq!(written["params"]["name"], "echo");
         assert_eq!(written["params"]["arguments"], json!({"n": 1}));
-        assert!(written["id"].as_str().is_some_and(|id| id.starts_with(ID_PREFIX)), "{written}");
+        assert!(
+            written["id"].as_str().is_some_and(|id| id.starts_with(ID_PREFIX)),
+            "{written}"
+        );
         assert_eq!(written["params"]["_meta"]["progressToken"], written["id"]);
         assert!(to_rmcp.try_recv().is_err(), "the answer was the lane's");
         assert!(lane.calls().waiting.is_empty());
@@ -605,8 +617,8 @@ id=$(printf '%s' "$line" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
         let mut meta = rmcp::model::RequestMetaObject::with_progress_token(ProgressToken(id.clone()));
         meta.0.0.insert("traceparent".to_owned(), json!("00-abc-def-01"));
         params.meta = Some(meta);
-        let ours: Value = serde_json::from_slice(&CallRequestLine::new(&id, &params).encode().expect("encoded"))
-            .expect("JSON");
+        let ours: Value =
+            serde_json::from_slice(&CallRequestLine::new(&id, &params).encode().expect("encoded")).expect("JSON");
         let rmcps: rmcp::service::TxJsonRpcMessage<RoleClient> = JsonRpcMessage::request(
             rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
             id,
@@ -622,14 +634,23 @@ id=$(printf '%s' "$line" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
         let (lane, _rx) = serve(&echoing(refused, &dir.path().join("a")));
         let mut call = lane.prepare(None).expect("open");
         call.send(params("x")).await.expect("written");
-        let failure = call.answer(BUDGET, &CancellationToken::new()).await.expect_err("refused");
-        assert!(matches!(&failure, Failure::Refused(e) if e.message == "bad"), "{failure:?}");
+        let failure = call
+            .answer(BUDGET, &CancellationToken::new())
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(&failure, Failure::Refused(e) if e.message == "bad"),
+            "{failure:?}"
+        );
 
         let odd = r#"{"jsonrpc":"2.0","id":"ID","result":{"content":"not a list"}}"#;
         let (lane, _rx) = serve(&echoing(odd, &dir.path().join("b")));
         let mut call = lane.prepare(None).expect("open");
         call.send(params("x")).await.expect("written");
-        let failure = call.answer(BUDGET, &CancellationToken::new()).await.expect_err("unreadable");
+        let failure = call
+            .answer(BUDGET, &CancellationToken::new())
+            .await
+            .expect_err("unreadable");
         assert!(matches!(failure, Failure::Unreadable(_)), "{failure:?}");
     }
 
@@ -655,11 +676,19 @@ exec sleep 30"#,
         call.answer(BUDGET, &CancellationToken::new()).await.expect("answered");
         let mut seen = Vec::new();
         for _ in 0..3 {
-            seen.push(tokio::time::timeout(Duration::from_secs(5), to_rmcp.recv()).await.expect("in time").expect("a message"));
+            seen.push(
+                tokio::time::timeout(Duration::from_secs(5), to_rmcp.recv())
+                    .await
+                    .expect("in time")
+                    .expect("a message"),
+            );
         }
         assert_eq!(seen[0]["id"], 4);
         assert_eq!(seen[1]["params"]["progressToken"], 7);
-        assert_eq!(seen[2]["method"], "ping", "a server request is not an answer, whatever its id");
+        assert_eq!(
+            seen[2]["method"], "ping",
+            "a server request is not an answer, whatever its id"
+        );
     }
 
     /// A server that reports progress every 0.2 s for 1.5 s, then answers; it writes what it
@@ -723,12 +752,19 @@ while read -r line; do printf '%s\n' "$line" >> '{log}'; done"#,
             let (lane, _rx) = serve(&reporting(&log));
             let mut call = lane.prepare(None).expect("open");
             call.send(params("slow")).await.expect("written");
-            let failure = call.answer(budget, &CancellationToken::new()).await.expect_err("timed out");
+            let failure = call
+                .answer(budget, &CancellationToken::new())
+                .await
+                .expect_err("timed out");
             assert!(matches!(failure, Failure::TimedOut(t) if t == after), "{failure:?}");
             let cancelled = &lines_in(&log, 1).await[0];
             assert_eq!(cancelled["method"], "notifications/cancelled");
             assert_eq!(cancelled["params"]["reason"], reason);
-            assert!(cancelled["params"]["requestId"].as_str().is_some_and(|id| id.starts_with(ID_PREFIX)));
+            assert!(
+                cancelled["params"]["requestId"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with(ID_PREFIX))
+            );
             assert!(lane.calls().waiting.is_empty());
         }
     }
@@ -737,7 +773,10 @@ while read -r line; do printf '%s\n' "$line" >> '{log}'; done"#,
     async fn a_cancelled_or_dropped_call_is_cancelled_downstream() {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("log");
-        let (lane, _rx) = serve(&format!("while read -r line; do printf '%s\\n' \"$line\" >> '{}'; done", log.display()));
+        let (lane, _rx) = serve(&format!(
+            "while read -r line; do printf '%s\\n' \"$line\" >> '{}'; done",
+            log.display()
+        ));
         let cancel = CancellationToken::new();
         let mut first = lane.prepare(None).expect("open");
         first.send(params("a")).await.expect("written");
@@ -753,9 +792,15 @@ while read -r line; do printf '%s\n' "$line" >> '{log}'; done"#,
         drop(second);
         let lines = lines_in(&log, 4).await;
         let (a, b) = (&lines[0]["id"], &lines[1]["id"]);
-        let cancelled: Vec<_> = lines[2..].iter().map(|l| (&l["params"]["requestId"], &l["params"]["reason"])).collect();
+        let cancelled: Vec<_> = lines[2..]
+            .iter()
+            .map(|l| (&l["params"]["requestId"], &l["params"]["reason"]))
+            .collect();
         assert!(cancelled.contains(&(a, &json!("cancelled by the client"))), "{lines:?}");
-        assert!(cancelled.contains(&(b, &json!("the gateway stopped waiting for the call"))), "{lines:?}");
+        assert!(
+            cancelled.contains(&(b, &json!("the gateway stopped waiting for the call"))),
+            "{lines:?}"
+        );
     }
 
     #[tokio::test]
@@ -778,7 +823,10 @@ while read -r line; do printf '%s\n' "$line" >> '{log}'; done"#,
         // The server reads nothing for a while: a request larger than the pipe blocks part way.
         let (lane, _rx) = serve(&format!("sleep 1; cat > '{}'", log.display()));
         let mut big = lane.prepare(None).expect("open");
-        let arguments = json!({"pad": "x".repeat(1 << 20)}).as_object().cloned().unwrap_or_default();
+        let arguments = json!({"pad": "x".repeat(1 << 20)})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         let send = big.send(CallToolRequestParams::new("big").with_arguments(arguments));
         assert!(
             tokio::time::timeout(Duration::from_millis(200), send).await.is_err(),
@@ -791,9 +839,19 @@ while read -r line; do printf '%s\n' "$line" >> '{log}'; done"#,
         let lines = lines_in(&log, 4).await;
         // Every line is whole JSON (`lines_in` reads each), the big request first.
         assert_eq!(lines[0]["params"]["name"], "big");
-        assert_eq!(lines[0]["params"]["arguments"]["pad"].as_str().map(str::len), Some(1 << 20));
-        let methods: Vec<_> = lines[1..].iter().map(|l| l["method"].as_str().unwrap_or_default()).collect();
-        assert_eq!(methods.iter().filter(|m| **m == "notifications/cancelled").count(), 2, "{methods:?}");
+        assert_eq!(
+            lines[0]["params"]["arguments"]["pad"].as_str().map(str::len),
+            Some(1 << 20)
+        );
+        let methods: Vec<_> = lines[1..]
+            .iter()
+            .map(|l| l["method"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            methods.iter().filter(|m| **m == "notifications/cancelled").count(),
+            2,
+            "{methods:?}"
+        );
         assert!(lines[1..].iter().any(|l| l["params"]["name"] == "small"), "{methods:?}");
     }
 }
