@@ -21,7 +21,8 @@
 //! - **Progress in order.** The reader hands a call's progress to its sink as it reads it,
 //!   before it reads the answer behind it.
 //! - **Failure.** When the server's output ends (it exited, or the transport closed), every call
-//!   waiting fails at once as "Transport closed", and a new one fails before it is written.
+//!   waiting fails at once as "Transport closed", and a new one fails before it is written; a
+//!   call that cannot be written because the server closed its input fails the same way.
 //! - **Whole lines.** A request whose write is cut short by its future being dropped is finished
 //!   by a task of its own ([`write_line`]), so the next message never lands inside it.
 //!
@@ -325,10 +326,10 @@ impl LaneCall {
             // Not written: nothing to cancel downstream.
             self.lane.calls().waiting.remove(&self.n);
             self.done = true;
-            return Err(if e.kind() == io::ErrorKind::NotConnected {
-                Failure::Closed
-            } else {
-                Failure::Send(e)
+            // Closed by us, or by the server (its stdin): as when its output ends.
+            return Err(match e.kind() {
+                io::ErrorKind::NotConnected | io::ErrorKind::BrokenPipe => Failure::Closed,
+                _ => Failure::Send(e),
             });
         }
         Ok(())
@@ -814,6 +815,16 @@ while read -r line; do printf '%s\n' "$line" >> '{log}'; done"#,
             .expect_err("no answer");
         assert!(matches!(failure, Failure::Closed), "{failure:?}");
         assert!(matches!(lane.prepare(None), Err(Failure::Closed)));
+    }
+
+    #[tokio::test]
+    async fn a_call_to_a_server_that_closed_its_input_fails_as_closed() {
+        let (lane, _rx) = serve("exec 0<&-; exec sleep 30");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut call = lane.prepare(None).expect("its output is open");
+        let failure = call.send(params("x")).await.expect_err("nobody reads");
+        assert!(matches!(failure, Failure::Closed), "{failure:?}");
+        assert!(lane.calls().waiting.is_empty());
     }
 
     #[tokio::test]
