@@ -234,6 +234,11 @@ impl Transport<RoleClient> for StdioTransport {
 impl Drop for StdioTransport {
     fn drop(&mut self) {
         self.lane.close();
+        // The lane shares stdin and may outlive the transport: the pipe closes with it here
+        // (unless a write holds it, which fails once the child is gone).
+        if let Ok(mut stdin) = self.stdin.try_lock() {
+            stdin.take();
+        }
     }
 }
 
