@@ -30,6 +30,13 @@ fn params(name: &str) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_owned()).with_arguments(json!({"n": 1}).as_object().cloned().unwrap_or_default())
 }
 
+/// One call of `name` through `lane`, start to end, within [`BUDGET`].
+async fn call(lane: &Arc<StdioLane>, name: &str) -> Result<CallToolResult, Failure> {
+    let mut call = lane.prepare(None)?;
+    call.send(params(name)).await?;
+    call.answer(BUDGET, &CancellationToken::new()).await
+}
+
 /// The lines a server wrote to `file`, once it holds `count` of them.
 async fn lines_in(file: &Path, count: usize) -> Vec<Value> {
     for _ in 0..200 {
@@ -63,9 +70,7 @@ async fn a_call_is_written_with_its_token_and_its_answer_reaches_it_not_rmcp() {
     let answer =
         r#"{"jsonrpc":"2.0","id":"ID","result":{"content":[{"type":"text","text":"hi"}],"structuredContent":{"n":1}}}"#;
     let (lane, mut to_rmcp) = serve(&echoing(answer, &log));
-    let mut call = lane.prepare(None).expect("open");
-    call.send(params("echo")).await.expect("written");
-    let result = call.answer(BUDGET, &CancellationToken::new()).await.expect("answered");
+    let result = call(&lane, "echo").await.expect("answered");
     assert_eq!(result.structured_content, Some(json!({"n": 1})));
     let written = &lines_in(&log, 1).await[0];
     assert_eq!(written["method"], "tools/call");
@@ -102,12 +107,7 @@ async fn an_error_answer_refuses_the_call_and_an_odd_one_is_unreadable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let refused = r#"{"jsonrpc":"2.0","id":"ID","error":{"code":-32602,"message":"bad"}}"#;
     let (lane, _rx) = serve(&echoing(refused, &dir.path().join("a")));
-    let mut call = lane.prepare(None).expect("open");
-    call.send(params("x")).await.expect("written");
-    let failure = call
-        .answer(BUDGET, &CancellationToken::new())
-        .await
-        .expect_err("refused");
+    let failure = call(&lane, "x").await.expect_err("refused");
     assert!(
         matches!(&failure, Failure::Refused(e) if e.message == "bad"),
         "{failure:?}"
@@ -115,12 +115,7 @@ async fn an_error_answer_refuses_the_call_and_an_odd_one_is_unreadable() {
 
     let odd = r#"{"jsonrpc":"2.0","id":"ID","result":{"content":"not a list"}}"#;
     let (lane, _rx) = serve(&echoing(odd, &dir.path().join("b")));
-    let mut call = lane.prepare(None).expect("open");
-    call.send(params("x")).await.expect("written");
-    let failure = call
-        .answer(BUDGET, &CancellationToken::new())
-        .await
-        .expect_err("unreadable");
+    let failure = call(&lane, "x").await.expect_err("unreadable");
     assert!(matches!(failure, Failure::Unreadable(_)), "{failure:?}");
 }
 
@@ -141,9 +136,7 @@ exec sleep 30"#,
         log = log.display()
     );
     let (lane, mut to_rmcp) = serve(&script);
-    let mut call = lane.prepare(None).expect("open");
-    call.send(params("x")).await.expect("written");
-    call.answer(BUDGET, &CancellationToken::new()).await.expect("answered");
+    call(&lane, "x").await.expect("answered");
     let mut seen = Vec::new();
     for _ in 0..3 {
         seen.push(
@@ -276,9 +269,7 @@ async fn a_cancelled_or_dropped_call_is_cancelled_downstream() {
 #[tokio::test]
 async fn calls_waiting_fail_when_the_server_exits_and_later_ones_at_once() {
     let (lane, _rx) = serve("read -r line; exit 0");
-    let mut call = lane.prepare(None).expect("open");
-    call.send(params("x")).await.expect("written");
-    let failure = tokio::time::timeout(Duration::from_secs(5), call.answer(BUDGET, &CancellationToken::new()))
+    let failure = tokio::time::timeout(Duration::from_secs(5), call(&lane, "x"))
         .await
         .expect("not left waiting")
         .expect_err("no answer");
