@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod fast_answers;
 pub mod progress;
 pub mod relay;
 mod schemas;

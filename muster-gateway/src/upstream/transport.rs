@@ -10,6 +10,7 @@ use rmcp::transport::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{
+    fast_answers::FastCallAnswers,
     sse::{SseClientConfig, SseClientTransport, SseTransportError},
     stdio::StdioTransport,
 };
@@ -139,10 +140,11 @@ pub(crate) fn http_client() -> reqwest::Client {
 
 /// The HTTP client of streamable-HTTP connections: with the `otel` feature, one that sends
 /// each message's W3C trace context as headers ([`crate::metrics::otel::TraceContextClient`]).
+/// Either way, a `tools/call`'s answer is read by [`FastCallAnswers`].
 #[cfg(not(feature = "otel"))]
-type HttpClient = reqwest::Client;
+type HttpClient = FastCallAnswers<reqwest::Client>;
 #[cfg(feature = "otel")]
-type HttpClient = crate::metrics::otel::TraceContextClient;
+type HttpClient = FastCallAnswers<crate::metrics::otel::TraceContextClient>;
 
 /// A streamable-HTTP client with the server's headers.
 pub(super) fn streamable_http(
@@ -162,9 +164,10 @@ pub(super) fn streamable_http(
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
     #[cfg(not(feature = "otel"))]
-    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
+    let client = FastCallAnswers::new(http_client());
     #[cfg(feature = "otel")]
-    let transport = StreamableHttpClientTransport::with_client(crate::metrics::otel::TraceContextClient::new(), config);
+    let client = FastCallAnswers::new(crate::metrics::otel::TraceContextClient::new());
+    let transport = StreamableHttpClientTransport::with_client(client, config);
     Ok(transport)
 }
 
