@@ -4,8 +4,8 @@
 //! `ServerJsonRpcMessage`, an untagged parse that tries the answer against every kind of result
 //! in turn (`CallToolResult` is the sixteenth), building and throwing away an error for each
 //! miss: 45.5k of the gateway's 332k instructions a call through an HTTP downstream, in a
-//! callgrind profile. The stdio transport avoids that parse for its own reads
-//! ([`super::stdio`]); here rmcp does the reading, but the HTTP client is ours to wrap.
+//! callgrind profile. The stdio transport avoids that parse in its own reader; over HTTP rmcp
+//! does the reading, but the HTTP client it posts through is ours to wrap.
 //!
 //! [`FastCallAnswers`] wraps the [`StreamableHttpClient`] rmcp posts through. When the message
 //! posted is a `tools/call` and the response is an SSE stream, it reads the stream's first
