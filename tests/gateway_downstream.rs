@@ -374,3 +374,40 @@ async fn calls_to_a_streamable_http_downstream_reuse_its_connections() {
     );
     h.stop().await;
 }
+
+/// Over streamable HTTP a call's progress reports come before its answer on the POST's event
+/// stream. The gateway reads a call's answer itself only when it comes first
+/// (`upstream::fast_answers`); a stream with reports first goes to rmcp as it was, so the
+/// reports still restart the server's timeout and reach the client, the last before the result.
+#[tokio::test]
+async fn progress_over_a_streamable_http_downstream_restarts_its_timeout_and_reaches_the_client() {
+    use common::progress::{ProgressRecorder, each_calls_last_report_arrives};
+
+    let demo = DemoHttp::start();
+    let mut patient = remote("remote", &demo.url);
+    patient.spec.timeout = 1;
+    let h = Harness::start(vec![patient]).await;
+    let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let client = h.client_with(ProgressRecorder(tx)).await;
+    let args = json!({"name": "x_remote_sleep", "arguments": {"seconds": 2.5}});
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("call_tool").with_arguments(args.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(
+        result.is_error,
+        Some(false),
+        "a 2.5 s call with progress outlives a 1 s timeout: {}",
+        text(&result)
+    );
+    let mut reports = 0;
+    while seen.try_recv().is_ok() {
+        reports += 1;
+    }
+    assert!(reports >= 10, "progress reports relayed: {reports}");
+    each_calls_last_report_arrives(client.peer(), &mut seen, "x_remote_sleep", 10).await;
+    let _ = client.cancel().await;
+    h.stop().await;
+}
