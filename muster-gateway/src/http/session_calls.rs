@@ -357,18 +357,12 @@ where
         Box::pin(async move {
             let fresh = now.saturating_sub(session.touched.load(Ordering::Relaxed)) < touch_interval;
             if !fresh || !session.validates(request.headers()) {
-                return touched(S::clone(&inner), request, &session, now).await;
+                return touched(&*inner, request, &session, now).await;
             }
             let (parts, body) = request.into_parts();
             let Ok(bytes) = axum::body::to_bytes(body, max).await else {
                 // Over the limit or unreadable: rmcp answers that (and the body is gone).
-                return touched(
-                    S::clone(&inner),
-                    Request::from_parts(parts, Body::empty()),
-                    &session,
-                    now,
-                )
-                .await;
+                return touched(&*inner, Request::from_parts(parts, Body::empty()), &session, now).await;
             };
             match Routed::of(&bytes, &session) {
                 Routed::Call(id, params) => {
@@ -379,15 +373,7 @@ where
                     call.cancel();
                     Ok(StatusCode::ACCEPTED.into_response())
                 }
-                Routed::Other => {
-                    touched(
-                        S::clone(&inner),
-                        Request::from_parts(parts, Body::from(bytes)),
-                        &session,
-                        now,
-                    )
-                    .await
-                }
+                Routed::Other => touched(&*inner, Request::from_parts(parts, Body::from(bytes)), &session, now).await,
             }
         })
     }
@@ -428,20 +414,20 @@ where
     Ok(response)
 }
 
-/// Forwards `request` to rmcp, noting that rmcp saw `session` now.
+/// Forwards `request` to (a clone of) rmcp's service, noting that rmcp saw `session` now.
 async fn touched<S, B>(
-    inner: S,
+    inner: &S,
     request: Request<Body>,
     session: &LiveSession,
     now: u64,
 ) -> Result<Response, Infallible>
 where
-    S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible>,
+    S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible> + Clone,
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
 {
     session.touched.fetch_max(now, Ordering::Relaxed);
-    forward(inner, request).await
+    forward(inner.clone(), request).await
 }
 
 /// The sending end of a call's own stream to its client, answered in front of rmcp: what the

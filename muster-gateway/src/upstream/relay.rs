@@ -2,7 +2,8 @@
 //!
 //! The gateway stamps a progress token on every downstream call and registers the call here
 //! under it. The downstream's progress notifications are mapped back to the calling client's own
-//! token ([`ProgressSink`]); its logging notifications go to every client with a call in flight
+//! token ([`ProgressSink`]; a call on a stdio server's lane gets its reports from the lane,
+//! which reads them); its logging notifications go to every client with a call in flight
 //! on that connection; its sampling and elicitation requests go to the client of the most recent
 //! call in flight, and the answer goes back down. A downstream `list_changed` is reported to the
 //! registry, which refreshes the catalogue.
@@ -123,11 +124,7 @@ impl CallRelay {
     /// call is in flight and its client asked for progress.
     fn report_progress(&self, params: &ProgressNotificationParam) {
         if let Some(sink) = self.progress(&params.progress_token) {
-            let mut update = ProgressUpdate::new(params.progress, params.total);
-            if let Some(message) = &params.message {
-                update = update.with_message(message.clone());
-            }
-            sink.report(update);
+            sink.report(progress_update(params));
         }
     }
 
@@ -190,6 +187,15 @@ impl CallRelay {
             })
             .max_by_key(|c| c.order)
             .and_then(|c| c.client.clone())
+    }
+}
+
+/// A downstream's progress notification as the update a [`ProgressSink`] takes.
+pub(crate) fn progress_update(params: &ProgressNotificationParam) -> ProgressUpdate {
+    let update = ProgressUpdate::new(params.progress, params.total);
+    match &params.message {
+        Some(message) => update.with_message(message.clone()),
+        None => update,
     }
 }
 

@@ -45,12 +45,13 @@ use std::{
     time::Duration,
 };
 
-use muster_core::{ProgressSink, call::ProgressUpdate};
+use muster_core::ProgressSink;
 use rmcp::{
     RoleClient,
     model::{
-        CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam, ClientNotification,
-        ErrorData, JsonRpcMessage, NumberOrString, ProgressNotificationParam, ProgressToken, RequestId,
+        CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
+        ClientNotification, ErrorData, JsonRpcMessage, NumberOrString, ProgressNotificationParam, ProgressToken,
+        RequestId,
     },
     service::RequestHandle,
 };
@@ -62,6 +63,8 @@ use tokio::{
     sync::{Mutex, OwnedMutexGuard, oneshot},
     time::Instant,
 };
+
+use crate::upstream::relay::progress_update;
 
 /// The child's stdin, shared by the transport and the lane; `None` once closed.
 pub(crate) type SharedStdin = Arc<Mutex<Option<ChildStdin>>>;
@@ -159,10 +162,15 @@ impl StdioLane {
         Ok(LaneCall {
             lane: Arc::clone(self),
             n,
-            token: ProgressToken(NumberOrString::String(format!("{ID_PREFIX}{n}").into())),
+            token: ProgressToken(lane_id(n)),
             rx,
             done: false,
         })
+    }
+
+    /// The child's stdin, which the transport writes rmcp's messages to as well.
+    pub(crate) fn stdin(&self) -> &SharedStdin {
+        &self.stdin
     }
 
     /// Fails every call waiting, and any call prepared from now on, as closed.
@@ -239,11 +247,7 @@ impl StdioLane {
             waiting.progress.clone()
         };
         if let Some(sink) = sink {
-            let mut update = ProgressUpdate::new(params.progress, params.total);
-            if let Some(message) = params.message {
-                update = update.with_message(message);
-            }
-            sink.report(update);
+            sink.report(progress_update(&params));
         }
         true
     }
@@ -258,7 +262,7 @@ impl StdioLane {
         if self.calls().waiting.remove(&n).is_none() {
             return;
         }
-        let cancelled =
+        let cancelled: ClientJsonRpcMessage =
             JsonRpcMessage::notification(ClientNotification::CancelledNotification(CancelledNotification::new(
                 CancelledNotificationParam::new(Some(lane_id(n)), Some(reason.to_owned())),
             )));
@@ -282,9 +286,14 @@ fn lane_id(n: u64) -> RequestId {
 /// The number of a lane id or token (`muster-N`).
 fn lane_number(id: &NumberOrString) -> Option<u64> {
     match id {
-        NumberOrString::String(s) => s.strip_prefix(ID_PREFIX)?.parse().ok(),
+        NumberOrString::String(s) => number_of(s),
         NumberOrString::Number(_) => None,
     }
+}
+
+/// The number of `muster-N`.
+fn number_of(id: &str) -> Option<u64> {
+    id.strip_prefix(ID_PREFIX)?.parse().ok()
 }
 
 /// A call of the lane: registered by [`StdioLane::prepare`], written by [`Self::send`], waited
@@ -318,9 +327,7 @@ impl LaneCall {
             .meta
             .get_or_insert_default()
             .set_progress_token(self.token.clone());
-        let bytes = CallRequestLine::new(&self.token.0, &params)
-            .encode()
-            .map_err(Failure::Send)?;
+        let bytes = super::encode(&CallRequestLine::new(&self.token.0, &params)).map_err(Failure::Send)?;
         let written = write_line(&self.lane.stdin, bytes).await;
         if let Err(e) = written {
             // Not written: nothing to cancel downstream.
@@ -408,13 +415,6 @@ impl<'a> CallRequestLine<'a> {
             method: "tools/call",
             params,
         }
-    }
-
-    /// The line, newline included.
-    fn encode(&self) -> io::Result<Vec<u8>> {
-        let mut bytes = serde_json::to_vec(self).map_err(io::Error::other)?;
-        bytes.push(b'\n');
-        Ok(bytes)
     }
 }
 
@@ -510,7 +510,7 @@ impl<'de> Deserialize<'de> for LaneId {
             }
 
             fn visit_str<E: de::Error>(self, s: &str) -> Result<LaneId, E> {
-                Ok(LaneId(s.strip_prefix(ID_PREFIX).and_then(|n| n.parse().ok())))
+                Ok(LaneId(number_of(s)))
             }
 
             fn visit_u64<E: de::Error>(self, _: u64) -> Result<LaneId, E> {

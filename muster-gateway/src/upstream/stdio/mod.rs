@@ -40,7 +40,7 @@ use tokio::{
     sync::Mutex,
 };
 
-use lane::{SharedStdin, StdioLane, write_line};
+use lane::{StdioLane, write_line};
 
 /// The longest line read; a longer one is skipped whole (rmcp's limit, and its streamable HTTP
 /// client's largest event).
@@ -56,8 +56,7 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 pub(crate) struct StdioTransport {
     child: Option<Child>,
     lines: LineReader,
-    stdin: SharedStdin,
-    /// The calls written past rmcp, sharing `stdin`.
+    /// The calls written past rmcp; it holds the child's stdin, which rmcp's messages share.
     lane: Arc<StdioLane>,
 }
 
@@ -76,12 +75,10 @@ impl StdioTransport {
         let stdout = child.stdout.take().ok_or_else(|| io::Error::other("no stdout"))?;
         let stdin = child.stdin.take().ok_or_else(|| io::Error::other("no stdin"))?;
         let stderr = child.stderr.take();
-        let stdin = Arc::new(Mutex::new(Some(stdin)));
         let transport = Self {
             child: Some(child),
             lines: LineReader::new(stdout),
-            lane: Arc::new(StdioLane::new(Arc::clone(&stdin))),
-            stdin,
+            lane: Arc::new(StdioLane::new(Arc::new(Mutex::new(Some(stdin))))),
         };
         Ok((transport, stderr))
     }
@@ -135,7 +132,7 @@ impl StdioTransport {
             ErrorData::invalid_request("Invalid request", None),
         ));
         if let Ok(bytes) = encode(&reply) {
-            let stdin = Arc::clone(&self.stdin);
+            let stdin = Arc::clone(self.lane.stdin());
             // Its own task: `receive` may be dropped at any await, and the reply must not be cut.
             tokio::spawn(async move {
                 let _ = write_line(&stdin, bytes).await;
@@ -149,7 +146,7 @@ impl StdioTransport {
         self.lane.close();
         // A write blocked on a server that does not read its stdin holds the lock: then the
         // server is ended without waiting for it to see the end of its input.
-        let closed_stdin = match tokio::time::timeout(EXIT_GRACE, self.stdin.lock()).await {
+        let closed_stdin = match tokio::time::timeout(EXIT_GRACE, self.lane.stdin().lock()).await {
             Ok(mut stdin) => stdin.take().is_some(),
             Err(_) => false,
         };
@@ -181,7 +178,8 @@ fn terminate(child: &Child) {
 #[cfg(not(unix))]
 fn terminate(_child: &Child) {}
 
-fn encode(message: &TxJsonRpcMessage<RoleClient>) -> io::Result<Vec<u8>> {
+/// `message` as one line, newline included.
+fn encode(message: &impl serde::Serialize) -> io::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
     bytes.push(b'\n');
     Ok(bytes)
@@ -195,7 +193,7 @@ impl Transport<RoleClient> for StdioTransport {
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let bytes = encode(&item);
-        let stdin = Arc::clone(&self.stdin);
+        let stdin = Arc::clone(self.lane.stdin());
         async move { write_line(&stdin, bytes?).await }
     }
 
@@ -234,9 +232,9 @@ impl Transport<RoleClient> for StdioTransport {
 impl Drop for StdioTransport {
     fn drop(&mut self) {
         self.lane.close();
-        // The lane shares stdin and may outlive the transport: the pipe closes with it here
+        // The lane holds stdin and may outlive the transport: the pipe closes with it here
         // (unless a write holds it, which fails once the child is gone).
-        if let Ok(mut stdin) = self.stdin.try_lock() {
+        if let Ok(mut stdin) = self.lane.stdin().try_lock() {
             stdin.take();
         }
     }

@@ -93,7 +93,8 @@ fn a_request_line_is_what_rmcp_would_write() {
     meta.0.0.insert("traceparent".to_owned(), json!("00-abc-def-01"));
     params.meta = Some(meta);
     let ours: Value =
-        serde_json::from_slice(&CallRequestLine::new(&id, &params).encode().expect("encoded")).expect("JSON");
+        serde_json::from_slice(&super::super::encode(&CallRequestLine::new(&id, &params)).expect("encoded"))
+            .expect("JSON");
     let rmcps: rmcp::service::TxJsonRpcMessage<RoleClient> = JsonRpcMessage::request(
         rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
         id,
@@ -175,7 +176,7 @@ async fn progress_reaches_the_sink_in_order_and_restarts_the_wait() {
     let seen = Arc::new(SyncMutex::new(Vec::new()));
     let sink = {
         let seen = Arc::clone(&seen);
-        ProgressSink::new(move |u: ProgressUpdate| seen.lock().expect("lock").push(u.progress))
+        ProgressSink::new(move |u: muster_core::call::ProgressUpdate| seen.lock().expect("lock").push(u.progress))
     };
     let mut call = lane.prepare(Some(sink)).expect("open");
     call.send(params("slow")).await.expect("written");
