@@ -345,12 +345,7 @@ async fn counting_proxy(target: String) -> (String, std::sync::Arc<std::sync::at
 #[tokio::test]
 async fn calls_to_a_streamable_http_downstream_reuse_its_connections() {
     let demo = DemoHttp::start();
-    let demo_addr = demo
-        .url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split('/').next())
-        .expect("demo url")
-        .to_owned();
+    let demo_addr = address_of(&demo.url);
     let (proxy, accepted) = counting_proxy(demo_addr).await;
     let h = Harness::start(vec![remote("remote", &format!("http://{proxy}/mcp"))]).await;
     let before = accepted.load(std::sync::atomic::Ordering::SeqCst);
@@ -376,9 +371,8 @@ async fn calls_to_a_streamable_http_downstream_reuse_its_connections() {
 }
 
 /// Over streamable HTTP a call's progress reports come before its answer on the POST's event
-/// stream. The gateway reads a call's answer itself only when it comes first
-/// (`upstream::fast_answers`); a stream with reports first goes to rmcp as it was, so the
-/// reports still restart the server's timeout and reach the client, the last before the result.
+/// stream, which the gateway's HTTP call lane reads (`upstream::http_lane`): the reports must
+/// still restart the server's timeout and reach the client, the last before the result.
 #[tokio::test]
 async fn progress_over_a_streamable_http_downstream_restarts_its_timeout_and_reaches_the_client() {
     use common::progress::{ProgressRecorder, each_calls_last_report_arrives};
@@ -410,4 +404,36 @@ async fn progress_over_a_streamable_http_downstream_restarts_its_timeout_and_rea
     each_calls_last_report_arrives(client.peer(), &mut seen, "x_remote_sleep", 10).await;
     let _ = client.cancel().await;
     h.stop().await;
+}
+
+/// A streamable-HTTP downstream that restarts forgets the gateway's session. The call lane's post
+/// in the old session is turned away (404); the call goes through rmcp, which opens a new session
+/// and sends it there, and later calls take the lane in the new session.
+#[tokio::test]
+async fn calls_after_a_streamable_http_downstream_restarts_are_answered_in_a_new_session() {
+    let demo = DemoHttp::start();
+    let addr = address_of(&demo.url);
+    let h = Harness::start(vec![remote("remote", &demo.url)]).await;
+    let echo = |message: &str| json!({"name": "x_remote_echo", "arguments": {"message": message}});
+    let answer =
+        |result: &rmcp::model::CallToolResult| -> Value { serde_json::from_str(&text(result)).expect("envelope") };
+    assert_eq!(
+        answer(&h.meta("call_tool", echo("before")).await)["content"][0]["text"],
+        "before"
+    );
+    drop(demo);
+    let _demo = DemoHttp::start_on(&addr);
+    for message in ["after", "again", "and again"] {
+        let envelope = answer(&h.meta("call_tool", echo(message)).await);
+        assert_eq!(envelope["content"][0]["text"], message, "{envelope}");
+    }
+    h.stop().await;
+}
+
+/// The `host:port` of an `http://` URL.
+fn address_of(url: &str) -> String {
+    url.strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .expect("an http:// url")
+        .to_owned()
 }

@@ -113,8 +113,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-#: A stdio downstream server for a gateway configuration: its command and arguments, by name.
-StdioServers = Mapping[str, tuple[str, Sequence[str]]]
+#: Downstream servers for a gateway configuration, by name: a stdio server's command and
+#: arguments, or a streamable-HTTP server's URL.
+StdioServers = Mapping[str, "tuple[str, Sequence[str]] | str"]
 
 
 def default_servers() -> dict[str, tuple[str, list[str]]]:
@@ -141,18 +142,19 @@ def write_config(
     (config_dir / "config.yaml").write_text(f"aggregator:\n  port: {port}\n")
     if servers is None:
         servers = default_servers()
-    for name, (command, args) in servers.items():
+    for name, server in servers.items():
         # JSON is YAML: quoting through json.dumps keeps odd paths safe.
+        if isinstance(server, str):
+            spec = f"  type: streamable-http\n  autoStart: true\n  url: {json.dumps(server)}\n"
+        else:
+            command, args = server
+            spec = f"  type: stdio\n  autoStart: true\n  command: {json.dumps(command)}\n  args: {json.dumps(list(args))}\n"
         (config_dir / "mcpservers" / f"{name}.yaml").write_text(
             "apiVersion: muster.giantswarm.io/v1alpha1\n"
             "kind: MCPServer\n"
             "metadata:\n"
             f"  name: {name}\n"
-            "spec:\n"
-            "  type: stdio\n"
-            "  autoStart: true\n"
-            f"  command: {json.dumps(command)}\n"
-            f"  args: {json.dumps(list(args))}\n"
+            "spec:\n" + spec
         )
     if workflows:
         (config_dir / "workflows").mkdir(parents=True, exist_ok=True)

@@ -224,8 +224,8 @@ async def test_sampling_and_elicitation_tools_are_registered(client: Client) -> 
     assert not missing, f"server-everything did not register {sorted(missing)}: the gateway did not declare them"
 
 
-async def test_sampling_request_is_forwarded_to_the_calling_client(gateway: Gateway) -> None:
-    asked: list[CreateMessageRequestParams] = []
+def fixed_sampler(asked: list[CreateMessageRequestParams]) -> Any:
+    """A sampling callback that records each request in `asked` and answers with the fixed answer."""
 
     async def sample(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
         asked.append(params)
@@ -236,7 +236,12 @@ async def test_sampling_request_is_forwarded_to_the_calling_client(gateway: Gate
             stop_reason="endTurn",
         )
 
-    async with connect(gateway.url, sampling_callback=sample) as client:
+    return sample
+
+
+async def test_sampling_request_is_forwarded_to_the_calling_client(gateway: Gateway) -> None:
+    asked: list[CreateMessageRequestParams] = []
+    async with connect(gateway.url, sampling_callback=fixed_sampler(asked)) as client:
         names = await catalogue(client)
         if SAMPLING not in names:
             pytest.skip(f"{SAMPLING} is not in the catalogue: server-everything did not register it")

@@ -135,12 +135,7 @@ fn context_of(message: &ClientJsonRpcMessage, setup: Option<&Arc<TraceHeaders>>)
                 tracestate: request.get_meta().get_tracestate().map(str::to_owned),
             });
             let params = match request {
-                ClientRequest::CallToolRequest(call) => call.params.meta().and_then(|meta| {
-                    meta.get_traceparent().map(|parent| TraceHeaders {
-                        traceparent: parent.to_owned(),
-                        tracestate: meta.get_tracestate().map(str::to_owned),
-                    })
-                }),
+                ClientRequest::CallToolRequest(call) => call_context(&call.params),
                 _ => None,
             };
             own.or(params).or_else(|| match request {
@@ -154,6 +149,25 @@ fn context_of(message: &ClientJsonRpcMessage, setup: Option<&Arc<TraceHeaders>>)
         },
         _ => None,
     }
+}
+
+/// The trace context in the `_meta` of a call's `params` (a lane call's, sent past rmcp) as
+/// the HTTP headers [`TraceContextClient`] would send with it.
+pub(crate) fn call_headers(params: &rmcp::model::CallToolRequestParams) -> HashMap<HeaderName, HeaderValue> {
+    let mut headers = HashMap::new();
+    if let Some(context) = call_context(params) {
+        context.apply(&mut headers);
+    }
+    headers
+}
+
+/// The trace context in the `_meta` of a call's `params`.
+fn call_context(params: &rmcp::model::CallToolRequestParams) -> Option<TraceHeaders> {
+    let meta = params.meta()?;
+    meta.get_traceparent().map(|parent| TraceHeaders {
+        traceparent: parent.to_owned(),
+        tracestate: meta.get_tracestate().map(str::to_owned),
+    })
 }
 
 /// `traceparent` and `tracestate`.

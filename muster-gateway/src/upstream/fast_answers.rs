@@ -16,14 +16,17 @@
 //! an error answer, an answer that does not read, a broken stream) is handed to rmcp as the SSE
 //! stream it was, the events already read first, so rmcp's outcome is unchanged.
 //!
+//! The wrapper also records the session of each message rmcp posts, for the HTTP call lane
+//! (`FastCallAnswers::recording`).
+//!
 //! ```ignore
 //! let client = FastCallAnswers::new(reqwest::Client::new());
 //! let transport = StreamableHttpClientTransport::with_client(client, config);
 //! ```
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc};
 
-use futures::{FutureExt, StreamExt, stream::BoxStream};
+use futures::{StreamExt, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
 use rmcp::{
     model::{
@@ -37,8 +40,7 @@ use rmcp::{
 use serde::Deserialize;
 use sse_stream::Sse;
 
-/// How long the rest of a stream whose answer was read may take to end, read in the background.
-const DRAIN: Duration = Duration::from_secs(10);
+use super::http_lane::{SessionRecord, finish_in_background};
 
 type Events = BoxStream<'static, Result<Sse, SseError>>;
 
@@ -47,13 +49,26 @@ type Events = BoxStream<'static, Result<Sse, SseError>>;
 #[derive(Debug, Clone)]
 pub struct FastCallAnswers<C> {
     inner: C,
+    record: Option<Arc<SessionRecord>>,
 }
 
 impl<C> FastCallAnswers<C> {
     /// Wraps `inner`, which does the HTTP.
     pub fn new(inner: C) -> Self {
-        Self { inner }
+        Self { inner, record: None }
     }
+
+    /// Records in `record` the session of each message but the handshake's that rmcp posts
+    /// successfully: the URL, session id, bearer and headers the HTTP call lane posts with.
+    pub(crate) fn recording(mut self, record: Arc<SessionRecord>) -> Self {
+        self.record = Some(record);
+        self
+    }
+}
+
+/// Whether a post of `message` is in the session (everything but the `initialize` request).
+fn in_session(message: &ClientJsonRpcMessage) -> bool {
+    !matches!(message, JsonRpcMessage::Request(request) if matches!(request.request, ClientRequest::InitializeRequest(_)))
 }
 
 /// The id of `message` when it is a `tools/call` request.
@@ -111,17 +126,9 @@ async fn answer_first(id: &RequestId, mut events: Events, session: Option<String
     StreamableHttpPostResponse::Sse(futures::stream::iter(read).chain(events).boxed(), session)
 }
 
-/// Reads `events` to their end, so the connection can be used again: at once when they have
-/// ended already, otherwise in a task of its own, for at most [`DRAIN`].
+/// Reads `events` to their end, so the connection can be used again ([`finish_in_background`]).
 fn drain(mut events: Events) {
-    match events.next().now_or_never() {
-        Some(None) => {}
-        _ => {
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(DRAIN, async { while events.next().await.is_some() {} }).await;
-            });
-        }
-    }
+    finish_in_background(async move { while events.next().await.is_some() {} });
 }
 
 /// `response`, with a `tools/call`'s answer read here when it can be ([`answer_first`]).
@@ -183,10 +190,22 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for FastCallAnswers<C>
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let id = call_id(&message);
+        let noted = self.record.as_ref().filter(|_| in_session(&message)).map(|record| {
+            (
+                record,
+                uri.clone(),
+                session_id.clone(),
+                auth_header.clone(),
+                custom_headers.clone(),
+            )
+        });
         let response = self
             .inner
             .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
             .await;
+        if let (Some((record, uri, session_id, auth, headers)), Ok(_)) = (noted, &response) {
+            record.note(&uri, session_id.as_deref(), auth.as_deref(), &headers);
+        }
         fast(id, response).await
     }
 

@@ -20,6 +20,8 @@
 //! ```
 
 pub mod fast_answers;
+mod http_lane;
+mod lane;
 pub mod progress;
 pub mod relay;
 mod schemas;
@@ -49,9 +51,11 @@ use tokio_util::sync::CancellationToken;
 pub use relay::{ClientPeer, ListChanged, UpstreamClient};
 pub use transport::TransportError;
 
+use http_lane::{HttpLane, SessionRecord};
+use lane::{CallBudget, Failure};
 use progress::ProgressInOrder;
 use relay::CallRelay;
-use stdio::lane::{CallBudget, Failure, StdioLane};
+use stdio::lane::StdioLane;
 
 use crate::limits::{CallLimiter, CallSlot};
 
@@ -91,8 +95,8 @@ pub struct UpstreamConnection {
     timeout: Duration,
     max_duration: Duration,
     peer: Peer<RoleClient>,
-    /// A stdio server's `tools/call` lane, past rmcp's service loop.
-    lane: Option<Arc<StdioLane>>,
+    /// The `tools/call` lane past rmcp's service loop, on stdio or streamable HTTP.
+    lane: Option<Lane>,
     cancel: CancellationToken,
     closed: watch::Receiver<Option<String>>,
     relay: CallRelay,
@@ -101,6 +105,13 @@ pub struct UpstreamConnection {
     resources: Vec<Resource>,
     templates: Vec<ResourceTemplate>,
     prompts: Vec<Prompt>,
+}
+
+/// A connection's call lane ([`lane`]).
+#[derive(Debug, Clone)]
+enum Lane {
+    Stdio(Arc<StdioLane>),
+    Http(Arc<HttpLane>),
 }
 
 /// What a server offers: its tools, resources, resource templates and prompts.
@@ -127,26 +138,30 @@ impl UpstreamConnection {
         let client = UpstreamClient::new(relay.clone(), changes);
         // A stdio server runs in a process group of its own, ended with the connection.
         let mut process_group = None;
-        let mut lane = None;
+        let mut stdio_lane = None;
+        let mut http_lane = None;
         let handshake = async {
             let init = |e: rmcp::service::ClientInitializeError| UpstreamError::Initialize(e.to_string());
             match server.spec.server_type {
                 Some(ServerType::Stdio) | None => {
                     let child = transport::stdio(&name, &server.spec)?;
                     process_group = child.id();
-                    lane = Some(child.lane());
+                    stdio_lane = Some(child.lane());
                     client
                         .serve(ProgressInOrder::new(child, relay.clone()))
                         .await
                         .map_err(init)
                 }
-                Some(ServerType::StreamableHttp) => client
-                    .serve(ProgressInOrder::new(
-                        transport::streamable_http(&server.spec)?,
-                        relay.clone(),
-                    ))
-                    .await
-                    .map_err(init),
+                Some(ServerType::StreamableHttp) => {
+                    let record = Arc::new(SessionRecord::default());
+                    let (to_rmcp, injected) = mpsc::unbounded_channel();
+                    let transport = transport::streamable_http(&server.spec, Arc::clone(&record))?;
+                    http_lane = Some((record, to_rmcp));
+                    client
+                        .serve(ProgressInOrder::new(transport, relay.clone()).with_injected(injected))
+                        .await
+                        .map_err(init)
+                }
                 Some(ServerType::Sse) => client
                     .serve(ProgressInOrder::new(transport::sse(&server.spec)?, relay.clone()))
                     .await
@@ -170,7 +185,17 @@ impl UpstreamConnection {
         };
         let peer = service.peer().clone();
         // From 2026-07-28 each request carries client context in its `_meta`, which rmcp adds.
-        let lane = lane.filter(|_| peer.peer_info().is_some_and(|i| i.protocol_version.has_initialize()));
+        let lane = match (stdio_lane, http_lane) {
+            (Some(lane), _) => Some(Lane::Stdio(lane)),
+            (None, Some((record, to_rmcp))) => Some(Lane::Http(Arc::new(HttpLane::new(
+                transport::http_client(),
+                record,
+                to_rmcp,
+                relay.clone(),
+            )))),
+            (None, None) => None,
+        }
+        .filter(|_| peer.peer_info().is_some_and(|i| i.protocol_version.has_initialize()));
         let cancel = CancellationToken::new();
         let (closed_tx, closed) = watch::channel(None);
         let service_cancel = service.cancellation_token();
@@ -389,7 +414,6 @@ impl UpstreamConnection {
         ctx: &CallContext,
     ) -> Result<CallToolResult, ToolError> {
         let _slot = self.slot(ctx).await?;
-        #[allow(unused_mut, reason = "the otel feature adds the trace context")]
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         // The call's trace context goes down in `_meta` (SEP-414), and over streamable HTTP as
         // `traceparent` headers too, so the downstream's spans join the caller's trace.
@@ -405,8 +429,24 @@ impl UpstreamConnection {
             max_total: remaining.map_or(self.max_duration, |r| r.min(self.max_duration)),
         };
         let client = ctx.extensions.get::<ClientPeer>().cloned();
-        if let Some(lane) = &self.lane {
-            return self.call_on_lane(lane, params, budget, client, ctx).await;
+        match &self.lane {
+            Some(Lane::Stdio(lane)) => return self.call_on_stdio_lane(lane, params, budget, client, ctx).await,
+            Some(Lane::Http(lane)) => {
+                match lane
+                    .call(
+                        &mut params,
+                        budget,
+                        ctx.progress.clone(),
+                        client.clone(),
+                        &ctx.cancellation,
+                    )
+                    .await
+                {
+                    Err(Failure::Fallback) => {}
+                    outcome => return outcome.map_err(|failure| self.lane_failure(failure)),
+                }
+            }
+            None => {}
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let options = PeerRequestOptions::with_timeout(budget.idle)
@@ -439,7 +479,7 @@ impl UpstreamConnection {
     }
 
     /// A call on a stdio server's lane ([`stdio::lane`]): the same outcomes as through rmcp.
-    async fn call_on_lane(
+    async fn call_on_stdio_lane(
         &self,
         lane: &Arc<StdioLane>,
         params: CallToolRequestParams,
@@ -455,20 +495,30 @@ impl UpstreamConnection {
             call.send(params).await?;
             call.answer(budget, &ctx.cancellation).await
         };
-        outcome.await.map_err(|failure| match failure {
+        outcome.await.map_err(|failure| self.lane_failure(failure))
+    }
+
+    /// A lane call's failure as the error rmcp's path gives for it.
+    fn lane_failure(&self, failure: Failure) -> ToolError {
+        match failure {
             Failure::Refused(error) => ToolError::Downstream {
                 server: self.server.clone(),
                 error,
             },
             Failure::Unreadable(e) => self.unexpected_answer(e.to_string()),
-            Failure::Send(e) => ToolError::Transport {
+            Failure::Send(source) => ToolError::Transport {
                 server: self.server.clone(),
-                source: Box::new(e),
+                source,
             },
-            Failure::Closed => self.service_error(ServiceError::TransportClosed),
+            Failure::Lost(why) => ToolError::Transport {
+                server: self.server.clone(),
+                source: why.into(),
+            },
+            // Only the HTTP lane falls back, and not to here.
+            Failure::Closed | Failure::Fallback => self.service_error(ServiceError::TransportClosed),
             Failure::TimedOut(after) => ToolError::Timeout { after },
             Failure::Cancelled => ToolError::Cancelled,
-        })
+        }
     }
 
     fn unexpected_answer(&self, answer: String) -> ToolError {

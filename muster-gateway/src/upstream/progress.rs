@@ -46,6 +46,7 @@ use rmcp::{
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
+use tokio::sync::mpsc;
 
 /// Where [`ProgressInOrder`] hands each progress notification.
 pub trait ProgressHook: Send + Sync + 'static {
@@ -73,12 +74,24 @@ impl ProgressHook for () {
 pub struct ProgressInOrder<T, H> {
     inner: T,
     hook: H,
+    injected: Option<mpsc::UnboundedReceiver<RxJsonRpcMessage<RoleClient>>>,
 }
 
 impl<T, H> ProgressInOrder<T, H> {
     /// `inner`, with its progress notifications handed to `hook` in order.
     pub fn new(inner: T, hook: H) -> Self {
-        Self { inner, hook }
+        Self {
+            inner,
+            hook,
+            injected: None,
+        }
+    }
+
+    /// Also hands rmcp the messages sent to `injected`, as if `inner` had read them: those the
+    /// HTTP call lane read on a call's own stream and leaves to rmcp (a sampling request, ...).
+    pub(crate) fn with_injected(mut self, injected: mpsc::UnboundedReceiver<RxJsonRpcMessage<RoleClient>>) -> Self {
+        self.injected = Some(injected);
+        self
     }
 }
 
@@ -97,7 +110,14 @@ impl<T: Transport<RoleClient>, H: ProgressHook> Transport<RoleClient> for Progre
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let message = self.inner.receive().await?;
+        let message = match &mut self.injected {
+            // Once the lane is gone its channel is closed, and only `inner` is read.
+            Some(injected) => tokio::select! {
+                message = self.inner.receive() => message?,
+                Some(message) = injected.recv() => message,
+            },
+            None => self.inner.receive().await?,
+        };
         if let JsonRpcMessage::Notification(JsonRpcNotification { notification, .. }) = &message {
             match notification {
                 ServerNotification::ProgressNotification(progress) => self.hook.progress(&progress.params).await,

@@ -605,13 +605,13 @@ fn redact(url: &Url) -> String {
 
 /// One dispatched SSE event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct SseEvent {
+pub(crate) struct SseEvent {
     /// The event type; `message` when the event named none.
-    event: String,
+    pub(crate) event: String,
     /// The data lines, joined with `\n`.
-    data: String,
+    pub(crate) data: String,
     /// The last event id seen so far, if any.
-    id: Option<String>,
+    pub(crate) id: Option<String>,
 }
 
 /// An incremental parser of the `text/event-stream` format (the WHATWG HTML "server-sent events"
@@ -731,7 +731,7 @@ impl SseParser {
 }
 
 /// The events of a byte stream.
-struct EventStream<S> {
+pub(crate) struct EventStream<S> {
     body: Pin<Box<S>>,
     parser: SseParser,
     ready: VecDeque<SseEvent>,
@@ -743,7 +743,7 @@ where
     B: AsRef<[u8]>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    fn new(body: S, max_event_size: usize) -> Self {
+    pub(crate) fn new(body: S, max_event_size: usize) -> Self {
         Self {
             body: Box::pin(body),
             parser: SseParser::new(max_event_size),
@@ -751,8 +751,13 @@ where
         }
     }
 
+    /// The last event id the stream gave, even on an event with no data (a priming event).
+    pub(crate) fn last_id(&self) -> Option<&str> {
+        self.parser.id.as_deref()
+    }
+
     /// The next event; `None` when the stream ended (an unfinished event is dropped).
-    async fn next(&mut self) -> Result<Option<SseEvent>, SseTransportError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<SseEvent>, SseTransportError> {
         loop {
             if let Some(event) = self.ready.pop_front() {
                 return Ok(Some(event));

@@ -1,7 +1,11 @@
 //! Transports to downstream servers: a child process over stdio, streamable HTTP, or the legacy
 //! HTTP+SSE transport.
 
-use std::{collections::HashMap, sync::LazyLock, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock},
+    time::Duration,
+};
 
 use muster_core::crd::MCPServerSpec;
 use rmcp::transport::{
@@ -11,6 +15,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{
     fast_answers::FastCallAnswers,
+    http_lane::SessionRecord,
     sse::{SseClientConfig, SseClientTransport, SseTransportError},
     stdio::StdioTransport,
 };
@@ -146,9 +151,11 @@ type HttpClient = FastCallAnswers<reqwest::Client>;
 #[cfg(feature = "otel")]
 type HttpClient = FastCallAnswers<crate::metrics::otel::TraceContextClient>;
 
-/// A streamable-HTTP client with the server's headers.
+/// A streamable-HTTP client with the server's headers, recording its session in `record` for the
+/// HTTP call lane.
 pub(super) fn streamable_http(
     spec: &MCPServerSpec,
+    record: Arc<SessionRecord>,
 ) -> Result<StreamableHttpClientTransport<HttpClient>, TransportError> {
     let url = spec
         .url
@@ -167,7 +174,7 @@ pub(super) fn streamable_http(
     let client = FastCallAnswers::new(http_client());
     #[cfg(feature = "otel")]
     let client = FastCallAnswers::new(crate::metrics::otel::TraceContextClient::new());
-    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let transport = StreamableHttpClientTransport::with_client(client.recording(record), config);
     Ok(transport)
 }
 

@@ -42,21 +42,13 @@ use std::{
         Arc, Mutex as SyncMutex,
         atomic::{AtomicU64, Ordering},
     },
-    time::Duration,
 };
 
 use muster_core::ProgressSink;
-use rmcp::{
-    RoleClient,
-    model::{
-        CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
-        ClientNotification, ErrorData, JsonRpcMessage, NumberOrString, ProgressNotificationParam, ProgressToken,
-        RequestId,
-    },
-    service::RequestHandle,
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
+    ClientNotification, JsonRpcMessage, ProgressNotificationParam, ProgressToken,
 };
-use serde::{Deserialize, Serialize, de};
-use serde_json::value::RawValue;
 use tokio::{
     io::AsyncWriteExt,
     process::ChildStdin,
@@ -64,40 +56,14 @@ use tokio::{
     time::Instant,
 };
 
-use crate::upstream::relay::progress_update;
+pub(crate) use crate::upstream::lane::{CallBudget, Failure};
+use crate::upstream::{
+    lane::{CallRequestLine, Clock, Read, lane_id, read},
+    relay::progress_update,
+};
 
 /// The child's stdin, shared by the transport and the lane; `None` once closed.
 pub(crate) type SharedStdin = Arc<Mutex<Option<ChildStdin>>>;
-
-/// What a lane call's id and progress token start with.
-const ID_PREFIX: &str = "muster-";
-
-/// Why a call through the lane has no result.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// The server answered with a JSON-RPC error.
-    Refused(ErrorData),
-    /// The server's answer is not a `CallToolResult`.
-    Unreadable(serde_json::Error),
-    /// The request could not be written.
-    Send(io::Error),
-    /// The server's output ended before the answer.
-    Closed,
-    /// No answer within the budget: the timeout that ran out.
-    TimedOut(Duration),
-    /// The caller cancelled the call.
-    Cancelled,
-}
-
-/// How long a call waits: `idle` for its answer, restarted by each of its progress
-/// notifications, and `max_total` in all.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CallBudget {
-    /// The wait for an answer or the next progress notification.
-    pub(crate) idle: Duration,
-    /// The whole call.
-    pub(crate) max_total: Duration,
-}
 
 /// A call waiting for its answer.
 struct Waiting {
@@ -190,33 +156,10 @@ impl StdioLane {
         if self.calls().waiting.is_empty() {
             return false;
         }
-        match serde_json::from_slice::<Message<'_>>(line) {
-            Ok(Message {
-                id: Some(LaneId(Some(n))),
-                method: None,
-                result,
-                error,
-                ..
-            }) => match (result, error) {
-                (Some(result), _) => self.answer(n, Ok(result)),
-                (None, Some(error)) => self.answer(n, Err(Failure::Refused(error))),
-                (None, None) => false,
-            },
-            Ok(Message {
-                method: Some(method),
-                params: Some(params),
-                ..
-            }) if method == "notifications/progress" => self.progress(params),
-            Ok(_) => false,
-            // It may still be the answer to a call, one that does not read as a result: the call
-            // fails with why, rather than at its timeout.
-            Err(e) => match serde_json::from_slice::<Envelope<'_>>(line) {
-                Ok(Envelope {
-                    id: Some(LaneId(Some(n))),
-                    method: None,
-                }) => self.answer(n, Err(Failure::Unreadable(e))),
-                _ => false,
-            },
+        match read(line) {
+            Read::Answer(n, answer) => self.answer(n, answer),
+            Read::Progress(n, params) => self.progress(n, &params),
+            Read::Notification(..) | Read::Other => false,
         }
     }
 
@@ -229,15 +172,9 @@ impl StdioLane {
         true
     }
 
-    /// Hands a progress notification to its call's sink and restarts the call's wait, when it
-    /// is a lane call's.
-    fn progress(&self, params: &RawValue) -> bool {
-        let Ok(params) = serde_json::from_str::<ProgressNotificationParam>(params.get()) else {
-            return false;
-        };
-        let Some(n) = lane_number(&params.progress_token.0) else {
-            return false;
-        };
+    /// Hands progress notification `params` of call `n` to the call's sink and restarts the
+    /// call's wait; taken even when the call stopped waiting.
+    fn progress(&self, n: u64, params: &ProgressNotificationParam) -> bool {
         let sink = {
             let mut calls = self.calls();
             let Some(waiting) = calls.waiting.get_mut(&n) else {
@@ -247,7 +184,7 @@ impl StdioLane {
             waiting.progress.clone()
         };
         if let Some(sink) = sink {
-            sink.report(progress_update(&params));
+            sink.report(progress_update(params));
         }
         true
     }
@@ -277,23 +214,6 @@ impl StdioLane {
             });
         }
     }
-}
-
-fn lane_id(n: u64) -> RequestId {
-    NumberOrString::String(format!("{ID_PREFIX}{n}").into())
-}
-
-/// The number of a lane id or token (`muster-N`).
-fn lane_number(id: &NumberOrString) -> Option<u64> {
-    match id {
-        NumberOrString::String(s) => number_of(s),
-        NumberOrString::Number(_) => None,
-    }
-}
-
-/// The number of `muster-N`.
-fn number_of(id: &str) -> Option<u64> {
-    id.strip_prefix(ID_PREFIX)?.parse().ok()
 }
 
 /// A call of the lane: registered by [`StdioLane::prepare`], written by [`Self::send`], waited
@@ -327,7 +247,8 @@ impl LaneCall {
             .meta
             .get_or_insert_default()
             .set_progress_token(self.token.clone());
-        let bytes = super::encode(&CallRequestLine::new(&self.token.0, &params)).map_err(Failure::Send)?;
+        let bytes =
+            super::encode(&CallRequestLine::new(&self.token.0, &params)).map_err(|e| Failure::Send(e.into()))?;
         let written = write_line(&self.lane.stdin, bytes).await;
         if let Err(e) = written {
             // Not written: nothing to cancel downstream.
@@ -336,7 +257,7 @@ impl LaneCall {
             // Closed by us, or by the server (its stdin): as when its output ends.
             return Err(match e.kind() {
                 io::ErrorKind::NotConnected | io::ErrorKind::BrokenPipe => Failure::Closed,
-                _ => Failure::Send(e),
+                _ => Failure::Send(e.into()),
             });
         }
         Ok(())
@@ -348,9 +269,8 @@ impl LaneCall {
         budget: CallBudget,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResult, Failure> {
-        let started = Instant::now();
-        let total_due = started + budget.max_total;
-        let wake = tokio::time::sleep_until((started + budget.idle).min(total_due));
+        let clock = Clock::start(budget);
+        let wake = tokio::time::sleep_until(clock.due(None));
         tokio::pin!(wake);
         loop {
             tokio::select! {
@@ -364,17 +284,12 @@ impl LaneCall {
                     return Err(Failure::Cancelled);
                 }
                 () = &mut wake => {
-                    let now = Instant::now();
-                    let idle_due = self.lane.progressed(self.n).unwrap_or(started) + budget.idle;
-                    if idle_due <= now {
-                        self.stop(RequestHandle::<RoleClient>::REQUEST_TIMEOUT_REASON);
-                        return Err(Failure::TimedOut(budget.idle));
+                    let progressed = self.lane.progressed(self.n);
+                    if let Some((after, reason)) = clock.expired(progressed) {
+                        self.stop(reason);
+                        return Err(Failure::TimedOut(after));
                     }
-                    if total_due <= now {
-                        self.stop(RequestHandle::<RoleClient>::REQUEST_MAX_TOTAL_TIMEOUT_REASON);
-                        return Err(Failure::TimedOut(budget.max_total));
-                    }
-                    wake.as_mut().reset(idle_due.min(total_due));
+                    wake.as_mut().reset(clock.due(progressed));
                 }
             }
         }
@@ -390,30 +305,6 @@ impl Drop for LaneCall {
     fn drop(&mut self) {
         if !self.done {
             self.lane.abandon(self.n, "the gateway stopped waiting for the call");
-        }
-    }
-}
-
-/// A `tools/call` request as written, params and all, with rmcp's typed params.
-///
-/// rmcp's own message type writes the same JSON, but it turns the params into a
-/// `serde_json::Value` first, to merge the request's extension `_meta` into them (it has none
-/// here): 10k instructions a call, against 3.4k this way (callgrind).
-#[derive(Serialize)]
-struct CallRequestLine<'a> {
-    jsonrpc: &'static str,
-    id: &'a RequestId,
-    method: &'static str,
-    params: &'a CallToolRequestParams,
-}
-
-impl<'a> CallRequestLine<'a> {
-    fn new(id: &'a RequestId, params: &'a CallToolRequestParams) -> Self {
-        Self {
-            jsonrpc: "2.0",
-            id,
-            method: "tools/call",
-            params,
         }
     }
 }
@@ -469,63 +360,6 @@ impl Drop for WholeLine {
                 let _ = stdin.write_all(&rest).await;
             }
         });
-    }
-}
-
-/// A line as the lane reads it: an answer's result as a call's, in the one pass.
-#[derive(Deserialize)]
-struct Message<'a> {
-    #[serde(default)]
-    id: Option<LaneId>,
-    #[serde(default, borrow)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default)]
-    result: Option<CallToolResult>,
-    #[serde(default)]
-    error: Option<ErrorData>,
-    #[serde(default, borrow)]
-    params: Option<&'a RawValue>,
-}
-
-/// What the lane reads of a line that is not a [`Message`]: whether it answers a lane call.
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(default)]
-    id: Option<LaneId>,
-    #[serde(default, borrow)]
-    method: Option<std::borrow::Cow<'a, str>>,
-}
-
-/// A JSON-RPC id, read as the number of a lane id, or `None` for any other id.
-struct LaneId(Option<u64>);
-
-impl<'de> Deserialize<'de> for LaneId {
-    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl de::Visitor<'_> for Visit {
-            type Value = LaneId;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON-RPC id")
-            }
-
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<LaneId, E> {
-                Ok(LaneId(number_of(s)))
-            }
-
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<LaneId, E> {
-                Ok(LaneId(None))
-            }
-
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<LaneId, E> {
-                Ok(LaneId(None))
-            }
-
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<LaneId, E> {
-                Ok(LaneId(None))
-            }
-        }
-        deserializer.deserialize_any(Visit)
     }
 }
 

@@ -1,12 +1,13 @@
 //! Tests of the stdio call lane, on real shell servers.
 
-use std::path::Path;
+use std::{path::Path, time::Duration};
 
-use rmcp::transport::Transport;
+use rmcp::{RoleClient, transport::Transport};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{super::tests::sh, *};
+use crate::upstream::lane::ID_PREFIX;
 
 const BUDGET: CallBudget = CallBudget {
     idle: Duration::from_secs(10),

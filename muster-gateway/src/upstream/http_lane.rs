@@ -1,0 +1,469 @@
+//! The call lane over streamable HTTP: a `tools/call` to an HTTP downstream posted and answered
+//! from the calling task, past rmcp's client worker and service loop.
+//!
+//! Through rmcp, a call to an HTTP downstream goes from the calling task to the connection's
+//! service loop (a channel), to the transport's worker (another), to a task of its own that
+//! posts it, and its answer comes back the same three hops, with rmcp's bookkeeping at each:
+//! more than a third of the gateway's instructions a call through an HTTP downstream, in a
+//! callgrind profile. The lane posts the call itself, in the session rmcp opened, and reads the
+//! response, JSON or an SSE stream, in the calling task.
+//!
+//! It keeps what rmcp's path gave a call ([`super::lane`] holds what it shares with the stdio
+//! lane):
+//! - **The session.** [`SessionRecord`] keeps the session of the messages rmcp posts (its URL,
+//!   `mcp-session-id`, `mcp-protocol-version`, bearer and configured headers), recorded by
+//!   [`super::fast_answers::FastCallAnswers`] from each post that succeeded. Until rmcp has
+//!   posted in a session, and whenever the server turns the lane's request away with a 4xx (an
+//!   expired session, a sign-in needed, a request it will not take), the call goes through rmcp
+//!   instead ([`Failure::Fallback`]), which re-initializes, asks for a sign-in or fails as it
+//!   does.
+//! - **What else the stream carries.** The call's progress notifications reach its sink and
+//!   restart its wait; its log lines are relayed before the answer behind them is read; anything
+//!   else (a sampling or elicitation request, another notification) is handed to rmcp as if read
+//!   by its transport ([`super::progress::ProgressInOrder::with_injected`]), which answers it.
+//! - **Timeouts and cancellation**, as on stdio: rmcp's reasons in `notifications/cancelled`,
+//!   posted in the call's session, also for a call whose future is dropped.
+//! - **A broken stream** is resumed with a GET carrying `Last-Event-ID`, as rmcp would.
+//! - **The connection** goes back to the pool: the stream's end is read after the answer.
+//!
+//! A 5xx answer fails the call (the server may have run it; it is not sent again), with the
+//! JSON-RPC error it carries when it carries one. A 202 to a request is not an answer. Only
+//! servers of protocol revisions with an `initialize` handshake take the lane: later ones expect
+//! client context in each request's `_meta` and standard headers, which rmcp adds.
+//!
+//! ```ignore
+//! let result = lane.call(&mut params, budget, ctx.progress.clone(), client, &ctx.cancellation).await?;
+//! ```
+
+// Logging is deprecated by the newest MCP revision (SEP-2577), but older servers still log.
+#![allow(deprecated)]
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use futures::FutureExt;
+use http::{
+    HeaderMap, HeaderName, HeaderValue, StatusCode,
+    header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE},
+};
+use muster_core::ProgressSink;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
+    ClientNotification, JsonRpcMessage, LoggingMessageNotificationParam, ProgressToken, RequestId,
+    ServerJsonRpcMessage,
+};
+use tokio::{sync::mpsc, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    lane::{CallBudget, CallRequestLine, Clock, Failure, Read, lane_id, read},
+    progress::ProgressHook,
+    relay::{CallRelay, ClientPeer, progress_update},
+    sse::{DEFAULT_MAX_EVENT_SIZE, EventStream},
+};
+
+/// The largest JSON answer read (rmcp's default).
+const MAX_JSON_ANSWER: usize = 16 * 1024 * 1024;
+/// The most of an error response's body kept for its message.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// How many times a broken stream is resumed.
+const MAX_RESUMES: u32 = 3;
+/// The wait before resuming a broken stream.
+const RESUME_DELAY: Duration = Duration::from_millis(250);
+/// How long the rest of a stream whose answer was read may take to end, read in the background.
+pub(crate) const DRAIN: Duration = Duration::from_secs(10);
+
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+const PROGRESS_TOKEN: &str = "progressToken";
+const EVENT_STREAM: &str = "text/event-stream";
+const JSON: &str = "application/json";
+/// What a post accepts, as rmcp's.
+const ACCEPTED_TYPES: &str = "text/event-stream, application/json";
+
+/// The session an HTTP downstream's connection is in, as rmcp last posted in it.
+#[derive(Debug)]
+struct HttpSession {
+    url: reqwest::Url,
+    headers: HeaderMap,
+}
+
+impl HttpSession {
+    /// A request to the server in the session.
+    fn request(&self, http: &reqwest::Client, method: http::Method) -> reqwest::RequestBuilder {
+        http.request(method, self.url.clone()).headers(self.headers.clone())
+    }
+
+    /// A post of `body` (one JSON-RPC message) in the session.
+    fn post(&self, http: &reqwest::Client, body: Vec<u8>) -> reqwest::RequestBuilder {
+        self.request(http, http::Method::POST)
+            .header(ACCEPT, ACCEPTED_TYPES)
+            .header(CONTENT_TYPE, JSON)
+            .body(body)
+    }
+}
+
+/// The session rmcp posts in, recorded for the lane; see the [module docs](self).
+#[derive(Debug, Default)]
+pub(crate) struct SessionRecord(Mutex<Option<Arc<HttpSession>>>);
+
+impl SessionRecord {
+    /// Records a post of rmcp's that succeeded: to `uri`, in session `id`, with bearer `auth`
+    /// and `headers` (the configured ones and `mcp-protocol-version`).
+    pub(crate) fn note(
+        &self,
+        uri: &str,
+        id: Option<&str>,
+        auth: Option<&str>,
+        headers: &HashMap<HeaderName, HeaderValue>,
+    ) {
+        let Ok(url) = reqwest::Url::parse(uri) else {
+            return;
+        };
+        let mut map = HeaderMap::with_capacity(headers.len() + 2);
+        for (name, value) in headers {
+            map.insert(name.clone(), value.clone());
+        }
+        if let Some(Ok(mut value)) = auth.map(|token| HeaderValue::try_from(format!("Bearer {token}"))) {
+            value.set_sensitive(true);
+            map.insert(AUTHORIZATION, value);
+        }
+        if let Some(Ok(value)) = id.map(HeaderValue::try_from) {
+            map.insert(SESSION_ID, value);
+        }
+        let session = Arc::new(HttpSession { url, headers: map });
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(session);
+    }
+
+    fn current(&self) -> Option<Arc<HttpSession>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The calls of one streamable-HTTP connection; see the [module docs](self).
+pub(crate) struct HttpLane {
+    http: reqwest::Client,
+    session: Arc<SessionRecord>,
+    to_rmcp: mpsc::UnboundedSender<ServerJsonRpcMessage>,
+    relay: CallRelay,
+    next: AtomicU64,
+}
+
+impl fmt::Debug for HttpLane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpLane").finish_non_exhaustive()
+    }
+}
+
+impl HttpLane {
+    /// A lane posting with `http` in the session `session` records; what it does not take goes
+    /// to rmcp through `to_rmcp`, log lines through `relay`.
+    pub(crate) fn new(
+        http: reqwest::Client,
+        session: Arc<SessionRecord>,
+        to_rmcp: mpsc::UnboundedSender<ServerJsonRpcMessage>,
+        relay: CallRelay,
+    ) -> Self {
+        Self {
+            http,
+            session,
+            to_rmcp,
+            relay,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Calls the tool `params` name, within `budget` and until `cancel`; its progress goes to
+    /// `progress`, the server's requests during the call to `client`. On
+    /// [`Failure::Fallback`] nothing ran and `params` are as they were: the call goes to rmcp.
+    pub(crate) async fn call(
+        &self,
+        params: &mut CallToolRequestParams,
+        budget: CallBudget,
+        progress: Option<ProgressSink>,
+        client: Option<ClientPeer>,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, Failure> {
+        let Some(session) = self.session.current() else {
+            return Err(Failure::Fallback);
+        };
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = lane_id(n);
+        let token = ProgressToken(id.clone());
+        // The call's token goes in its `_meta` for the request written, and out again: on a
+        // fallback rmcp sends `params` with a token of its own.
+        let before = params.meta.get_or_insert_default().remove(PROGRESS_TOKEN);
+        params.meta.get_or_insert_default().set_progress_token(token.clone());
+        let body = serde_json::to_vec(&CallRequestLine::new(&id, params));
+        let meta = params.meta.get_or_insert_default();
+        match before {
+            Some(before) => meta.insert(PROGRESS_TOKEN.to_owned(), before),
+            None => meta.remove(PROGRESS_TOKEN),
+        };
+        let body = body.map_err(|e| Failure::Send(e.into()))?;
+        let request = session.post(&self.http, body);
+        #[cfg(feature = "otel")]
+        let request = crate::metrics::otel::call_headers(params)
+            .into_iter()
+            .fold(request, |request, (name, value)| request.header(name, value));
+        // Registered before it is sent: a sampling request the call causes finds its client.
+        let _in_flight = self.relay.register(token, None, client);
+        let mut call = Outstanding {
+            lane: self,
+            session,
+            n,
+            id,
+            clock: Clock::start(budget),
+            progressed: None,
+            progress,
+            done: false,
+        };
+        let answer = call.run(request, cancel).await;
+        call.done = true;
+        answer
+    }
+}
+
+/// A call posted and not yet answered: dropped while it waits, it is cancelled downstream.
+struct Outstanding<'a> {
+    lane: &'a HttpLane,
+    session: Arc<HttpSession>,
+    n: u64,
+    id: RequestId,
+    clock: Clock,
+    progressed: Option<Instant>,
+    progress: Option<ProgressSink>,
+    /// Answered, refused or already cancelled: nothing to tell the server.
+    done: bool,
+}
+
+impl Outstanding<'_> {
+    async fn run(
+        &mut self,
+        request: reqwest::RequestBuilder,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, Failure> {
+        let response = match self.bounded(request.send(), cancel).await? {
+            Ok(response) => response,
+            Err(e) => {
+                // Not taken (the connection failed): nothing to cancel.
+                self.done = true;
+                return Err(Failure::Send(e.into()));
+            }
+        };
+        let status = response.status();
+        if status.is_client_error() || status.is_redirection() {
+            // Turned away before it ran: rmcp sends it, and does what the status asks.
+            self.done = true;
+            return Err(Failure::Fallback);
+        }
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            return Err(Failure::Lost(format!(
+                "the server answered the call with {status} and no result"
+            )));
+        }
+        if !status.is_success() {
+            let body = self.bounded(read_body(response, MAX_ERROR_BODY), cancel).await?;
+            return Err(match read(&body) {
+                Read::Answer(m, Err(refused)) if m == self.n => refused,
+                _ => Failure::Lost(format!("HTTP {status}: {}", String::from_utf8_lossy(&body))),
+            });
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if content_type.starts_with(EVENT_STREAM) {
+            return self.stream(response, cancel).await;
+        }
+        if !content_type.starts_with(JSON) {
+            return Err(Failure::Lost(format!(
+                "the answer's content type is {content_type:?}, neither {JSON} nor {EVENT_STREAM}"
+            )));
+        }
+        let body = self.bounded(read_body(response, MAX_JSON_ANSWER + 1), cancel).await?;
+        if body.len() > MAX_JSON_ANSWER {
+            return Err(Failure::Lost(format!(
+                "the answer is larger than {MAX_JSON_ANSWER} bytes"
+            )));
+        }
+        match read(&body) {
+            Read::Answer(m, answer) if m == self.n => answer,
+            _ => Err(Failure::Lost(format!(
+                "the server's JSON answer is not the call's: {}",
+                String::from_utf8_lossy(&body[..body.len().min(MAX_ERROR_BODY)])
+            ))),
+        }
+    }
+
+    /// Reads the call's SSE stream to its answer, resuming it when it breaks.
+    async fn stream(
+        &mut self,
+        response: reqwest::Response,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResult, Failure> {
+        let mut events = EventStream::new(response.bytes_stream(), DEFAULT_MAX_EVENT_SIZE);
+        let mut resumes = 0;
+        loop {
+            let broken = match self.bounded(events.next(), cancel).await? {
+                Ok(Some(event)) => {
+                    if event.event == "message"
+                        && !event.data.is_empty()
+                        && let Some(answer) = self.take(&event.data).await
+                    {
+                        finish_in_background(async move { while let Ok(Some(_)) = events.next().await {} });
+                        return answer;
+                    }
+                    continue;
+                }
+                Ok(None) => "the stream ended before the answer".to_owned(),
+                Err(e) => format!("the stream broke before the answer: {e}"),
+            };
+            let Some(last) = events.last_id().map(str::to_owned) else {
+                return Err(Failure::Lost(broken));
+            };
+            if resumes == MAX_RESUMES {
+                return Err(Failure::Lost(format!("{broken}, and was resumed {MAX_RESUMES} times")));
+            }
+            resumes += 1;
+            self.bounded(tokio::time::sleep(RESUME_DELAY), cancel).await?;
+            let resumed = self.resume(&last, cancel).await?;
+            events = EventStream::new(resumed.bytes_stream(), DEFAULT_MAX_EVENT_SIZE);
+        }
+    }
+
+    /// The call's stream again, from after event `last`.
+    async fn resume(&mut self, last: &str, cancel: &CancellationToken) -> Result<reqwest::Response, Failure> {
+        let last = HeaderValue::try_from(last).map_err(|e| Failure::Lost(format!("event id {last:?}: {e}")))?;
+        let request = self
+            .session
+            .request(&self.lane.http, http::Method::GET)
+            .header(ACCEPT, EVENT_STREAM)
+            .header(LAST_EVENT_ID, last);
+        let response = self
+            .bounded(request.send(), cancel)
+            .await?
+            .map_err(|e| Failure::Lost(format!("resuming the stream failed: {e}")))?;
+        if !response.status().is_success() {
+            return Err(Failure::Lost(format!(
+                "resuming the stream failed: HTTP {}",
+                response.status()
+            )));
+        }
+        Ok(response)
+    }
+
+    /// Takes one message of the stream: the call's answer, when it is; its progress and log
+    /// lines are relayed, anything else goes to rmcp.
+    async fn take(&mut self, data: &str) -> Option<Result<CallToolResult, Failure>> {
+        match read(data.as_bytes()) {
+            Read::Answer(m, answer) if m == self.n => return Some(answer),
+            Read::Progress(m, params) if m == self.n => {
+                self.progressed = Some(Instant::now());
+                if let Some(sink) = &self.progress {
+                    sink.report(progress_update(&params));
+                }
+                return None;
+            }
+            Read::Notification(method, params) if method == "notifications/message" => {
+                if let Ok(params) = serde_json::from_str::<LoggingMessageNotificationParam>(params.get()) {
+                    self.lane.relay.logging(&params).await;
+                    return None;
+                }
+            }
+            _ => {}
+        }
+        match serde_json::from_str::<ServerJsonRpcMessage>(data) {
+            Ok(message) => {
+                let _ = self.lane.to_rmcp.send(message);
+            }
+            Err(e) => tracing::debug!(error = %e, "a message on a call's stream that is not MCP, skipped"),
+        }
+        None
+    }
+
+    /// `work`, unless the call is cancelled or a timeout runs out first (the server is then
+    /// told).
+    async fn bounded<T>(&mut self, work: impl Future<Output = T>, cancel: &CancellationToken) -> Result<T, Failure> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut work => return Ok(out),
+                () = cancel.cancelled() => {
+                    self.stop("cancelled by the client");
+                    return Err(Failure::Cancelled);
+                }
+                () = tokio::time::sleep_until(self.clock.due(self.progressed)) => {
+                    if let Some((after, reason)) = self.clock.expired(self.progressed) {
+                        self.stop(reason);
+                        return Err(Failure::TimedOut(after));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops waiting and tells the server, posting `notifications/cancelled` in the call's
+    /// session from a task of its own.
+    fn stop(&mut self, reason: &str) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let cancelled: ClientJsonRpcMessage =
+            JsonRpcMessage::notification(ClientNotification::CancelledNotification(CancelledNotification::new(
+                CancelledNotificationParam::new(Some(self.id.clone()), Some(reason.to_owned())),
+            )));
+        let Ok(body) = serde_json::to_vec(&cancelled) else {
+            return;
+        };
+        let request = self.session.post(&self.lane.http, body);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = tokio::time::timeout(DRAIN, request.send()).await;
+            });
+        }
+    }
+}
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        self.stop("the gateway stopped waiting for the call");
+    }
+}
+
+/// Up to `max` bytes of `response`'s body.
+async fn read_body(mut response: reqwest::Response, max: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = max.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= max {
+            break;
+        }
+    }
+    body
+}
+
+/// Runs `work` (reading the rest of a response, so its connection can be used again): to its
+/// end at once when it can, otherwise in a task of its own, for at most [`DRAIN`].
+pub(crate) fn finish_in_background(work: impl Future<Output = ()> + Send + 'static) {
+    let mut work = Box::pin(work);
+    if work.as_mut().now_or_never().is_none() {
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(DRAIN, work).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;
