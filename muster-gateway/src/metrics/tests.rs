@@ -235,5 +235,19 @@ fn transport_session_ids_are_logged_as_digests() {
     let raw = muster_core::SessionId::new("3f0c1d9a-secret-session");
     let shown = log_session(&raw);
     assert!(shown.starts_with("session-") && !shown.contains("secret"), "{shown}");
+    let hex = &shown["session-".len()..];
+    assert!(
+        hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+        "{shown}"
+    );
+    // The first six bytes of the id's SHA-256, computed here apart from the label's cache.
+    use sha2::{Digest, Sha256};
+    let expected: String = Sha256::digest(raw.as_str().as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(hex, expected);
+    assert_eq!(log_session(&raw), shown, "the same label every time");
+    assert_ne!(log_session(&muster_core::SessionId::new("another-session")), shown);
     assert_eq!(log_session(&muster_core::SessionId::default()), "default");
 }

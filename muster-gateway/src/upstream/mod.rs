@@ -10,6 +10,10 @@
 //! client ([`relay`]); a call the caller cancels is cancelled downstream. A streamable-HTTP
 //! server that forgets the session is re-initialized by the transport.
 //!
+//! rmcp does the handshake, the lists and everything but tool calls. A `tools/call` to a stdio
+//! or streamable-HTTP server of a revision with an `initialize` handshake goes on a call lane
+//! past rmcp's client service loop (`lane`, `stdio::lane`, `http_lane`), with the same outcomes.
+//!
 //! ```no_run
 //! # async fn demo(server: &muster_core::crd::MCPServer) -> Result<(), Box<dyn std::error::Error>> {
 //! use muster_gateway::upstream::UpstreamConnection;
