@@ -27,7 +27,9 @@
 //! - **The connection** goes back to the pool: the stream's end is read after the answer.
 //!
 //! A 5xx answer fails the call (the server may have run it; it is not sent again), with the
-//! JSON-RPC error it carries when it carries one. A 202 to a request is not an answer. Only
+//! JSON-RPC error it carries when it carries one; so does a 429 (sent again through rmcp, it would
+//! only add to the load the server refuses), with its `Retry-After`. A 202 to a request is not an
+//! answer. Only
 //! servers of protocol revisions with an `initialize` handshake take the lane: later ones expect
 //! client context in each request's `_meta` and standard headers, which rmcp adds.
 //!
@@ -192,6 +194,7 @@ impl HttpLane {
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, Failure> {
         let Some(session) = self.session.current() else {
+            tracing::debug!("no session recorded yet for the HTTP lane; the call goes through rmcp");
             return Err(Failure::Fallback);
         };
         let n = self.next.fetch_add(1, Ordering::Relaxed);
@@ -259,8 +262,20 @@ impl Outstanding<'_> {
             }
         };
         let status = response.status();
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            // Sending it again through rmcp would only add to the load the server refuses.
+            self.done = true;
+            let retry = response
+                .headers()
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(|after| format!(" (retry after {after})"))
+                .unwrap_or_default();
+            return Err(Failure::Lost(format!("HTTP {status}{retry}")));
+        }
         if status.is_client_error() || status.is_redirection() {
             // Turned away before it ran: rmcp sends it, and does what the status asks.
+            tracing::debug!(%status, "a call on the HTTP lane was turned away; it goes through rmcp");
             self.done = true;
             return Err(Failure::Fallback);
         }

@@ -425,6 +425,26 @@ async fn a_server_error_fails_the_call_with_its_json_rpc_error_or_its_status() {
         "answered: not sent again, nothing to cancel"
     );
 
+    // Too many requests: not sent again, the server's Retry-After named.
+    let (lane_d, seen, _) = lane(|_| {
+        Response::builder()
+            .status(429)
+            .header("retry-after", "7")
+            .body(Body::empty())
+            .expect("response")
+    })
+    .await;
+    let failure = lane_d
+        .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&failure, Failure::Lost(why) if why.contains("429") && why.contains("retry after 7")),
+        "{failure:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(seen.lock().expect("lock").len(), 1, "not sent again, nothing to cancel");
+
     // A 202 is no answer to a request.
     let (lane_c, _, _) = lane(|_| json_response(202, &Value::Null)).await;
     let failure = lane_c
