@@ -24,7 +24,9 @@
 //! - **Timeouts and cancellation**, as on stdio: rmcp's reasons in `notifications/cancelled`,
 //!   posted in the call's session, also for a call whose future is dropped.
 //! - **A broken stream** is resumed with a GET carrying `Last-Event-ID`, as rmcp would.
-//! - **The connection** goes back to the pool: the stream's end is read after the answer.
+//! - **The connection** goes back to the pool: the stream's end is read after the answer. Plain
+//!   HTTP goes on a hyper connection pool of the lane's own, past reqwest's layers; HTTPS, and
+//!   everything while a proxy is configured, through reqwest ([`sender`]).
 //!
 //! A 5xx answer fails the call (the server may have run it; it is not sent again), with the
 //! JSON-RPC error it carries when it carries one; so does a 429 (sent again through rmcp, it would
@@ -64,6 +66,10 @@ use rmcp::model::{
 use tokio::{sync::mpsc, time::Instant};
 use tokio_util::sync::CancellationToken;
 
+use axum::body::Bytes;
+use http_body_util::{BodyDataStream, BodyExt};
+use sender::{ResponseBody, Senders};
+
 use super::{
     lane::{CallBudget, CallRequestLine, Clock, Failure, Read, lane_id, read},
     progress::ProgressHook,
@@ -93,22 +99,27 @@ const ACCEPTED_TYPES: &str = "text/event-stream, application/json";
 /// The session an HTTP downstream's connection is in, as rmcp last posted in it.
 #[derive(Debug)]
 struct HttpSession {
-    url: reqwest::Url,
+    uri: http::Uri,
+    /// Whether its requests go on the lane's plain-HTTP pool ([`sender::plain_http`]).
+    plain: bool,
+    /// The session's headers, and those of a post.
     headers: HeaderMap,
+    post_headers: HeaderMap,
 }
 
 impl HttpSession {
-    /// A request to the server in the session.
-    fn request(&self, http: &reqwest::Client, method: http::Method) -> reqwest::RequestBuilder {
-        http.request(method, self.url.clone()).headers(self.headers.clone())
+    /// A request to the server in the session, with `headers`.
+    fn request(&self, method: http::Method, headers: &HeaderMap, body: Bytes) -> http::Request<Bytes> {
+        let mut request = http::Request::new(body);
+        *request.method_mut() = method;
+        *request.uri_mut() = self.uri.clone();
+        *request.headers_mut() = headers.clone();
+        request
     }
 
     /// A post of `body` (one JSON-RPC message) in the session.
-    fn post(&self, http: &reqwest::Client, body: Vec<u8>) -> reqwest::RequestBuilder {
-        self.request(http, http::Method::POST)
-            .header(ACCEPT, ACCEPTED_TYPES)
-            .header(CONTENT_TYPE, JSON)
-            .body(body)
+    fn post(&self, body: Vec<u8>) -> http::Request<Bytes> {
+        self.request(http::Method::POST, &self.post_headers, Bytes::from(body))
     }
 }
 
@@ -126,7 +137,7 @@ impl SessionRecord {
         auth: Option<&str>,
         headers: &HashMap<HeaderName, HeaderValue>,
     ) {
-        let Ok(url) = reqwest::Url::parse(uri) else {
+        let Ok(uri) = http::Uri::try_from(uri) else {
             return;
         };
         let mut map = HeaderMap::with_capacity(headers.len() + 2);
@@ -140,7 +151,15 @@ impl SessionRecord {
         if let Some(Ok(value)) = id.map(HeaderValue::try_from) {
             map.insert(SESSION_ID, value);
         }
-        let session = Arc::new(HttpSession { url, headers: map });
+        let mut post_headers = map.clone();
+        post_headers.insert(ACCEPT, HeaderValue::from_static(ACCEPTED_TYPES));
+        post_headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+        let session = Arc::new(HttpSession {
+            plain: sender::plain_http(&uri),
+            uri,
+            headers: map,
+            post_headers,
+        });
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(session);
     }
 
@@ -151,7 +170,7 @@ impl SessionRecord {
 
 /// The calls of one streamable-HTTP connection; see the [module docs](self).
 pub(crate) struct HttpLane {
-    http: reqwest::Client,
+    senders: Senders,
     session: Arc<SessionRecord>,
     to_rmcp: mpsc::UnboundedSender<ServerJsonRpcMessage>,
     relay: CallRelay,
@@ -165,8 +184,9 @@ impl fmt::Debug for HttpLane {
 }
 
 impl HttpLane {
-    /// A lane posting with `http` in the session `session` records; what it does not take goes
-    /// to rmcp through `to_rmcp`, log lines through `relay`.
+    /// A lane posting in the session `session` records (through `http` where the lane's own
+    /// plain-HTTP pool does not serve, [`sender`]); what it does not take goes to rmcp through
+    /// `to_rmcp`, log lines through `relay`.
     pub(crate) fn new(
         http: reqwest::Client,
         session: Arc<SessionRecord>,
@@ -174,12 +194,19 @@ impl HttpLane {
         relay: CallRelay,
     ) -> Self {
         Self {
-            http,
+            senders: Senders::new(http),
             session,
             to_rmcp,
             relay,
             next: AtomicU64::new(1),
         }
+    }
+
+    /// The lane with `senders` (a test sends through reqwest alone).
+    #[cfg(test)]
+    fn with_senders(mut self, senders: Senders) -> Self {
+        self.senders = senders;
+        self
     }
 
     /// Calls the tool `params` name, within `budget` and until `cancel`; its progress goes to
@@ -211,11 +238,10 @@ impl HttpLane {
             None => meta.remove(PROGRESS_TOKEN),
         };
         let body = body.map_err(|e| Failure::Send(e.into()))?;
-        let request = session.post(&self.http, body);
+        #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
+        let mut request = session.post(body);
         #[cfg(feature = "otel")]
-        let request = crate::metrics::otel::call_headers(params)
-            .into_iter()
-            .fold(request, |request, (name, value)| request.header(name, value));
+        request.headers_mut().extend(crate::metrics::otel::call_headers(params));
         // Registered before it is sent: a sampling request the call causes finds its client.
         let _in_flight = self.relay.register(token, None, client);
         let mut call = Outstanding {
@@ -250,15 +276,16 @@ struct Outstanding<'a> {
 impl Outstanding<'_> {
     async fn run(
         &mut self,
-        request: reqwest::RequestBuilder,
+        request: http::Request<Bytes>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, Failure> {
-        let response = match self.bounded(request.send(), cancel).await? {
+        let sent = self.lane.senders.send(self.session.plain, request);
+        let response = match self.bounded(sent, cancel).await? {
             Ok(response) => response,
             Err(e) => {
                 // Not taken (the connection failed): nothing to cancel.
                 self.done = true;
-                return Err(Failure::Send(e.into()));
+                return Err(Failure::Send(e));
             }
         };
         let status = response.status();
@@ -323,10 +350,10 @@ impl Outstanding<'_> {
     /// Reads the call's SSE stream to its answer, resuming it when it breaks.
     async fn stream(
         &mut self,
-        response: reqwest::Response,
+        response: http::Response<ResponseBody>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, Failure> {
-        let mut events = EventStream::new(response.bytes_stream(), DEFAULT_MAX_EVENT_SIZE);
+        let mut events = EventStream::new(BodyDataStream::new(response.into_body()), DEFAULT_MAX_EVENT_SIZE);
         let mut resumes = 0;
         loop {
             let broken = match self.bounded(events.next(), cancel).await? {
@@ -352,20 +379,24 @@ impl Outstanding<'_> {
             resumes += 1;
             self.bounded(tokio::time::sleep(RESUME_DELAY), cancel).await?;
             let resumed = self.resume(&last, cancel).await?;
-            events = EventStream::new(resumed.bytes_stream(), DEFAULT_MAX_EVENT_SIZE);
+            events = EventStream::new(BodyDataStream::new(resumed.into_body()), DEFAULT_MAX_EVENT_SIZE);
         }
     }
 
     /// The call's stream again, from after event `last`.
-    async fn resume(&mut self, last: &str, cancel: &CancellationToken) -> Result<reqwest::Response, Failure> {
+    async fn resume(
+        &mut self,
+        last: &str,
+        cancel: &CancellationToken,
+    ) -> Result<http::Response<ResponseBody>, Failure> {
         let last = HeaderValue::try_from(last).map_err(|e| Failure::Lost(format!("event id {last:?}: {e}")))?;
-        let request = self
-            .session
-            .request(&self.lane.http, http::Method::GET)
-            .header(ACCEPT, EVENT_STREAM)
-            .header(LAST_EVENT_ID, last);
+        let mut headers = self.session.headers.clone();
+        headers.insert(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
+        headers.insert(LAST_EVENT_ID, last);
+        let request = self.session.request(http::Method::GET, &headers, Bytes::new());
+        let sent = self.lane.senders.send(self.session.plain, request);
         let response = self
-            .bounded(request.send(), cancel)
+            .bounded(sent, cancel)
             .await?
             .map_err(|e| Failure::Lost(format!("resuming the stream failed: {e}")))?;
         if !response.status().is_success() {
@@ -441,10 +472,11 @@ impl Outstanding<'_> {
         let Ok(body) = serde_json::to_vec(&cancelled) else {
             return;
         };
-        let request = self.session.post(&self.lane.http, body);
+        let request = self.session.post(body);
+        let (senders, plain) = (self.lane.senders.clone(), self.session.plain);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = tokio::time::timeout(DRAIN, request.send()).await;
+                let _ = tokio::time::timeout(DRAIN, senders.send(plain, request)).await;
             });
         }
     }
@@ -457,16 +489,20 @@ impl Drop for Outstanding<'_> {
 }
 
 /// Up to `max` bytes of `response`'s body.
-async fn read_body(mut response: reqwest::Response, max: usize) -> Vec<u8> {
-    let mut body = Vec::new();
-    while let Ok(Some(chunk)) = response.chunk().await {
-        let room = max.saturating_sub(body.len());
-        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if body.len() >= max {
+async fn read_body(response: http::Response<ResponseBody>, max: usize) -> Vec<u8> {
+    let mut body = response.into_body();
+    let mut read = Vec::new();
+    while let Some(Ok(frame)) = body.frame().await {
+        let Ok(chunk) = frame.into_data() else {
+            continue;
+        };
+        let room = max.saturating_sub(read.len());
+        read.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if read.len() >= max {
             break;
         }
     }
-    body
+    read
 }
 
 /// Runs `work` (reading the rest of a response, so its connection can be used again): to its
@@ -480,5 +516,6 @@ pub(crate) fn finish_in_background(work: impl Future<Output = ()> + Send + 'stat
     }
 }
 
+mod sender;
 #[cfg(test)]
 mod tests;

@@ -102,7 +102,7 @@ pub(super) fn end_process_group(group: Option<u32>) {
 /// How long an idle connection to a streamable-HTTP server is kept for the next request: under
 /// the 5 s after which Node's and uvicorn's servers close an idle connection by default, so a
 /// request rarely goes out on a connection the server is closing.
-const POOL_IDLE: Duration = Duration::from_secs(4);
+pub(crate) const POOL_IDLE: Duration = Duration::from_secs(4);
 
 /// How many redirects a request follows at most.
 const MAX_REDIRECTS: usize = 10;

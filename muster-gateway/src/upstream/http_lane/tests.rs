@@ -65,6 +65,25 @@ async fn lane(
     Arc<Mutex<Vec<Seen>>>,
     mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
 ) {
+    lane_via(Via::Plain, script).await
+}
+
+/// Which of the lane's senders a test goes through ([`sender`]).
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    Plain,
+    Reqwest,
+}
+
+/// [`lane`], sending `via` one sender.
+async fn lane_via(
+    via: Via,
+    script: impl Fn(&Seen) -> Response + Send + Sync + 'static,
+) -> (
+    HttpLane,
+    Arc<Mutex<Vec<Seen>>>,
+    mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
+) {
     let server = Server {
         seen: Arc::default(),
         script: Arc::new(script),
@@ -85,6 +104,10 @@ async fn lane(
     record.note(&url, Some("session-1"), Some("secret"), &headers);
     let (to_rmcp, from_lane) = mpsc::unbounded_channel();
     let lane = HttpLane::new(reqwest::Client::new(), record, to_rmcp, CallRelay::default());
+    let lane = match via {
+        Via::Plain => lane,
+        Via::Reqwest => lane.with_senders(Senders::reqwest_only(reqwest::Client::new())),
+    };
     (lane, seen, from_lane)
 }
 
@@ -160,7 +183,13 @@ async fn cancelled(seen: &Arc<Mutex<Vec<Seen>>>) -> Value {
 
 #[tokio::test]
 async fn a_json_answer_is_read_and_the_request_carries_the_session() {
-    let (lane, seen, _) = lane(|s| json_response(200, &answer(s, "hi back"))).await;
+    for via in [Via::Plain, Via::Reqwest] {
+        a_json_answer_via(via).await;
+    }
+}
+
+async fn a_json_answer_via(via: Via) {
+    let (lane, seen, _) = lane_via(via, |s| json_response(200, &answer(s, "hi back"))).await;
     let mut params = params();
     let result = lane
         .call(&mut params, BUDGET, None, None, &CancellationToken::new())
@@ -459,7 +488,13 @@ async fn a_server_error_fails_the_call_with_its_json_rpc_error_or_its_status() {
 
 #[tokio::test]
 async fn a_broken_stream_is_resumed_from_its_last_event() {
-    let (lane, seen, _) = lane(|s| match s.method {
+    for via in [Via::Plain, Via::Reqwest] {
+        a_broken_stream_via(via).await;
+    }
+}
+
+async fn a_broken_stream_via(via: Via) {
+    let (lane, seen, _) = lane_via(via, |s| match s.method {
         http::Method::POST => sse(
             vec![
                 (Some("e0"), String::new()),
@@ -518,5 +553,19 @@ async fn a_stream_that_ends_without_an_answer_or_an_event_id_fails_the_call() {
     assert!(
         matches!(&failure, Failure::Lost(why) if why.contains("ended before the answer")),
         "{failure:?}"
+    );
+}
+
+#[test]
+fn plain_http_goes_on_the_lanes_own_pool_and_https_through_reqwest() {
+    let uri = |s: &str| http::Uri::try_from(s).expect("uri");
+    assert!(!sender::plain_http(&uri("https://127.0.0.1:1/mcp")), "TLS is reqwest's");
+    let proxy_configured = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
+    assert_eq!(
+        sender::plain_http(&uri("http://127.0.0.1:1/mcp")),
+        !proxy_configured,
+        "plain HTTP takes the lane's pool unless a proxy is configured"
     );
 }
