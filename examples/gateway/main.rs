@@ -47,6 +47,7 @@ mod agent;
 mod cli;
 mod connect;
 mod demo;
+mod log_fields;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
@@ -238,6 +239,7 @@ fn init_logging(log: &LogArgs, normal: &str) -> Logging {
     let text = (log.log_format == LogFormat::Text).then(|| {
         // Colours only on a terminal (not in a log file, nor in an IDE's server log).
         tracing_subscriber::fmt::layer()
+            .fmt_fields(log_fields::LeanFields)
             .with_writer(std::io::stderr)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
     });
