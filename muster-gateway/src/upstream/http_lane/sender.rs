@@ -79,7 +79,11 @@ impl Senders {
     ) -> Result<http::Response<ResponseBody>, SendError> {
         match (&self.plain, plain) {
             (Some(client), true) => {
-                let response = client.request(request.map(Full::new)).await?;
+                let uri = request.uri().clone();
+                let response = client
+                    .request(request.map(Full::new))
+                    .await
+                    .map_err(|source| PlainSendError { uri, source })?;
                 Ok(response.map(|body| body.map_err(io::Error::other).boxed_unsync()))
             }
             _ => {
@@ -90,6 +94,28 @@ impl Senders {
         }
     }
 }
+
+/// A request on the plain-HTTP pool that got no response: the URL and the whole chain of causes
+/// (hyper's own message alone is `client error (Connect)`).
+#[derive(Debug)]
+struct PlainSendError {
+    uri: http::Uri,
+    source: hyper_util::client::legacy::Error,
+}
+
+impl std::fmt::Display for PlainSendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "error sending request for url ({}): {}", self.uri, self.source)?;
+        let mut cause = std::error::Error::source(&self.source);
+        while let Some(error) = cause {
+            write!(f, ": {error}")?;
+            cause = error.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PlainSendError {}
 
 /// Whether requests to `uri` may go on the plain-HTTP pool: an `http` URI, and no proxy in the
 /// environment.

@@ -569,3 +569,32 @@ fn plain_http_goes_on_the_lanes_own_pool_and_https_through_reqwest() {
         "plain HTTP takes the lane's pool unless a proxy is configured"
     );
 }
+
+#[tokio::test]
+async fn a_server_that_cannot_be_reached_fails_the_call_naming_its_url_and_why() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/mcp", closed.local_addr().expect("addr"));
+    drop(closed);
+    for via in [Via::Plain, Via::Reqwest] {
+        let record = Arc::new(SessionRecord::default());
+        record.note(&url, Some("session-1"), None, &HashMap::new());
+        let (to_rmcp, _) = mpsc::unbounded_channel();
+        let lane = HttpLane::new(reqwest::Client::new(), record, to_rmcp, CallRelay::default());
+        let lane = match via {
+            Via::Plain => lane,
+            Via::Reqwest => lane.with_senders(Senders::reqwest_only(reqwest::Client::new())),
+        };
+        let failure = lane
+            .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
+            .await
+            .expect_err("nobody listens");
+        let Failure::Send(error) = failure else {
+            panic!("{via:?}: {failure:?}");
+        };
+        let message = error.to_string();
+        assert!(message.contains(&url), "{via:?}: {message}");
+        if matches!(via, Via::Plain) {
+            assert!(message.to_lowercase().contains("connect"), "{message}");
+        }
+    }
+}
