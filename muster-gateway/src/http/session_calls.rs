@@ -87,7 +87,7 @@ pub const TOUCH_INTERVAL: Duration = Duration::from_secs(60);
 /// How often an SSE comment keeps a long call's stream open through proxies (rmcp's interval).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-const SESSION_ID: &str = "mcp-session-id";
+pub(crate) const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 /// The headers whose values rmcp's checks of a POST read.
 const VALIDATED: [HeaderName; 5] = [

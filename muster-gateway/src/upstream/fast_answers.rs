@@ -24,7 +24,10 @@
 //! let transport = StreamableHttpClientTransport::with_client(client, config);
 //! ```
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Weak},
+};
 
 use futures::{StreamExt, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
@@ -49,7 +52,7 @@ type Events = BoxStream<'static, Result<Sse, SseError>>;
 #[derive(Debug, Clone)]
 pub struct FastCallAnswers<C> {
     inner: C,
-    record: Option<Arc<SessionRecord>>,
+    record: Option<Weak<SessionRecord>>,
 }
 
 impl<C> FastCallAnswers<C> {
@@ -59,9 +62,11 @@ impl<C> FastCallAnswers<C> {
     }
 
     /// Records in `record` the session of each message but the handshake's that rmcp posts
-    /// successfully: the URL, session id, bearer and headers the HTTP call lane posts with.
-    pub(crate) fn recording(mut self, record: Arc<SessionRecord>) -> Self {
-        self.record = Some(record);
+    /// successfully: the URL, session id, bearer and headers the HTTP call lane posts with. Only
+    /// while the record lives: once the lane it is for is gone (or was never made, for a protocol
+    /// revision that does not take it), posts are not recorded.
+    pub(crate) fn recording(mut self, record: &Arc<SessionRecord>) -> Self {
+        self.record = Some(Arc::downgrade(record));
         self
     }
 }
@@ -190,15 +195,20 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for FastCallAnswers<C>
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let id = call_id(&message);
-        let noted = self.record.as_ref().filter(|_| in_session(&message)).map(|record| {
-            (
-                record,
-                uri.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-            )
-        });
+        let noted = self
+            .record
+            .as_ref()
+            .filter(|_| in_session(&message))
+            .and_then(Weak::upgrade)
+            .map(|record| {
+                (
+                    record,
+                    uri.clone(),
+                    session_id.clone(),
+                    auth_header.clone(),
+                    custom_headers.clone(),
+                )
+            });
         let response = self
             .inner
             .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)

@@ -13,7 +13,8 @@
 //!   something else;
 //! - the budget of a call ([`CallBudget`], [`Clock`]): `idle` for the answer, restarted by each
 //!   progress notification, `max_total` in all, running out with rmcp's reasons;
-//! - why a call has no result ([`Failure`]).
+//! - why a call has no result ([`Failure`]);
+//! - the `notifications/cancelled` that abandons a call ([`cancelled`]).
 //!
 //! ```ignore
 //! let id = lane_id(7);
@@ -28,7 +29,10 @@ use std::{borrow::Cow, fmt, time::Duration};
 
 use rmcp::{
     RoleClient,
-    model::{CallToolRequestParams, CallToolResult, ErrorData, NumberOrString, ProgressNotificationParam, RequestId},
+    model::{
+        CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
+        ClientNotification, ErrorData, JsonRpcMessage, NumberOrString, ProgressNotificationParam, RequestId,
+    },
     service::RequestHandle,
 };
 use serde::{Deserialize, Serialize, de};
@@ -119,6 +123,14 @@ pub(crate) fn lane_number(id: &NumberOrString) -> Option<u64> {
         NumberOrString::String(s) => number_of(s),
         NumberOrString::Number(_) => None,
     }
+}
+
+/// The `notifications/cancelled` telling the server that lane call `n` is abandoned, for
+/// `reason` (rmcp's texts for its timeouts).
+pub(crate) fn cancelled(n: u64, reason: &str) -> ClientJsonRpcMessage {
+    JsonRpcMessage::notification(ClientNotification::CancelledNotification(CancelledNotification::new(
+        CancelledNotificationParam::new(Some(lane_id(n)), Some(reason.to_owned())),
+    )))
 }
 
 /// The number of `muster-N`.

@@ -159,7 +159,7 @@ impl UpstreamConnection {
                 Some(ServerType::StreamableHttp) => {
                     let record = Arc::new(SessionRecord::default());
                     let (to_rmcp, injected) = mpsc::unbounded_channel();
-                    let transport = transport::streamable_http(&server.spec, Arc::clone(&record))?;
+                    let transport = transport::streamable_http(&server.spec, &record)?;
                     http_lane = Some((record, to_rmcp));
                     client
                         .serve(ProgressInOrder::new(transport, relay.clone()).with_injected(injected))
@@ -189,7 +189,10 @@ impl UpstreamConnection {
         };
         let peer = service.peer().clone();
         // From 2026-07-28 each request carries client context in its `_meta`, which rmcp adds.
+        // Without a lane, the HTTP session record is dropped here, and rmcp's posts go unrecorded.
+        let takes_lane = peer.peer_info().is_some_and(|i| i.protocol_version.has_initialize());
         let lane = match (stdio_lane, http_lane) {
+            _ if !takes_lane => None,
             (Some(lane), _) => Some(Lane::Stdio(lane)),
             (None, Some((record, to_rmcp))) => Some(Lane::Http(Arc::new(HttpLane::new(
                 transport::http_client(),
@@ -198,8 +201,7 @@ impl UpstreamConnection {
                 relay.clone(),
             )))),
             (None, None) => None,
-        }
-        .filter(|_| peer.peer_info().is_some_and(|i| i.protocol_version.has_initialize()));
+        };
         let cancel = CancellationToken::new();
         let (closed_tx, closed) = watch::channel(None);
         let service_cancel = service.cancellation_token();

@@ -155,7 +155,7 @@ type HttpClient = FastCallAnswers<crate::metrics::otel::TraceContextClient>;
 /// HTTP call lane.
 pub(super) fn streamable_http(
     spec: &MCPServerSpec,
-    record: Arc<SessionRecord>,
+    record: &Arc<SessionRecord>,
 ) -> Result<StreamableHttpClientTransport<HttpClient>, TransportError> {
     let url = spec
         .url

@@ -3,11 +3,12 @@
 //!
 //! reqwest, which rmcp posts through, wraps each request in two tower layers and a URL round
 //! trip: its redirect layer parses the URL again on the way out and the response's `RequestUri`
-//! on the way back (6k instructions each), then its retry layer and its pending future, about
-//! 20k of the gateway's instructions on a call through an HTTP downstream (callgrind). Underneath
-//! it is `hyper_util`'s pooled HTTP/1 client, which the lane uses directly for plain HTTP
-//! ([`Senders::send`] with `plain`): kept-alive connections, `TCP_NODELAY`, idle connections
-//! dropped after the same [`POOL_IDLE`] as the shared reqwest client's.
+//! on the way back (6k instructions each), then its retry layer and its pending future.
+//! Underneath it is `hyper_util`'s pooled HTTP/1 client, which the lane uses directly for plain
+//! HTTP ([`Senders::send`] with `plain`): kept-alive connections, `TCP_NODELAY`, idle
+//! connections dropped after the same [`POOL_IDLE`] as the shared reqwest client's. That took
+//! 13.7% off the gateway's instructions a call through an HTTP downstream (callgrind, 246.5k to
+//! 212.6k).
 //!
 //! HTTPS, and every request while a proxy is configured in the environment (`HTTP_PROXY`,
 //! `ALL_PROXY`, in either case), goes through reqwest, with its TLS and its proxy rules

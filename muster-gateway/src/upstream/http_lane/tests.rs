@@ -93,6 +93,13 @@ async fn lane_via(
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
     let app = Router::new().route("/mcp", any(take)).with_state(server);
     tokio::spawn(async move { axum::serve(listener, app).await });
+    let (lane, from_lane) = lane_at(&url, via);
+    (lane, seen, from_lane)
+}
+
+/// A lane whose session, recorded as rmcp would, is at `url`, sending `via` one sender, and
+/// what it hands rmcp.
+fn lane_at(url: &str, via: Via) -> (HttpLane, mpsc::UnboundedReceiver<ServerJsonRpcMessage>) {
     let record = Arc::new(SessionRecord::default());
     let headers = HashMap::from([
         (
@@ -101,14 +108,20 @@ async fn lane_via(
         ),
         (HeaderName::from_static("x-team"), HeaderValue::from_static("blue")),
     ]);
-    record.note(&url, Some("session-1"), Some("secret"), &headers);
+    record.note(url, Some("session-1"), Some("secret"), &headers);
     let (to_rmcp, from_lane) = mpsc::unbounded_channel();
     let lane = HttpLane::new(reqwest::Client::new(), record, to_rmcp, CallRelay::default());
     let lane = match via {
         Via::Plain => lane,
         Via::Reqwest => lane.with_senders(Senders::reqwest_only(reqwest::Client::new())),
     };
-    (lane, seen, from_lane)
+    (lane, from_lane)
+}
+
+/// One call of `echo` through `lane`, within [`BUDGET`], never cancelled.
+async fn call_once(lane: &HttpLane) -> Result<CallToolResult, Failure> {
+    lane.call(&mut params(), BUDGET, None, None, &CancellationToken::new())
+        .await
 }
 
 fn params() -> CallToolRequestParams {
@@ -407,10 +420,7 @@ async fn a_request_turned_away_goes_to_rmcp_with_its_params_as_they_were() {
     // No session recorded yet: nothing is sent.
     let (to_rmcp, _) = mpsc::unbounded_channel();
     let unrecorded = HttpLane::new(reqwest::Client::new(), Arc::default(), to_rmcp, CallRelay::default());
-    let failure = unrecorded
-        .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
-        .await
-        .expect_err("no session");
+    let failure = call_once(&unrecorded).await.expect_err("no session");
     assert!(matches!(failure, Failure::Fallback), "{failure:?}");
 }
 
@@ -423,10 +433,7 @@ async fn a_server_error_fails_the_call_with_its_json_rpc_error_or_its_status() {
         )
     })
     .await;
-    let failure = lane_a
-        .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
-        .await
-        .expect_err("refused");
+    let failure = call_once(&lane_a).await.expect_err("refused");
     assert!(
         matches!(&failure, Failure::Refused(e) if e.message == "it broke"),
         "{failure:?}"
@@ -439,10 +446,7 @@ async fn a_server_error_fails_the_call_with_its_json_rpc_error_or_its_status() {
             .expect("response")
     })
     .await;
-    let failure = lane_b
-        .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
-        .await
-        .expect_err("failed");
+    let failure = call_once(&lane_b).await.expect_err("failed");
     assert!(
         matches!(&failure, Failure::Lost(why) if why.contains("502") && why.contains("upstream gone")),
         "{failure:?}"
@@ -463,10 +467,7 @@ async fn a_server_error_fails_the_call_with_its_json_rpc_error_or_its_status() {
             .expect("response")
     })
     .await;
-    let failure = lane_d
-        .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
-        .await
-        .expect_err("refused");
+    let failure = call_once(&lane_d).await.expect_err("refused");
     assert!(
         matches!(&failure, Failure::Lost(why) if why.contains("429") && why.contains("retry after 7")),
         "{failure:?}"
@@ -476,10 +477,7 @@ async fn a_server_error_fails_the_call_with_its_json_rpc_error_or_its_status() {
 
     // A 202 is no answer to a request.
     let (lane_c, _, _) = lane(|_| json_response(202, &Value::Null)).await;
-    let failure = lane_c
-        .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
-        .await
-        .expect_err("no answer");
+    let failure = call_once(&lane_c).await.expect_err("no answer");
     assert!(
         matches!(&failure, Failure::Lost(why) if why.contains("202")),
         "{failure:?}"
@@ -514,10 +512,7 @@ async fn a_broken_stream_via(via: Via) {
         ),
     })
     .await;
-    let result = lane
-        .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
-        .await
-        .expect("answered on the resumed stream");
+    let result = call_once(&lane).await.expect("answered on the resumed stream");
     assert!(result.content.is_empty());
     let seen = seen.lock().expect("lock").clone();
     assert_eq!(seen.len(), 2, "{seen:?}");
@@ -546,10 +541,7 @@ async fn a_stream_that_ends_without_an_answer_or_an_event_id_fails_the_call() {
         )
     })
     .await;
-    let failure = lane
-        .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
-        .await
-        .expect_err("no answer");
+    let failure = call_once(&lane).await.expect_err("no answer");
     assert!(
         matches!(&failure, Failure::Lost(why) if why.contains("ended before the answer")),
         "{failure:?}"
@@ -576,18 +568,8 @@ async fn a_server_that_cannot_be_reached_fails_the_call_naming_its_url_and_why()
     let url = format!("http://{}/mcp", closed.local_addr().expect("addr"));
     drop(closed);
     for via in [Via::Plain, Via::Reqwest] {
-        let record = Arc::new(SessionRecord::default());
-        record.note(&url, Some("session-1"), None, &HashMap::new());
-        let (to_rmcp, _) = mpsc::unbounded_channel();
-        let lane = HttpLane::new(reqwest::Client::new(), record, to_rmcp, CallRelay::default());
-        let lane = match via {
-            Via::Plain => lane,
-            Via::Reqwest => lane.with_senders(Senders::reqwest_only(reqwest::Client::new())),
-        };
-        let failure = lane
-            .call(&mut params(), BUDGET, None, None, &CancellationToken::new())
-            .await
-            .expect_err("nobody listens");
+        let (lane, _) = lane_at(&url, via);
+        let failure = call_once(&lane).await.expect_err("nobody listens");
         let Failure::Send(error) = failure else {
             panic!("{via:?}: {failure:?}");
         };

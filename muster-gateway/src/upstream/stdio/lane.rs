@@ -45,10 +45,7 @@ use std::{
 };
 
 use muster_core::ProgressSink;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
-    ClientNotification, JsonRpcMessage, ProgressNotificationParam, ProgressToken,
-};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam, ProgressToken};
 use tokio::{
     io::AsyncWriteExt,
     process::ChildStdin,
@@ -58,7 +55,7 @@ use tokio::{
 
 pub(crate) use crate::upstream::lane::{CallBudget, Failure};
 use crate::upstream::{
-    lane::{CallRequestLine, Clock, Read, lane_id, read},
+    lane::{CallRequestLine, Clock, Read, cancelled, lane_id, read},
     relay::progress_update,
 };
 
@@ -199,11 +196,7 @@ impl StdioLane {
         if self.calls().waiting.remove(&n).is_none() {
             return;
         }
-        let cancelled: ClientJsonRpcMessage =
-            JsonRpcMessage::notification(ClientNotification::CancelledNotification(CancelledNotification::new(
-                CancelledNotificationParam::new(Some(lane_id(n)), Some(reason.to_owned())),
-            )));
-        let Ok(bytes) = super::encode(&cancelled) else {
+        let Ok(bytes) = super::encode(&cancelled(n, reason)) else {
             return;
         };
         // Its own task: this may run in a drop, or on a path that must not wait for the pipe.

@@ -2,7 +2,7 @@
 
 use std::{path::Path, time::Duration};
 
-use rmcp::{RoleClient, transport::Transport};
+use rmcp::{RoleClient, model::JsonRpcMessage, transport::Transport};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
