@@ -1,8 +1,8 @@
 //! The text log's field formatter: the same text as tracing-subscriber's `DefaultFields`, at a
 //! fraction of the cost.
 //!
-//! Every MCP request and every tool call runs in a span (`mcp_request`, `tool_call`) whose
-//! fields the text log formats when the span opens and again when a field is recorded, whether
+//! Every MCP request runs in a span (`mcp_request`, and `tool_call` for each call at `debug`)
+//! whose fields the text log formats when the span opens and again when a field is recorded, whether
 //! or not anything is logged inside it. `DefaultFields` writes each field as
 //! `{italic(name)}{dimmed("=")}{value:?}`, painting with styles that do nothing when colours are
 //! off and escaping every string character by character: about 13k instructions a tool call

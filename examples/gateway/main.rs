@@ -53,7 +53,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use muster::gateway::{Gateway, supervisor::SupervisorConfig};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::{EnvFilter, Layer};
 
 const MAIN_HELP: &str = "Examples:
   gateway serve --config-path examples/config
@@ -235,7 +235,48 @@ fn init_logging(log: &LogArgs, normal: &str) -> Logging {
     } else {
         normal
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    #[cfg(feature = "otel")]
+    {
+        let wanted = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+            .iter()
+            .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
+        let provider = wanted
+            .then(|| muster::gateway::metrics::otel::otlp_provider("muster"))
+            .and_then(|built| built.map_err(|e| eprintln!("OpenTelemetry export is off: {e}")).ok());
+        if let Some(provider) = provider {
+            // Every call's `tool_call` span is exported, also where the log leaves it out (at
+            // `debug` inside a request's span): each layer has a filter of its own.
+            use muster::gateway::metrics::otel;
+            tracing_subscriber::registry()
+                .with(log_layer(log).with_filter(filter()))
+                .with(otel::layer(&provider, "muster-gateway").with_filter(otel::with_tool_calls(filter())))
+                .init();
+            return Logging {
+                provider: Some(provider),
+            };
+        }
+        tracing_subscriber::registry()
+            .with(filter())
+            .with(log_layer(log))
+            .init();
+        Logging { provider: None }
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        tracing_subscriber::registry()
+            .with(filter())
+            .with(log_layer(log))
+            .init();
+        Logging {}
+    }
+}
+
+/// The log: text or JSON lines on stderr, as `--log-format` says.
+fn log_layer<S>(log: &LogArgs) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
     let text = (log.log_format == LogFormat::Text).then(|| {
         // Colours only on a terminal (not in a log file, nor in an IDE's server log).
         tracing_subscriber::fmt::layer()
@@ -250,26 +291,7 @@ fn init_logging(log: &LogArgs, normal: &str) -> Logging {
             .with_span_list(true)
             .with_writer(std::io::stderr)
     });
-    let registry = tracing_subscriber::registry().with(filter).with(text).with(json);
-    #[cfg(feature = "otel")]
-    {
-        let wanted = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-            .iter()
-            .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
-        let provider = wanted
-            .then(|| muster::gateway::metrics::otel::otlp_provider("muster"))
-            .and_then(|built| built.map_err(|e| eprintln!("OpenTelemetry export is off: {e}")).ok());
-        let otel = provider
-            .as_ref()
-            .map(|p| muster::gateway::metrics::otel::layer(p, "muster-gateway"));
-        registry.with(otel).init();
-        Logging { provider }
-    }
-    #[cfg(not(feature = "otel"))]
-    {
-        registry.init();
-        Logging {}
-    }
+    Layer::and_then(text, json)
 }
 
 #[tokio::main]

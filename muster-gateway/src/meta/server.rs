@@ -34,7 +34,7 @@ use tracing::{Instrument, Span, field::Empty};
 use super::{AUTH_STATUS_URI, INSTRUCTIONS, MetaTool, MetaTools, call_context, definitions, native::page, session_of};
 use crate::{
     auth::challenge::{self, ChallengeSlot},
-    metrics::{CallTarget, Outcome, log_session},
+    metrics::{CallTarget, Outcome, REQUEST_SPAN, log_session},
 };
 
 impl MetaTools {
@@ -103,7 +103,7 @@ fn auth_status_resource() -> Resource {
 fn request_span(method: &'static str, ctx: &RequestContext<RoleServer>) -> Span {
     let parts = ctx.extensions.get::<http::request::Parts>();
     let span = tracing::info_span!(
-        "mcp_request",
+        REQUEST_SPAN,
         method,
         session = %log_session(&session_of(parts)),
         tool = Empty,

@@ -2,6 +2,13 @@
 //! and runs it inside a `tool_call` span carrying the session, tool, server, kind and, when done,
 //! the outcome.
 //!
+//! The `tool_call` span is at `info`, or at `debug` when the call runs inside an
+//! [`mcp_request`](REQUEST_SPAN) span, which already names the session and the request. At the
+//! default `info` level, the `tool_call` span was 6.5% of the gateway's instructions a call
+//! (callgrind, 152.8k to 142.8k through a stdio downstream); a line logged at `info` or above inside such a call still shows the
+//! request's span, and `debug` shows both. An exporter that wants every `tool_call` span
+//! enables it by name ([`TOOL_CALL_SPAN`]), as the reference gateway does for OpenTelemetry.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use muster_catalog::{Catalog, CatalogSource};
@@ -44,6 +51,28 @@ use tower::{Layer, Service};
 use tracing::{Instrument, Span, instrument::Instrumented};
 
 use super::{CallTarget, GatewayMetrics, Outcome};
+
+/// The name of the span an MCP request of the gateway runs in.
+pub const REQUEST_SPAN: &str = "mcp_request";
+
+/// The name of the span each call through [`MetricsLayer`] runs in.
+pub const TOOL_CALL_SPAN: &str = "tool_call";
+
+/// The `tool_call` span of `call` at `level`, a constant (a span's level is part of its static
+/// metadata).
+macro_rules! tool_call_span {
+    ($level:expr, $call:expr, $target:expr) => {
+        tracing::span!(
+            $level,
+            TOOL_CALL_SPAN,
+            session = %log_session(&$call.ctx.session),
+            tool = %$call.name,
+            server = %$target.server,
+            kind = $target.kind.as_str(),
+            outcome = tracing::field::Empty,
+        )
+    };
+}
 
 /// Counts, times and traces the calls of the service it wraps (see the [module](crate::metrics)).
 #[derive(Clone)]
@@ -125,14 +154,14 @@ where
         let catalog = self.catalog.catalog_for(&call.ctx.session);
         let target = CallTarget::of(&catalog, &call.name, &call.arguments);
         drop(catalog);
-        let span = tracing::info_span!(
-            "tool_call",
-            session = %log_session(&call.ctx.session),
-            tool = %call.name,
-            server = %target.server,
-            kind = target.kind.as_str(),
-            outcome = tracing::field::Empty,
-        );
+        let in_request = Span::current()
+            .metadata()
+            .is_some_and(|span| span.name() == REQUEST_SPAN);
+        let span = if in_request {
+            tool_call_span!(tracing::Level::DEBUG, call, target)
+        } else {
+            tool_call_span!(tracing::Level::INFO, call, target)
+        };
         let inner = span.in_scope(|| self.inner.call(call));
         ResponseFuture {
             inner: inner.instrument(span.clone()),

@@ -70,7 +70,7 @@ use prometheus_client::{
 };
 use rmcp::model::CallToolResult;
 
-pub use layer::{Metered, MetricsLayer, ResponseFuture, log_session};
+pub use layer::{Metered, MetricsLayer, REQUEST_SPAN, ResponseFuture, TOOL_CALL_SPAN, log_session};
 pub use source::{GaugeSnapshot, MetricsSource};
 pub use workflows::{CountingStore, MeteredObserver};
 

@@ -67,6 +67,36 @@ pub fn otlp_provider(service_name: &str) -> Result<SdkTracerProvider, OtlpError>
         .build())
 }
 
+/// The filter of the OpenTelemetry layer beside a log that has its own: what `filter` enables,
+/// and every [`tool_call`](crate::metrics::TOOL_CALL_SPAN) span, which is at `debug` inside a
+/// request's span (see [`MetricsLayer`](crate::metrics::MetricsLayer)), so that each call is
+/// exported whatever the log's level.
+///
+/// ```
+/// use tracing_subscriber::{EnvFilter, Layer, prelude::*};
+///
+/// let provider = muster_gateway::metrics::otel::SdkTracerProvider::builder().build();
+/// let subscriber = tracing_subscriber::registry()
+///     .with(tracing_subscriber::fmt::layer().with_filter(EnvFilter::new("info")))
+///     .with(
+///         muster_gateway::metrics::otel::layer(&provider, "muster")
+///             .with_filter(muster_gateway::metrics::otel::with_tool_calls(EnvFilter::new("info"))),
+///     );
+/// # drop(subscriber);
+/// ```
+pub fn with_tool_calls<S, F>(filter: F) -> impl tracing_subscriber::layer::Filter<S>
+where
+    S: tracing::Subscriber,
+    F: tracing_subscriber::layer::Filter<S>,
+{
+    use tracing_subscriber::filter::{FilterExt, LevelFilter, filter_fn};
+    let tool_calls = filter_fn(|meta| {
+        meta.is_span() && meta.name() == crate::metrics::TOOL_CALL_SPAN && meta.target().starts_with("muster_gateway")
+    })
+    .with_max_level_hint(LevelFilter::DEBUG);
+    filter.or(tool_calls)
+}
+
 /// The `tracing` layer that turns spans into OpenTelemetry spans of `provider`'s tracer
 /// `scope`.
 pub fn layer<S>(

@@ -251,3 +251,84 @@ fn transport_session_ids_are_logged_as_digests() {
     assert_ne!(log_session(&muster_core::SessionId::new("another-session")), shown);
     assert_eq!(log_session(&muster_core::SessionId::default()), "default");
 }
+
+/// A span seen: `name@LEVEL`, and its parent's name.
+type SpanSeen = (String, Option<String>);
+
+/// The spans a subscriber created.
+#[derive(Clone, Default)]
+struct SpansSeen(Arc<std::sync::Mutex<Vec<SpanSeen>>>);
+
+impl<S> tracing_subscriber::Layer<S> for SpansSeen
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let meta = attrs.metadata();
+        let parent = ctx.span(id).and_then(|s| s.parent()).map(|p| p.name().to_owned());
+        let seen = format!("{}@{}", meta.name(), meta.level());
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((seen, parent));
+    }
+}
+
+impl SpansSeen {
+    fn taken(&self) -> Vec<SpanSeen> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// The spans of one call through the layer, logged at `level`, inside a span named `around` if
+/// given.
+async fn call_seen(level: tracing::Level, around: Option<&'static str>) -> Vec<SpanSeen> {
+    use tracing::Instrument as _;
+    use tracing_subscriber::prelude::*;
+    let seen = SpansSeen::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::filter::LevelFilter::from_level(level))
+        .with(seen.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let service = ServiceBuilder::new()
+        .layer(MetricsLayer::new(
+            Arc::new(GatewayMetrics::new()),
+            catalog_with(vec![downstream("x_demo_echo", "demo")]),
+        ))
+        .service_fn(|_call: ToolCall| async { Ok::<_, ToolError>(CallToolResult::success(Vec::new())) });
+    let called = service.oneshot(call("x_demo_echo"));
+    match around {
+        Some(REQUEST_SPAN) => called.instrument(tracing::info_span!(REQUEST_SPAN)).await,
+        Some(_) => called.instrument(tracing::info_span!("handler")).await,
+        None => called.await,
+    }
+    .expect("answered");
+    seen.taken()
+}
+
+#[tokio::test]
+async fn a_tool_call_span_is_at_debug_inside_a_request_span_and_at_info_elsewhere() {
+    use tracing::Level;
+    let span = |name: &str, parent: Option<&str>| (name.to_owned(), parent.map(str::to_owned));
+    // Inside a request's span, which names the session and the request, the call's span is a
+    // debug span: at info only the request's is made.
+    assert_eq!(
+        call_seen(Level::INFO, Some(REQUEST_SPAN)).await,
+        vec![span("mcp_request@INFO", None)]
+    );
+    assert_eq!(
+        call_seen(Level::DEBUG, Some(REQUEST_SPAN)).await,
+        vec![
+            span("mcp_request@INFO", None),
+            span("tool_call@DEBUG", Some("mcp_request"))
+        ]
+    );
+    // Elsewhere (a call of an embedding service, in its own span or none) it is an info span.
+    assert_eq!(
+        call_seen(Level::INFO, Some("handler")).await,
+        vec![span("handler@INFO", None), span("tool_call@INFO", Some("handler"))]
+    );
+    assert_eq!(call_seen(Level::INFO, None).await, vec![span("tool_call@INFO", None)]);
+}

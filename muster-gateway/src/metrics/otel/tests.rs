@@ -55,12 +55,11 @@ fn provider() -> (SdkTracerProvider, Captured) {
     (provider, captured)
 }
 
-#[tokio::test]
-async fn a_tool_call_is_exported_as_a_span_with_its_tool_server_and_outcome() {
-    let (provider, captured) = provider();
-    let subscriber = tracing_subscriber::registry().with(layer(&provider, "muster-test"));
-    let _guard = tracing::subscriber::set_default(subscriber);
-
+/// A call of `x_demo_echo` (server `demo`) through [`MetricsLayer`], answered by `answer`.
+async fn metered_demo_echo<F>(answer: impl Fn() -> F + Clone) -> Result<rmcp::model::CallToolResult, ToolError>
+where
+    F: Future<Output = Result<rmcp::model::CallToolResult, ToolError>>,
+{
     let tool = rmcp::model::Tool::new("echo", "echoes", Arc::new(serde_json::Map::new()));
     let mut builder = Catalog::builder();
     builder.push_tool(ToolEntry::downstream("x_demo_echo", "demo", tool));
@@ -68,11 +67,22 @@ async fn a_tool_call_is_exported_as_a_span_with_its_tool_server_and_outcome() {
     let source: Arc<dyn CatalogSource> = Arc::new(move || Arc::clone(&catalog));
     let service = ServiceBuilder::new()
         .layer(MetricsLayer::new(Arc::new(GatewayMetrics::new()), source))
-        .service_fn(|_call: ToolCall| async {
-            Ok::<_, ToolError>(rmcp::model::CallToolResult::error(vec![ContentBlock::text("no")]))
-        });
+        .service_fn(move |_call: ToolCall| answer());
     let call = ToolCall::new("x_demo_echo".to_owned(), JsonObject::new(), CallContext::default());
-    service.oneshot(call).await.expect("answered");
+    service.oneshot(call).await
+}
+
+#[tokio::test]
+async fn a_tool_call_is_exported_as_a_span_with_its_tool_server_and_outcome() {
+    let (provider, captured) = provider();
+    let subscriber = tracing_subscriber::registry().with(layer(&provider, "muster-test"));
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    metered_demo_echo(|| async {
+        Ok::<_, ToolError>(rmcp::model::CallToolResult::error(vec![ContentBlock::text("no")]))
+    })
+    .await
+    .expect("answered");
 
     let spans = captured.named("tool_call");
     assert_eq!(spans.len(), 1, "one tool_call span exported");
@@ -252,4 +262,55 @@ async fn a_downstream_call_carries_the_callers_trace_in_meta_and_headers() {
     let sent = meta[0].clone().expect("the call's _meta carries a traceparent");
     assert!(sent.contains(&trace_id), "{sent} names the caller's trace {trace_id}");
     assert_eq!(headers, vec![Some(sent)], "the POST carries the same traceparent");
+}
+
+#[tokio::test]
+async fn with_tool_calls_exports_each_calls_span_where_the_log_leaves_it_out() {
+    use tracing::Instrument as _;
+    use tracing_subscriber::{EnvFilter, Layer as _};
+    let (provider, captured) = provider();
+    // What the log (filtered at info) formats: the spans it is handed.
+    let logged = Arc::new(Mutex::new(Vec::<String>::new()));
+    let subscriber = tracing_subscriber::registry()
+        .with(SpanNames(Arc::clone(&logged)).with_filter(EnvFilter::new("info")))
+        .with(layer(&provider, "muster-test").with_filter(with_tool_calls(EnvFilter::new("info"))));
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let called = metered_demo_echo(|| async {
+        tracing::debug!("not exported: an event at debug");
+        Ok::<_, ToolError>(rmcp::model::CallToolResult::success(Vec::new()))
+    });
+    let request = tracing::info_span!(crate::metrics::REQUEST_SPAN);
+    called.instrument(request).await.expect("answered");
+
+    // The log saw the request's span only; OpenTelemetry got both, the call in the request.
+    assert_eq!(
+        *logged.lock().unwrap_or_else(|e| e.into_inner()),
+        vec!["mcp_request".to_owned()]
+    );
+    let requests = captured.named("mcp_request");
+    let calls = captured.named("tool_call");
+    assert_eq!((requests.len(), calls.len()), (1, 1), "one span of each exported");
+    assert_eq!(calls[0].parent_span_id, requests[0].span_context.span_id());
+    assert_eq!(attribute(&calls[0], "server").as_deref(), Some("demo"));
+    assert!(
+        calls[0].events.is_empty(),
+        "no debug event exported: {:?}",
+        calls[0].events
+    );
+}
+
+/// Keeps the name of each span it is handed.
+struct SpanNames(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SpanNames {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let name = attrs.metadata().name().to_owned();
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(name);
+    }
 }
