@@ -3,6 +3,10 @@
 //! been quiet for [`DEBOUNCE`]: only the servers and workflows whose definitions changed are
 //! touched, and a file that no longer loads is reported while its last good definition stays in
 //! force.
+//!
+//! Only changes count: reading a definition (opening, reading, closing it unwritten) does not.
+//! Each reload reads the folders, and `notify` reports those reads: counted as changes, they
+//! started the next reload, twice a second for as long as the gateway ran.
 
 use std::{
     path::{Path, PathBuf},
@@ -10,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use notify::{RecursiveMode, Watcher};
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::{config_dir, registry::Registry, sync};
@@ -41,18 +45,22 @@ fn relevant(dir: &Path, path: &Path) -> bool {
     )
 }
 
-/// Watches `dir` and applies its changes to `registry`.
-pub fn watch(registry: &Arc<Registry>, dir: &Path) -> notify::Result<WatchHandle> {
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+/// Whether `event` changes a definition in `dir`: a file of a watched folder created, modified
+/// (its data, name or metadata) or removed. A read is no change.
+fn changes_definitions(dir: &Path, event: &notify::Event) -> bool {
+    !matches!(event.kind, EventKind::Access(_)) && event.paths.iter().any(|p| relevant(dir, p))
+}
+
+/// Watches the folders of `dir` (canonical), sending on `changes` at each change.
+fn watcher(dir: &Path, changes: mpsc::UnboundedSender<()>) -> notify::Result<notify::RecommendedWatcher> {
     for sub in [config_dir::MCPSERVERS_DIR, config_dir::WORKFLOWS_DIR] {
         // Watching needs the folders; creating them empty changes nothing.
         let _ = std::fs::create_dir_all(dir.join(sub));
     }
-    let (tx, rx) = mpsc::unbounded_channel();
-    let filter_dir = dir.clone();
+    let filter_dir = dir.to_path_buf();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-        Ok(event) if event.paths.iter().any(|p| relevant(&filter_dir, p)) => {
-            let _ = tx.send(());
+        Ok(event) if changes_definitions(&filter_dir, &event) => {
+            let _ = changes.send(());
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "watching the config directory failed"),
@@ -60,6 +68,14 @@ pub fn watch(registry: &Arc<Registry>, dir: &Path) -> notify::Result<WatchHandle
     for sub in [config_dir::MCPSERVERS_DIR, config_dir::WORKFLOWS_DIR] {
         watcher.watch(&dir.join(sub), RecursiveMode::NonRecursive)?;
     }
+    Ok(watcher)
+}
+
+/// Watches `dir` and applies its changes to `registry`.
+pub fn watch(registry: &Arc<Registry>, dir: &Path) -> notify::Result<WatchHandle> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let watcher = watcher(&dir, tx)?;
     let task = tokio::spawn(reload_loop(Arc::downgrade(registry), dir, rx));
     Ok(WatchHandle {
         _watcher: watcher,
@@ -89,5 +105,68 @@ async fn reload_loop(registry: Weak<Registry>, dir: PathBuf, mut changes: mpsc::
         let Some(registry) = registry.upgrade() else { return };
         let summary = sync::apply(&registry, &loaded);
         tracing::info!(?summary, "config directory change applied");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a change arrives on `changes` within `wait`.
+    async fn changed(changes: &mut mpsc::UnboundedReceiver<()>, wait: Duration) -> bool {
+        tokio::time::timeout(wait, changes.recv()).await.is_ok()
+    }
+
+    /// Waits until the changes have been quiet for a while.
+    async fn settle(changes: &mut mpsc::UnboundedReceiver<()>) {
+        while changed(changes, Duration::from_millis(200)).await {}
+    }
+
+    #[tokio::test]
+    async fn reading_a_definition_is_no_change_and_writing_one_is() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let dir = tmp.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(dir.join(config_dir::MCPSERVERS_DIR)).expect("mcpservers/");
+        let file = dir.join(config_dir::MCPSERVERS_DIR).join("demo.yaml");
+        std::fs::write(&file, "kind: MCPServer\n").expect("written");
+        let (tx, mut changes) = mpsc::unbounded_channel();
+        let _watcher = watcher(&dir, tx).expect("watching");
+
+        // What a reload does: list the folder, read each file.
+        for _ in 0..3 {
+            let listed = std::fs::read_dir(file.parent().expect("its folder")).expect("listed");
+            assert_eq!(listed.count(), 1);
+            assert_eq!(std::fs::read_to_string(&file).expect("read"), "kind: MCPServer\n");
+        }
+        assert!(
+            !changed(&mut changes, Duration::from_millis(400)).await,
+            "reading the definitions is no change"
+        );
+
+        std::fs::write(&file, "kind: MCPServer\nmetadata: {}\n").expect("rewritten");
+        assert!(
+            changed(&mut changes, Duration::from_secs(5)).await,
+            "an edit is a change"
+        );
+        settle(&mut changes).await;
+        std::fs::write(dir.join(config_dir::WORKFLOWS_DIR).join("w.yaml"), "kind: Workflow\n").expect("added");
+        assert!(
+            changed(&mut changes, Duration::from_secs(5)).await,
+            "a new file is a change"
+        );
+        settle(&mut changes).await;
+        std::fs::remove_file(&file).expect("removed");
+        assert!(
+            changed(&mut changes, Duration::from_secs(5)).await,
+            "a removal is a change"
+        );
+        settle(&mut changes).await;
+        // Elsewhere in the directory (the event log's folder) nothing counts.
+        std::fs::create_dir_all(dir.join("events")).expect("events/");
+        std::fs::write(dir.join("events").join("e.json"), "{}").expect("an event");
+        assert!(
+            !changed(&mut changes, Duration::from_millis(400)).await,
+            "not a watched folder"
+        );
     }
 }
