@@ -1,0 +1,195 @@
+use rmcp::{
+    ErrorData, ServerHandler, ServiceExt,
+    model::{CallToolResponse, CallToolResult, ContentBlock, ServerCapabilities, ServerConfig},
+    service::NotificationContext,
+    transport::{
+        StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService,
+        streamable_http_server::session::local::LocalSessionManager,
+    },
+};
+
+use super::*;
+
+/// A server whose tools answer who answered them (`front`, here, or `rmcp`) and on which
+/// session; `held` answers once the test releases it (the semaphore).
+#[derive(Clone)]
+struct WhoAnswered(Arc<SessionTable>, Arc<tokio::sync::Semaphore>);
+
+impl ServerHandler for WhoAnswered {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        if let Some(parts) = ctx.extensions.get::<http::request::Parts>() {
+            self.0.admit(parts, ctx.peer.clone());
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "held" {
+            self.1.acquire().await.expect("never closed").forget();
+        }
+        let who = if ctx.extensions.get::<CallStream>().is_some() {
+            "front"
+        } else {
+            "rmcp"
+        };
+        let session = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get(SESSION_ID))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!("{who} {session}"))]).into())
+    }
+}
+
+/// Serves [`WhoAnswered`] on loopback, rmcp ending sessions idle for `idle`, the table
+/// sending them to rmcp once per `touch`: its URL, and what releases a `held` call.
+async fn serve(idle: Duration, touch: Duration) -> (String, Arc<tokio::sync::Semaphore>) {
+    let table = Arc::new(SessionTable::default().with_touch_interval(touch));
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let handler = WhoAnswered(Arc::clone(&table), Arc::clone(&release));
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(idle);
+    let factory = handler.clone();
+    let rmcp_service = StreamableHttpService::new(
+        move || Ok(factory.clone()),
+        sessions.into(),
+        StreamableHttpServerConfig::default(),
+    );
+    let calls = SessionCalls::new(rmcp_service, Arc::new(handler), table, 1 << 20);
+    let app = axum::Router::new().nest_service("/mcp", calls);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/mcp"), release)
+}
+
+/// Who answered each of 24 calls made 150 ms apart by one client, whose sessions rmcp ends
+/// after 2 s without an event; and how many sessions they were made on (rmcp's client opens
+/// a new session when its session is gone).
+async fn calls_over_time(touch: Duration) -> (Vec<String>, usize) {
+    let (url, _) = serve(Duration::from_secs(2), touch).await;
+    let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.expect("connects");
+    let (mut who, mut sessions) = (Vec::new(), std::collections::BTreeSet::new());
+    for _ in 0..24 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let result = client
+            .call_tool(rmcp::model::CallToolRequestParams::new("who"))
+            .await
+            .expect("answered");
+        let text = result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone());
+        let text = text.unwrap_or_default();
+        let (answerer, session) = text.split_once(' ').expect("who and where");
+        who.push(answerer.to_owned());
+        sessions.insert(session.to_owned());
+    }
+    (who, sessions.len())
+}
+
+#[tokio::test]
+async fn a_session_used_only_for_calls_stays_alive_because_rmcp_sees_one_now_and_then() {
+    let (who, sessions) = calls_over_time(Duration::from_millis(300)).await;
+    assert_eq!(sessions, 1, "one session throughout: {who:?}");
+    let front = who.iter().filter(|w| *w == "front").count();
+    let rmcp = who.iter().filter(|w| *w == "rmcp").count();
+    assert_eq!(front + rmcp, who.len(), "{who:?}");
+    assert!(front >= 12, "most calls are answered in front: {who:?}");
+    assert!(rmcp >= 3, "one call per interval goes to rmcp: {who:?}");
+}
+
+#[tokio::test]
+async fn without_those_calls_rmcp_ends_a_session_in_use() {
+    let (who, sessions) = calls_over_time(Duration::from_secs(3600)).await;
+    assert!(sessions > 1, "rmcp ended the session it never saw: {who:?}");
+}
+
+/// A raw HTTP client of one initialized session at `url`.
+struct RawSession {
+    http: reqwest::Client,
+    url: String,
+    id: String,
+}
+
+impl RawSession {
+    async fn open(url: &str) -> Self {
+        let http = reqwest::Client::new();
+        let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}});
+        let response = Self::post_to(&http, url, None, &initialize).await;
+        let id = response.headers().get(SESSION_ID).and_then(|v| v.to_str().ok());
+        let id = id.expect("a session id").to_owned();
+        let _ = response.bytes().await;
+        let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let response = Self::post_to(&http, url, Some(&id), &initialized).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        Self {
+            http,
+            url: url.to_owned(),
+            id,
+        }
+    }
+
+    async fn post_to(
+        http: &reqwest::Client,
+        url: &str,
+        session: Option<&str>,
+        message: &serde_json::Value,
+    ) -> reqwest::Response {
+        let mut request = http
+            .post(url)
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(PROTOCOL_VERSION, "2025-06-18")
+            .json(message);
+        if let Some(session) = session {
+            request = request.header(SESSION_ID, session);
+        }
+        request.send().await.expect("an answer")
+    }
+
+    /// Calls `tool`; resolves with the response's head.
+    async fn call(&self, tool: &str) -> reqwest::Response {
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool}});
+        let response = Self::post_to(&self.http, &self.url, Some(&self.id), &call).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        response
+    }
+}
+
+#[tokio::test]
+async fn a_quick_calls_head_waits_for_its_answer_and_a_slow_calls_does_not() {
+    let (url, release) = serve(Duration::from_secs(60), TOUCH_INTERVAL).await;
+    let session = RawSession::open(&url).await;
+
+    // A quick call: the first bytes of the stream are its answer, answered in front.
+    let mut quick = session.call("who").await;
+    let first = quick.chunk().await.expect("readable").expect("an event");
+    let first = String::from_utf8_lossy(&first).into_owned();
+    assert!(first.starts_with("data: ") && first.contains("front"), "{first:?}");
+
+    // A held call: its head waits for a first event (it cannot come before HEAD_WAIT), then
+    // comes while the call is still running (it is released only after), with an SSE
+    // comment first; then the answer.
+    let call = session.call("held");
+    tokio::pin!(call);
+    let early = tokio::time::timeout(HEAD_WAIT / 2, call.as_mut()).await;
+    assert!(early.is_err(), "the head waits for the call's first event");
+    let mut held = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the head does not wait for the answer");
+    let comment = held.chunk().await.expect("readable").expect("a comment");
+    assert_eq!(&comment[..], b":\n\n");
+    release.add_permits(1);
+    let rest = held.bytes().await.expect("the rest");
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.starts_with("data: ") && rest.contains("front"), "{rest:?}");
+}
