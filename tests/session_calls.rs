@@ -44,12 +44,17 @@ impl Answer {
             .collect()
     }
 
-    /// Whether rmcp answered: its streams open with a priming event.
-    fn primed_by_rmcp(&self) -> bool {
-        self.events
+    /// Whether rmcp answered: its event ids are numbers (`0`, `0/3`), where the gateway's are
+    /// `call-N-I`; both streams open with a priming event.
+    fn answered_by_rmcp(&self) -> bool {
+        let ids: Vec<&str> = self
+            .events
             .iter()
             .flatten()
-            .any(|l| l.starts_with("retry:") || l.starts_with("id:"))
+            .filter_map(|l| l.strip_prefix("id: "))
+            .collect();
+        assert!(!ids.is_empty(), "a primed stream: {:?}", self.events);
+        ids.iter().all(|id| !id.starts_with("call-"))
     }
 }
 
@@ -176,7 +181,7 @@ async fn a_call_on_an_established_session_is_answered_in_front_of_rmcp_with_its_
         )
         .await;
     assert_eq!(answer.status, 200);
-    assert!(!answer.primed_by_rmcp(), "answered by rmcp: {answer:?}");
+    assert!(!answer.answered_by_rmcp(), "answered by rmcp: {answer:?}");
     let messages = answer.messages();
     let (last, progress) = messages.split_last().expect("an answer");
     assert_eq!(last["id"], 7, "{last}");
@@ -201,7 +206,7 @@ async fn a_call_on_an_established_session_is_answered_in_front_of_rmcp_with_its_
     let listed = session
         .post(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}), &[])
         .await;
-    assert!(listed.primed_by_rmcp(), "{listed:?}");
+    assert!(listed.answered_by_rmcp(), "{listed:?}");
     assert_eq!(listed.messages().last().expect("an answer")["id"], 8);
     h.stop().await;
 }
@@ -226,7 +231,7 @@ async fn a_call_rmcp_would_refuse_is_refused_on_an_established_session() {
     // An allowed origin is rmcp's to judge too (the handshake named none), and it passes.
     let allowed = session.post(echo(3), &[("origin", "https://chat.example.com")]).await;
     assert_eq!(allowed.status, 200, "{allowed:?}");
-    assert!(allowed.primed_by_rmcp(), "{allowed:?}");
+    assert!(allowed.answered_by_rmcp(), "{allowed:?}");
     assert_eq!(result_text(allowed.messages().last().expect("an answer")), "slept 0s");
     // A protocol version rmcp does not know.
     let unknown = session.post(echo(4), &[("mcp-protocol-version", "1999-01-01")]).await;
@@ -237,7 +242,7 @@ async fn a_call_rmcp_would_refuse_is_refused_on_an_established_session() {
     // With the handshake's headers, the call is answered in front.
     let plain = session.post(echo(6), &[]).await;
     assert_eq!(plain.status, 200);
-    assert!(!plain.primed_by_rmcp(), "{plain:?}");
+    assert!(!plain.answered_by_rmcp(), "{plain:?}");
     assert_eq!(result_text(plain.messages().last().expect("an answer")), "slept 0s");
 
     // An end rmcp refuses ends nothing: the session still answers in front.
@@ -251,7 +256,7 @@ async fn a_call_rmcp_would_refuse_is_refused_on_an_established_session() {
         .expect("answers");
     assert_eq!(refused.status(), 403);
     let still = session.post(echo(9), &[]).await;
-    assert!(!still.primed_by_rmcp(), "{still:?}");
+    assert!(!still.answered_by_rmcp(), "{still:?}");
     assert_eq!(result_text(still.messages().last().expect("an answer")), "slept 0s");
 
     // A session its client ended answers nothing, and one never opened neither.
@@ -292,7 +297,7 @@ where
     let answer = tokio::time::timeout(Duration::from_secs(10), Answer::read(response))
         .await
         .expect("the call ends long before its 30 s");
-    assert!(!answer.primed_by_rmcp(), "{answer:?}");
+    assert!(!answer.answered_by_rmcp(), "{answer:?}");
     h.stop().await;
 }
 

@@ -27,9 +27,12 @@
 //!   idle minutes, and calls answered here are no events to it, so a call after a quiet minute
 //!   goes to rmcp and keeps the session alive.
 //!
-//! What differs from rmcp's answer: the SSE stream carries no event ids, so a client cannot
-//! resume it after a dropped connection (loopback clients never need to; a call whose stream
-//! is lost still runs to its end, as under rmcp). A `notifications/cancelled` for a call
+//! The stream is resumable as rmcp's are: it is primed, its events have ids, and a `GET` with
+//! the `Last-Event-ID` of one of them gets the rest, also once the call has ended, for a minute
+//! (see `replay.rs`). The ids are of the gateway's own form (`call-N-I`); a `GET` naming one
+//! is answered here, any other goes to rmcp. What differs from rmcp's answer: a stream that
+//! reached its end (its answer went out) is not kept, so a client that lost the answer's bytes
+//! after they left the gateway cannot get them again. A `notifications/cancelled` for a call
 //! answered here is taken here too, and cancels it; so does a `DELETE` of its session, once
 //! rmcp accepted it. That `DELETE` is answered 204 No Content where rmcp says 202 Accepted (the
 //! session is gone, not pending, and the MCP Python SDK counts 202 as a failed end).
@@ -94,6 +97,7 @@ const HEAD_WAIT: Duration = Duration::from_millis(100);
 
 pub(crate) const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
 /// The headers whose values rmcp's checks of a POST read.
 const VALIDATED: [HeaderName; 5] = [
     header::HOST,
@@ -140,6 +144,8 @@ struct LiveSession {
     calls: Mutex<HashMap<RequestId, CancellationToken>>,
     /// When rmcp last saw a request of this session (milliseconds since the table started).
     touched: AtomicU64,
+    /// The streams of its calls, for a client that lost one to resume it.
+    replays: Arc<replay::Replays>,
 }
 
 impl SessionTable {
@@ -181,6 +187,7 @@ impl SessionTable {
             headers,
             calls: Mutex::default(),
             touched: AtomicU64::new(self.now()),
+            replays: Arc::default(),
         });
         let mut sessions = self.sessions.write().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|_, s| !s.peer.is_transport_closed());
@@ -227,6 +234,20 @@ fn legacy_version(headers: &HeaderMap) -> bool {
 }
 
 impl LiveSession {
+    /// Whether a `GET` with `headers` passes rmcp's checks of one (its host, origin and protocol
+    /// version as the admitted POST's, and an `Accept` of SSE).
+    fn resumes(&self, headers: &HeaderMap) -> bool {
+        let same = |name: &HeaderName| headers.get_all(name).iter().eq(self.headers.get_all(name).iter());
+        let sse = headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")));
+        sse && [header::HOST, header::ORIGIN, HeaderName::from_static(PROTOCOL_VERSION)]
+            .iter()
+            .all(same)
+            && STANDARD.iter().all(|name| !headers.contains_key(name))
+    }
+
     /// Whether a request with `headers` passes rmcp's checks as the admitted POST did.
     fn validates(&self, headers: &HeaderMap) -> bool {
         let same = |name: &HeaderName| headers.get_all(name).iter().eq(self.headers.get_all(name).iter());
@@ -351,6 +372,19 @@ where
             Method::DELETE => {
                 return Box::pin(end_session(S::clone(&self.inner), request, Arc::clone(&self.table)));
             }
+            Method::GET => {
+                // A client resuming the stream of a call answered here.
+                let headers = request.headers();
+                let resumed = headers.get(LAST_EVENT_ID).and_then(|v| v.to_str().ok());
+                if let Some((n, after)) = resumed.and_then(replay::replay_event_id)
+                    && let Some(session) = self.table.session_of(headers)
+                    && session.resumes(headers)
+                {
+                    let response = replay::resume(&session.replays, n, after, KEEP_ALIVE);
+                    return Box::pin(std::future::ready(Ok(response)));
+                }
+                None
+            }
             _ => None,
         };
         let Some(session) = session else {
@@ -468,6 +502,7 @@ async fn answer<H: rmcp::Service<RoleServer> + Send + Sync + 'static>(
     ctx.extensions.insert(parts);
     ctx.extensions.insert(CallStream(messages));
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let replays = Arc::clone(&session.replays);
     let call = Box::pin(async move {
         let result = rmcp::Service::handle_request(&*handler, request, ctx).await;
         session.calls.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
@@ -476,38 +511,92 @@ async fn answer<H: rmcp::Service<RoleServer> + Send + Sync + 'static>(
             Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
         }
     });
-    let mut body = CallBody {
-        call: Some(call),
-        answer: None,
-        first: None,
-        outbox,
-        keep_alive: Box::pin(tokio::time::sleep(HEAD_WAIT)),
-    };
+    let mut body = CallBody::new(call, outbox, replays);
     // The head goes out with the first event: by HEAD_WAIT, there is one (a comment at least).
     body.first = futures::StreamExt::next(&mut body).await.and_then(Result::ok);
-    let mut response = Response::new(Body::from_stream(body));
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    replay::sse_response(Body::from_stream(body))
 }
 
 type CallFuture = Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>;
 
-/// The SSE stream of a call answered in front: the call's progress as it reports it, then its
-/// answer, with a comment every [`KEEP_ALIVE`] while nothing else is sent.
+/// The SSE stream of a call answered in front: a priming event, the call's progress as it
+/// reports it, then its answer, each with its id ([`replay`]), and a comment every
+/// [`KEEP_ALIVE`] while nothing else is sent.
 ///
 /// The call runs as the body is polled, by the connection's task, so its answer reaches the
-/// client without a hop between tasks. When the client goes before the call ends, the call is
-/// handed to a task of its own and runs to its end, as under rmcp.
+/// client without a hop between tasks. When the client goes before the stream's end, the call is
+/// handed to a task of its own and runs to its end, as under rmcp, its events going on into its
+/// replay for the client to resume.
 struct CallBody {
+    events: CallEvents,
+    replay: Arc<replay::Replay>,
+    replays: Arc<replay::Replays>,
+    /// Whether the priming event went out.
+    primed: bool,
+    /// Whether the stream reached its end (the answer went out).
+    finished: bool,
+    /// The first event, read before the response's head was sent.
+    first: Option<Bytes>,
+    keep_alive: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl CallBody {
+    /// The stream of `call`, whose progress comes on `outbox`, kept in a replay of `replays`.
+    fn new(
+        call: CallFuture,
+        outbox: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
+        replays: Arc<replay::Replays>,
+    ) -> Self {
+        Self {
+            events: CallEvents {
+                call: Some(call),
+                answer: None,
+                outbox,
+            },
+            replay: replays.open(),
+            replays,
+            primed: false,
+            finished: false,
+            first: None,
+            keep_alive: Box::pin(tokio::time::sleep(HEAD_WAIT)),
+        }
+    }
+}
+
+/// What a call sends on its stream, in order: its progress, then its answer.
+struct CallEvents {
     call: Option<CallFuture>,
     /// The answer, held until the progress reported before it has gone out.
     answer: Option<ServerJsonRpcMessage>,
-    /// The first event, read before the response's head was sent.
-    first: Option<Bytes>,
     outbox: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
-    keep_alive: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl CallEvents {
+    /// The next message; `None` once the answer went.
+    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<ServerJsonRpcMessage>> {
+        if let Some(answer) = self.answer.take() {
+            // The call's context, and every sender with it, is gone: what is queued is all.
+            return Poll::Ready(Some(match self.outbox.try_recv() {
+                Ok(progress) => {
+                    self.answer = Some(answer);
+                    progress
+                }
+                Err(_) => answer,
+            }));
+        }
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if let Poll::Ready(Some(progress)) = self.outbox.poll_recv(cx) {
+            return Poll::Ready(Some(progress));
+        }
+        if let Poll::Ready(answer) = call.as_mut().poll(cx) {
+            self.call = None;
+            self.answer = Some(answer);
+            return self.poll_message(cx);
+        }
+        Poll::Pending
+    }
 }
 
 impl futures::Stream for CallBody {
@@ -518,30 +607,29 @@ impl futures::Stream for CallBody {
         if let Some(first) = this.first.take() {
             return Poll::Ready(Some(Ok(first)));
         }
-        if let Some(answer) = this.answer.take() {
-            // The call's context, and every sender with it, is gone: what is queued is all.
-            return Poll::Ready(Some(Ok(match this.outbox.try_recv() {
-                Ok(progress) => {
-                    this.answer = Some(answer);
-                    event(&progress)
+        match this.events.poll_message(cx) {
+            Poll::Ready(Some(message)) => {
+                let event = this.replay.push(&message, this.primed);
+                this.primed = true;
+                return Poll::Ready(Some(Ok(event)));
+            }
+            Poll::Ready(None) => {
+                if !this.finished {
+                    this.finished = true;
+                    this.replays.close(this.replay.number());
                 }
-                Err(_) => event(&answer),
-            })));
-        }
-        let Some(call) = this.call.as_mut() else {
-            return Poll::Ready(None);
-        };
-        if let Poll::Ready(Some(progress)) = this.outbox.poll_recv(cx) {
-            return Poll::Ready(Some(Ok(event(&progress))));
-        }
-        if let Poll::Ready(answer) = call.as_mut().poll(cx) {
-            this.call = None;
-            this.answer = Some(answer);
-            return Pin::new(this).poll_next(cx);
+                return Poll::Ready(None);
+            }
+            Poll::Pending => {}
         }
         if this.keep_alive.as_mut().poll(cx).is_ready() {
             this.keep_alive.as_mut().reset(tokio::time::Instant::now() + KEEP_ALIVE);
-            return Poll::Ready(Some(Ok(Bytes::from_static(b":\n\n"))));
+            let comment = b":\n\n";
+            if !this.primed {
+                this.primed = true;
+                return Poll::Ready(Some(Ok(this.replay.primed(comment))));
+            }
+            return Poll::Ready(Some(Ok(Bytes::from_static(comment))));
         }
         Poll::Pending
     }
@@ -549,22 +637,30 @@ impl futures::Stream for CallBody {
 
 impl Drop for CallBody {
     fn drop(&mut self) {
-        if let Some(call) = self.call.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(call);
+        if self.finished {
+            return;
         }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // The client went before the stream's end: the rest goes into the replay.
+        let mut events = CallEvents {
+            call: self.events.call.take(),
+            answer: self.events.answer.take(),
+            outbox: std::mem::replace(&mut self.events.outbox, mpsc::unbounded_channel().1),
+        };
+        let (replay, primed) = (Arc::clone(&self.replay), self.primed);
+        runtime.spawn(async move {
+            let mut primed = primed;
+            while let Some(message) = std::future::poll_fn(|cx| events.poll_message(cx)).await {
+                replay.push(&message, primed);
+                primed = true;
+            }
+            replay.end();
+        });
     }
 }
 
-/// `message` as one SSE event (compact JSON holds no newline, so one `data` line).
-fn event(message: &ServerJsonRpcMessage) -> Bytes {
-    let mut frame = Vec::with_capacity(256);
-    frame.extend_from_slice(b"data: ");
-    serde_json::to_writer(&mut frame, message).expect("a JSON-RPC message serializes");
-    frame.extend_from_slice(b"\n\n");
-    Bytes::from(frame)
-}
-
+mod replay;
 #[cfg(test)]
 mod tests;

@@ -170,11 +170,15 @@ async fn a_quick_calls_head_waits_for_its_answer_and_a_slow_calls_does_not() {
     let (url, release) = serve(Duration::from_secs(60), TOUCH_INTERVAL).await;
     let session = RawSession::open(&url).await;
 
-    // A quick call: the first bytes of the stream are its answer, answered in front.
+    // A quick call: the first bytes of the stream are its priming event and its answer,
+    // answered in front.
     let mut quick = session.call("who").await;
     let first = quick.chunk().await.expect("readable").expect("an event");
     let first = String::from_utf8_lossy(&first).into_owned();
-    assert!(first.starts_with("data: ") && first.contains("front"), "{first:?}");
+    let answer = first
+        .strip_prefix("data: \nid: call-0-0\nretry: 3000\n\n")
+        .unwrap_or_default();
+    assert!(answer.starts_with("data: {") && answer.contains("front"), "{first:?}");
 
     // A held call: its head waits for a first event (it cannot come before HEAD_WAIT), then
     // comes while the call is still running (it is released only after), with an SSE
@@ -187,9 +191,98 @@ async fn a_quick_calls_head_waits_for_its_answer_and_a_slow_calls_does_not() {
         .await
         .expect("the head does not wait for the answer");
     let comment = held.chunk().await.expect("readable").expect("a comment");
-    assert_eq!(&comment[..], b":\n\n");
+    assert_eq!(
+        &comment[..],
+        b"data: \nid: call-1-0\nretry: 3000\n\n:\n\n",
+        "primed, then a comment"
+    );
     release.add_permits(1);
     let rest = held.bytes().await.expect("the rest");
     let rest = String::from_utf8_lossy(&rest);
     assert!(rest.starts_with("data: ") && rest.contains("front"), "{rest:?}");
+}
+
+impl RawSession {
+    /// Resumes the stream of a call after the event `last`.
+    async fn resume(&self, last: &str) -> reqwest::Response {
+        self.http
+            .get(&self.url)
+            .header(header::ACCEPT, "text/event-stream")
+            .header(PROTOCOL_VERSION, "2025-06-18")
+            .header(SESSION_ID, &self.id)
+            .header(LAST_EVENT_ID, last)
+            .send()
+            .await
+            .expect("an answer")
+    }
+}
+
+#[tokio::test]
+async fn a_call_whose_stream_broke_is_resumed_from_its_last_event() {
+    let (url, release) = serve(Duration::from_secs(60), TOUCH_INTERVAL).await;
+    let session = RawSession::open(&url).await;
+
+    // The stream is primed: the client has an event id before anything else comes.
+    let mut held = session.call("held").await;
+    let primed = held.chunk().await.expect("readable").expect("the priming event");
+    let primed = String::from_utf8_lossy(&primed).into_owned();
+    assert!(
+        primed.starts_with("data: \nid: call-0-0\nretry: 3000\n\n"),
+        "{primed:?}"
+    );
+    // The connection breaks while the call runs; the client comes back for the rest.
+    drop(held);
+    let resumed = session.resume("call-0-0").await;
+    assert_eq!(resumed.status(), StatusCode::OK);
+    release.add_permits(1);
+    let rest = tokio::time::timeout(Duration::from_secs(10), resumed.text())
+        .await
+        .expect("the resumed stream ends with the answer")
+        .expect("the rest");
+    assert!(
+        rest.starts_with("data: {") && rest.contains("front") && rest.ends_with("\nid: call-0-1\n\n"),
+        "{rest:?}"
+    );
+    // Delivered: asked again, the stream is empty (and ends).
+    let again = session.resume("call-0-0").await.text().await.expect("empty");
+    assert_eq!(again, "");
+}
+
+#[tokio::test]
+async fn a_call_whose_stream_is_dropped_runs_on_into_its_replay() {
+    use futures::StreamExt as _;
+    let replays = Arc::new(replay::Replays::default());
+    let (answer, answered) = tokio::sync::oneshot::channel::<()>();
+    let (progress, outbox) = mpsc::unbounded_channel();
+    let call: CallFuture = Box::pin(async move {
+        let _ = answered.await;
+        ServerJsonRpcMessage::response(rmcp::model::ServerResult::empty(()), RequestId::Number(7))
+    });
+    let mut body = CallBody::new(call, outbox, Arc::clone(&replays));
+    progress
+        .send(ServerJsonRpcMessage::notification(
+            rmcp::model::ServerNotification::ToolListChangedNotification(Default::default()),
+        ))
+        .expect("queued");
+    let first = body.next().await.expect("an event").expect("bytes");
+    assert!(String::from_utf8_lossy(&first).ends_with("id: call-0-1\n\n"));
+    drop(body);
+    answer.send(()).expect("the call waits");
+
+    // The answer is resumed after the event the client had.
+    let response = replay::resume(&replays, 0, 1, KEEP_ALIVE);
+    let rest = response
+        .into_body()
+        .into_data_stream()
+        .map(|b| b.expect("bytes"))
+        .collect();
+    let rest: Vec<Bytes> = tokio::time::timeout(Duration::from_secs(10), rest)
+        .await
+        .expect("the call ran on to its end");
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    let answer = String::from_utf8_lossy(&rest[0]);
+    assert!(
+        answer.starts_with("data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\nid: call-0-2\n\n"),
+        "{answer}"
+    );
 }

@@ -1,0 +1,369 @@
+//! Resumable streams of the calls answered in front of rmcp: event ids, and what a client that
+//! lost a call's stream gets back when it asks for it again.
+//!
+//! A call's SSE stream starts with a priming event, as rmcp's streams do (SEP-1699): an empty
+//! `data` with the id `call-N-0` and a `retry` of [`RETRY`]. Each event after it has the id
+//! `call-N-I`, `N` numbering the session's calls and `I` the stream's events. The events are
+//! kept in the call's [`Replay`] while the stream runs. When the stream reaches its end (the
+//! answer went out), the replay is forgotten. When it is dropped before (the client's connection
+//! broke), the call runs on and its events go on into the replay, which is kept for [`RETAIN`]
+//! after the call ends. A `GET` of the session with `Last-Event-ID: call-N-I` then gets the
+//! events after `I`, and the rest as they come ([`resume`]). A replay that is gone (the stream
+//! had reached its end, or more than [`RETAIN`] passed) gives an empty stream, as rmcp's resume
+//! of an unknown event does, so that the client stops asking.
+//!
+//! ```text
+//! data:
+//! id: call-12-0
+//! retry: 3000
+//!
+//! data: {"jsonrpc":"2.0","method":"notifications/progress","params":{...}}
+//! id: call-12-1
+//!
+//! data: {"jsonrpc":"2.0","id":7,"result":{...}}
+//! id: call-12-2
+//! ```
+//!
+//! A client that got `call-12-1` and lost the stream sends `GET` with `Last-Event-ID: call-12-1`
+//! and gets `call-12-2`, the answer.
+
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use axum::{
+    body::{Body, Bytes},
+    response::Response,
+};
+use http::{HeaderValue, header};
+use rmcp::model::ServerJsonRpcMessage;
+use tokio::sync::Notify;
+
+/// The reconnection delay a call's stream asks for (rmcp's `sse_retry`).
+pub(super) const RETRY: Duration = Duration::from_secs(3);
+
+/// How long the events of a call whose stream broke are kept after the call ends.
+pub(super) const RETAIN: Duration = Duration::from_secs(60);
+
+/// At most this many ended replays are kept per session (the oldest go first).
+const MAX_ENDED: usize = 64;
+
+const PREFIX: &str = "call-";
+
+/// The call number and event index of an event id of ours (`call-N-I`).
+pub(super) fn replay_event_id(id: &str) -> Option<(u64, usize)> {
+    let (n, i) = id.strip_prefix(PREFIX)?.split_once('-')?;
+    Some((n.parse().ok()?, i.parse().ok()?))
+}
+
+/// The replays of one session's calls.
+#[derive(Debug, Default)]
+pub(super) struct Replays {
+    next: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Replay>>>,
+}
+
+impl Replays {
+    /// The replay of a new call's stream; ended replays past [`RETAIN`] are forgotten.
+    pub(super) fn open(&self) -> Arc<Replay> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let replay = Arc::new(Replay::new(n));
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.len() > 16 {
+            forget_ended(&mut open);
+        }
+        open.insert(n, Arc::clone(&replay));
+        replay
+    }
+
+    /// Forgets replay `n`: its events reached the client.
+    pub(super) fn close(&self, n: u64) {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&n);
+    }
+
+    fn find(&self, n: u64) -> Option<Arc<Replay>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).get(&n).cloned()
+    }
+}
+
+/// Forgets the replays that ended more than [`RETAIN`] ago, and the oldest ended ones over
+/// [`MAX_ENDED`].
+fn forget_ended(open: &mut HashMap<u64, Arc<Replay>>) {
+    let now = Instant::now();
+    let mut ended: Vec<(Instant, u64)> = open
+        .iter()
+        .filter_map(|(n, replay)| replay.ended().map(|at| (at, *n)))
+        .collect();
+    ended.sort_unstable();
+    let over = ended.len().saturating_sub(MAX_ENDED);
+    for (i, (at, n)) in ended.into_iter().enumerate() {
+        if i < over || now.duration_since(at) > RETAIN {
+            open.remove(&n);
+        }
+    }
+}
+
+/// Writes `n` in decimal.
+fn write_number(frame: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    frame.extend_from_slice(&digits[at..]);
+}
+
+/// The events of one call's stream, as sent (with their ids).
+#[derive(Debug)]
+pub(super) struct Replay {
+    n: u64,
+    state: Mutex<State>,
+    grown: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Event `I` is at `I - 1`.
+    events: Vec<Bytes>,
+    /// When the call's last event was added.
+    ended: Option<Instant>,
+}
+
+impl Replay {
+    fn new(n: u64) -> Self {
+        Self {
+            n,
+            state: Mutex::default(),
+            grown: Notify::new(),
+        }
+    }
+
+    /// The call's number in its session.
+    pub(super) fn number(&self) -> u64 {
+        self.n
+    }
+
+    /// Adds `message` as the stream's next event, returned as sent: after the priming event
+    /// when `primed` is false.
+    pub(super) fn push(&self, message: &ServerJsonRpcMessage, primed: bool) -> Bytes {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut frame = Vec::with_capacity(256);
+        if !primed {
+            self.write_priming(&mut frame);
+        }
+        frame.extend_from_slice(b"data: ");
+        serde_json::to_writer(&mut frame, message).expect("a JSON-RPC message serializes");
+        self.write_id(&mut frame, state.events.len() + 1);
+        frame.push(b'\n');
+        let event = Bytes::from(frame);
+        state.events.push(event.clone());
+        drop(state);
+        self.grown.notify_waiters();
+        event
+    }
+
+    /// The priming event alone, and `then` after it.
+    pub(super) fn primed(&self, then: &[u8]) -> Bytes {
+        let mut frame = Vec::with_capacity(64 + then.len());
+        self.write_priming(&mut frame);
+        frame.extend_from_slice(then);
+        Bytes::from(frame)
+    }
+
+    fn write_priming(&self, frame: &mut Vec<u8>) {
+        frame.extend_from_slice(b"data: ");
+        self.write_id(frame, 0);
+        frame.extend_from_slice(b"retry: ");
+        write_number(frame, u64::try_from(RETRY.as_millis()).unwrap_or(u64::MAX));
+        frame.extend_from_slice(b"\n\n");
+    }
+
+    /// `\nid: call-N-I\n` (written without `fmt`, which cost ten times as much).
+    fn write_id(&self, frame: &mut Vec<u8>, index: usize) {
+        frame.extend_from_slice(b"\nid: ");
+        frame.extend_from_slice(PREFIX.as_bytes());
+        write_number(frame, self.n);
+        frame.push(b'-');
+        write_number(frame, index as u64);
+        frame.push(b'\n');
+    }
+
+    /// Notes that the call sent its last event.
+    pub(super) fn end(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).ended = Some(Instant::now());
+        self.grown.notify_waiters();
+    }
+
+    fn ended(&self) -> Option<Instant> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).ended
+    }
+
+    /// Event `index` (1-based) if it is there, else whether the stream has ended.
+    fn event(&self, index: usize) -> Result<Bytes, bool> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match state.events.get(index - 1) {
+            Some(event) => Ok(event.clone()),
+            None => Err(state.ended.is_some()),
+        }
+    }
+}
+
+/// The answer to a `GET` with `Last-Event-ID: call-N-I`: the events of call `N` after `I`,
+/// then the rest as they come, with a comment every `keep_alive` while none does; an empty
+/// stream when the call's replay is gone.
+pub(super) fn resume(replays: &Arc<Replays>, n: u64, after: usize, keep_alive: Duration) -> Response {
+    let replay = replays.find(n);
+    let replays = Arc::clone(replays);
+    let events = futures::stream::unfold((replay, after + 1), move |(replay, next)| {
+        let replays = Arc::clone(&replays);
+        async move {
+            let replay = replay?;
+            loop {
+                // Waiting starts before the look, so that an event added in between wakes it.
+                let step = {
+                    let grown = replay.grown.notified();
+                    tokio::pin!(grown);
+                    grown.as_mut().enable();
+                    match replay.event(next) {
+                        Ok(event) => Some(event),
+                        Err(true) => {
+                            // Everything reached this client.
+                            replays.close(replay.n);
+                            return None;
+                        }
+                        Err(false) => match tokio::time::timeout(keep_alive, grown).await {
+                            Ok(()) => continue,
+                            Err(_) => None,
+                        },
+                    }
+                };
+                return match step {
+                    Some(event) => Some((Ok::<_, Infallible>(event), (Some(replay), next + 1))),
+                    None => Some((Ok(Bytes::from_static(b":\n\n")), (Some(replay), next))),
+                };
+            }
+        }
+    });
+    sse_response(Body::from_stream(events))
+}
+
+/// An SSE response of `body`.
+pub(super) fn sse_response(body: Body) -> Response {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::NumberOrString;
+
+    use super::*;
+
+    fn message(n: i64) -> ServerJsonRpcMessage {
+        ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::CustomResult(rmcp::model::CustomResult(serde_json::json!({"n": n}))),
+            NumberOrString::Number(n),
+        )
+    }
+
+    #[test]
+    fn events_are_numbered_after_the_priming_event() {
+        let replays = Replays::default();
+        let (first, second) = (replays.open(), replays.open());
+        assert_eq!((first.number(), second.number()), (0, 1));
+        let event = String::from_utf8(second.push(&message(1), false).to_vec()).expect("text");
+        assert_eq!(
+            event,
+            "data: \nid: call-1-0\nretry: 3000\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"n\":1}}\nid: call-1-1\n\n"
+        );
+        let event = String::from_utf8(second.push(&message(2), true).to_vec()).expect("text");
+        assert!(
+            event.starts_with("data: {") && event.ends_with("\nid: call-1-2\n\n"),
+            "{event}"
+        );
+        assert_eq!(
+            &second.primed(b":\n\n")[..],
+            b"data: \nid: call-1-0\nretry: 3000\n\n:\n\n"
+        );
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 10, 3000, 1_234_567_890, u64::MAX] {
+            let mut frame = Vec::new();
+            write_number(&mut frame, n);
+            assert_eq!(String::from_utf8(frame).expect("digits"), n.to_string());
+        }
+    }
+
+    #[test]
+    fn ids_of_others_are_not_ours() {
+        for id in ["0", "3/12", "call-", "call-1", "call-x-1", "call-1-", "other-1-2"] {
+            assert_eq!(replay_event_id(id), None, "{id}");
+        }
+        assert_eq!(replay_event_id("call-0-0"), Some((0, 0)));
+    }
+
+    #[test]
+    fn ended_replays_are_forgotten_after_their_time_or_over_the_cap() {
+        let replays = Replays::default();
+        let running = replays.open();
+        let mut ended = Vec::new();
+        for _ in 0..MAX_ENDED + 20 {
+            let replay = replays.open();
+            replay.end();
+            ended.push(replay.number());
+        }
+        let _ = replays.open(); // forgets
+        let open = replays.open.lock().expect("unpoisoned");
+        assert!(open.contains_key(&running.number()), "a running call's replay stays");
+        let kept = ended.iter().filter(|n| open.contains_key(n)).count();
+        assert!(kept <= MAX_ENDED, "{kept} ended replays kept");
+        assert!(
+            open.contains_key(ended.last().expect("some")),
+            "the newest ended replay is kept"
+        );
+        assert!(!open.contains_key(&ended[0]), "the oldest ended replay is forgotten");
+    }
+
+    #[tokio::test]
+    async fn a_resumed_stream_sends_what_follows_its_last_event_and_waits_for_the_rest() {
+        use futures::StreamExt as _;
+        let replays = Arc::new(Replays::default());
+        let replay = replays.open();
+        replay.push(&message(1), false);
+        replay.push(&message(2), true);
+        let response = resume(&replays, replay.number(), 1, Duration::from_secs(30));
+        let mut body = response.into_body().into_data_stream();
+        let second = body.next().await.expect("an event").expect("data");
+        assert!(String::from_utf8_lossy(&second).ends_with("id: call-0-2\n\n"));
+        // The third comes once the call sends it; then the stream ends with the call.
+        let later = Arc::clone(&replay);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            later.push(&message(3), true);
+            later.end();
+        });
+        let third = body.next().await.expect("an event").expect("data");
+        assert!(String::from_utf8_lossy(&third).ends_with("id: call-0-3\n\n"));
+        assert!(body.next().await.is_none(), "the stream ends with the call");
+        assert!(replays.find(replay.number()).is_none(), "delivered: forgotten");
+        // A replay that is gone gives an empty stream.
+        let gone = resume(&replays, replay.number(), 0, Duration::from_secs(30));
+        assert!(gone.into_body().into_data_stream().next().await.is_none());
+    }
+}
