@@ -5,9 +5,10 @@
 //! The `tool_call` span is at `info`, or at `debug` when the call runs inside an
 //! [`mcp_request`](REQUEST_SPAN) span, which already names the session and the request. At the
 //! default `info` level, the `tool_call` span was 6.5% of the gateway's instructions a call
-//! (callgrind, 152.8k to 142.8k through a stdio downstream); a line logged at `info` or above inside such a call still shows the
-//! request's span, and `debug` shows both. An exporter that wants every `tool_call` span
-//! enables it by name ([`TOOL_CALL_SPAN`]), as the reference gateway does for OpenTelemetry.
+//! (callgrind, 152.8k to 142.8k through a stdio downstream). A line logged at `info` or above
+//! inside such a call still shows the request's span, and `debug` shows both. An exporter that
+//! wants every `tool_call` span enables it by name ([`TOOL_CALL_SPAN`]), as the reference
+//! gateway does for OpenTelemetry.
 //!
 //! ```
 //! use std::sync::Arc;
