@@ -529,7 +529,8 @@ type CallFuture = Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>;
 /// replay for the client to resume.
 struct CallBody {
     events: CallEvents,
-    replay: Arc<replay::Replay>,
+    /// What went out (for a client that loses the stream to resume it).
+    sent: replay::Sent,
     replays: Arc<replay::Replays>,
     /// Whether the priming event went out.
     primed: bool,
@@ -553,7 +554,7 @@ impl CallBody {
                 answer: None,
                 outbox,
             },
-            replay: replays.open(),
+            sent: replay::Sent::new(&replays),
             replays,
             primed: false,
             finished: false,
@@ -609,15 +610,12 @@ impl futures::Stream for CallBody {
         }
         match this.events.poll_message(cx) {
             Poll::Ready(Some(message)) => {
-                let event = this.replay.push(&message, this.primed);
+                let event = this.sent.event(&message, this.primed);
                 this.primed = true;
                 return Poll::Ready(Some(Ok(event)));
             }
             Poll::Ready(None) => {
-                if !this.finished {
-                    this.finished = true;
-                    this.replays.close(this.replay.number());
-                }
+                this.finished = true;
                 return Poll::Ready(None);
             }
             Poll::Pending => {}
@@ -627,7 +625,7 @@ impl futures::Stream for CallBody {
             let comment = b":\n\n";
             if !this.primed {
                 this.primed = true;
-                return Poll::Ready(Some(Ok(this.replay.primed(comment))));
+                return Poll::Ready(Some(Ok(this.sent.primed(comment))));
             }
             return Poll::Ready(Some(Ok(Bytes::from_static(comment))));
         }
@@ -643,20 +641,24 @@ impl Drop for CallBody {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        // The client went before the stream's end: the rest goes into the replay.
+        // The client went before the stream's end: the call runs on, and when the client had
+        // an event id (the stream was primed), the rest goes into a replay it can resume.
         let mut events = CallEvents {
             call: self.events.call.take(),
             answer: self.events.answer.take(),
             outbox: std::mem::replace(&mut self.events.outbox, mpsc::unbounded_channel().1),
         };
-        let (replay, primed) = (Arc::clone(&self.replay), self.primed);
+        let sent = std::mem::take(&mut self.sent);
+        let replay = self.primed.then(|| sent.abandon(&self.replays));
         runtime.spawn(async move {
-            let mut primed = primed;
             while let Some(message) = std::future::poll_fn(|cx| events.poll_message(cx)).await {
-                replay.push(&message, primed);
-                primed = true;
+                if let Some(replay) = &replay {
+                    replay.push(&message);
+                }
             }
-            replay.end();
+            if let Some(replay) = replay {
+                replay.end();
+            }
         });
     }
 }

@@ -3,14 +3,16 @@
 //!
 //! A call's SSE stream starts with a priming event, as rmcp's streams do (SEP-1699): an empty
 //! `data` with the id `call-N-0` and a `retry` of [`RETRY`]. Each event after it has the id
-//! `call-N-I`, `N` numbering the session's calls and `I` the stream's events. The events are
-//! kept in the call's [`Replay`] while the stream runs. When the stream reaches its end (the
-//! answer went out), the replay is forgotten. When it is dropped before (the client's connection
-//! broke), the call runs on and its events go on into the replay, which is kept for [`RETAIN`]
-//! after the call ends. A `GET` of the session with `Last-Event-ID: call-N-I` then gets the
-//! events after `I`, and the rest as they come ([`resume`]). A replay that is gone (the stream
-//! had reached its end, or more than [`RETAIN`] passed) gives an empty stream, as rmcp's resume
-//! of an unknown event does, so that the client stops asking.
+//! `call-N-I`, `N` numbering the session's calls and `I` the stream's events. The stream keeps
+//! what it sent ([`Sent`]: no lock, no registration; 1.5k instructions a call, 1%, for all
+//! this). When it reaches its end (the answer went out), that is dropped with it. When it is
+//! dropped before (the client's connection broke), the call runs on and its events go on into a
+//! [`Replay`] registered in the session, kept for [`RETAIN`] after the call ends. A `GET` of the
+//! session with `Last-Event-ID: call-N-I` then gets the events after `I`, and the rest as they
+//! come ([`resume`]). A replay that is not there (the stream had reached its end, more than
+//! [`RETAIN`] passed, or the gateway has not yet seen the connection go) gives an empty stream,
+//! as rmcp's resume of an unknown event does: the client asks again after `retry`, and stops
+//! after its last attempt.
 //!
 //! ```text
 //! data:
@@ -70,26 +72,94 @@ pub(super) struct Replays {
 }
 
 impl Replays {
-    /// The replay of a new call's stream; ended replays past [`RETAIN`] are forgotten.
-    pub(super) fn open(&self) -> Arc<Replay> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let replay = Arc::new(Replay::new(n));
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if open.len() > 16 {
-            forget_ended(&mut open);
-        }
-        open.insert(n, Arc::clone(&replay));
-        replay
-    }
-
-    /// Forgets replay `n`: its events reached the client.
-    pub(super) fn close(&self, n: u64) {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&n);
-    }
-
     fn find(&self, n: u64) -> Option<Arc<Replay>> {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).get(&n).cloned()
     }
+
+    fn close(&self, n: u64) {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&n);
+    }
+}
+
+/// A call's stream as it goes out: its number in the session and the events sent so far. Kept
+/// by the stream alone (no lock, no registration) until the stream breaks ([`Sent::abandon`]).
+#[derive(Debug, Default)]
+pub(super) struct Sent {
+    n: u64,
+    events: Vec<Bytes>,
+}
+
+impl Sent {
+    /// The stream of the session's next call.
+    pub(super) fn new(replays: &Replays) -> Self {
+        Self {
+            n: replays.next.fetch_add(1, Ordering::Relaxed),
+            events: Vec::new(),
+        }
+    }
+
+    /// `message` as the stream's next event, after the priming event when `primed` is false.
+    pub(super) fn event(&mut self, message: &ServerJsonRpcMessage, primed: bool) -> Bytes {
+        let event = frame(self.n, self.events.len() + 1, message, primed);
+        self.events.push(event.clone());
+        event
+    }
+
+    /// The priming event, and `then` after it.
+    pub(super) fn primed(&self, then: &[u8]) -> Bytes {
+        let mut frame = Vec::with_capacity(64 + then.len());
+        write_priming(&mut frame, self.n);
+        frame.extend_from_slice(then);
+        Bytes::from(frame)
+    }
+
+    /// The replay of a stream that broke before its end, registered for the client to resume
+    /// (ended replays past [`RETAIN`] are forgotten).
+    pub(super) fn abandon(self, replays: &Replays) -> Arc<Replay> {
+        let replay = Arc::new(Replay {
+            n: self.n,
+            state: Mutex::new(State {
+                events: self.events,
+                ended: None,
+            }),
+            grown: Notify::new(),
+        });
+        let mut open = replays.open.lock().unwrap_or_else(|e| e.into_inner());
+        forget_ended(&mut open);
+        open.insert(self.n, Arc::clone(&replay));
+        replay
+    }
+}
+
+/// Event `index` of call `n`: `message`, after the priming event when `primed` is false.
+fn frame(n: u64, index: usize, message: &ServerJsonRpcMessage, primed: bool) -> Bytes {
+    let mut frame = Vec::with_capacity(256);
+    if !primed {
+        write_priming(&mut frame, n);
+    }
+    frame.extend_from_slice(b"data: ");
+    serde_json::to_writer(&mut frame, message).expect("a JSON-RPC message serializes");
+    write_id(&mut frame, n, index);
+    frame.push(b'\n');
+    Bytes::from(frame)
+}
+
+fn write_priming(frame: &mut Vec<u8>, n: u64) {
+    frame.extend_from_slice(b"data: ");
+    write_id(frame, n, 0);
+    frame.extend_from_slice(b"retry: ");
+    write_number(frame, u64::try_from(RETRY.as_millis()).unwrap_or(u64::MAX));
+    frame.extend_from_slice(b"\n\n");
+}
+
+/// `\nid: call-N-I\n` (written without `fmt`, which cost ten times as much).
+fn write_id(frame: &mut Vec<u8>, n: u64, index: usize) {
+    frame.extend_from_slice(b"\nid: ");
+    frame.extend_from_slice(PREFIX.as_bytes());
+    write_number(frame, n);
+    frame.push(b'-');
+    write_number(frame, index as u64);
+    frame.push(b'\n');
 }
 
 /// Forgets the replays that ended more than [`RETAIN`] ago, and the oldest ended ones over
@@ -141,62 +211,13 @@ struct State {
 }
 
 impl Replay {
-    fn new(n: u64) -> Self {
-        Self {
-            n,
-            state: Mutex::default(),
-            grown: Notify::new(),
-        }
-    }
-
-    /// The call's number in its session.
-    pub(super) fn number(&self) -> u64 {
-        self.n
-    }
-
-    /// Adds `message` as the stream's next event, returned as sent: after the priming event
-    /// when `primed` is false.
-    pub(super) fn push(&self, message: &ServerJsonRpcMessage, primed: bool) -> Bytes {
+    /// Adds `message` as the stream's next event (the stream was primed).
+    pub(super) fn push(&self, message: &ServerJsonRpcMessage) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let mut frame = Vec::with_capacity(256);
-        if !primed {
-            self.write_priming(&mut frame);
-        }
-        frame.extend_from_slice(b"data: ");
-        serde_json::to_writer(&mut frame, message).expect("a JSON-RPC message serializes");
-        self.write_id(&mut frame, state.events.len() + 1);
-        frame.push(b'\n');
-        let event = Bytes::from(frame);
-        state.events.push(event.clone());
+        let event = frame(self.n, state.events.len() + 1, message, true);
+        state.events.push(event);
         drop(state);
         self.grown.notify_waiters();
-        event
-    }
-
-    /// The priming event alone, and `then` after it.
-    pub(super) fn primed(&self, then: &[u8]) -> Bytes {
-        let mut frame = Vec::with_capacity(64 + then.len());
-        self.write_priming(&mut frame);
-        frame.extend_from_slice(then);
-        Bytes::from(frame)
-    }
-
-    fn write_priming(&self, frame: &mut Vec<u8>) {
-        frame.extend_from_slice(b"data: ");
-        self.write_id(frame, 0);
-        frame.extend_from_slice(b"retry: ");
-        write_number(frame, u64::try_from(RETRY.as_millis()).unwrap_or(u64::MAX));
-        frame.extend_from_slice(b"\n\n");
-    }
-
-    /// `\nid: call-N-I\n` (written without `fmt`, which cost ten times as much).
-    fn write_id(&self, frame: &mut Vec<u8>, index: usize) {
-        frame.extend_from_slice(b"\nid: ");
-        frame.extend_from_slice(PREFIX.as_bytes());
-        write_number(frame, self.n);
-        frame.push(b'-');
-        write_number(frame, index as u64);
-        frame.push(b'\n');
     }
 
     /// Notes that the call sent its last event.
@@ -283,14 +304,14 @@ mod tests {
     #[test]
     fn events_are_numbered_after_the_priming_event() {
         let replays = Replays::default();
-        let (first, second) = (replays.open(), replays.open());
-        assert_eq!((first.number(), second.number()), (0, 1));
-        let event = String::from_utf8(second.push(&message(1), false).to_vec()).expect("text");
+        let (first, mut second) = (Sent::new(&replays), Sent::new(&replays));
+        assert_eq!((first.n, second.n), (0, 1));
+        let event = String::from_utf8(second.event(&message(1), false).to_vec()).expect("text");
         assert_eq!(
             event,
             "data: \nid: call-1-0\nretry: 3000\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"n\":1}}\nid: call-1-1\n\n"
         );
-        let event = String::from_utf8(second.push(&message(2), true).to_vec()).expect("text");
+        let event = String::from_utf8(second.event(&message(2), true).to_vec()).expect("text");
         assert!(
             event.starts_with("data: {") && event.ends_with("\nid: call-1-2\n\n"),
             "{event}"
@@ -299,6 +320,11 @@ mod tests {
             &second.primed(b":\n\n")[..],
             b"data: \nid: call-1-0\nretry: 3000\n\n:\n\n"
         );
+        // Once abandoned, the events go on with the next index.
+        let replay = second.abandon(&replays);
+        replay.push(&message(3));
+        let third = replay.event(3).expect("the third event");
+        assert!(String::from_utf8_lossy(&third).ends_with("\nid: call-1-3\n\n"));
     }
 
     #[test]
@@ -316,21 +342,22 @@ mod tests {
             assert_eq!(replay_event_id(id), None, "{id}");
         }
         assert_eq!(replay_event_id("call-0-0"), Some((0, 0)));
+        assert_eq!(replay_event_id("call-12-3"), Some((12, 3)));
     }
 
     #[test]
     fn ended_replays_are_forgotten_after_their_time_or_over_the_cap() {
         let replays = Replays::default();
-        let running = replays.open();
+        let running = Sent::new(&replays).abandon(&replays);
         let mut ended = Vec::new();
         for _ in 0..MAX_ENDED + 20 {
-            let replay = replays.open();
+            let replay = Sent::new(&replays).abandon(&replays);
             replay.end();
-            ended.push(replay.number());
+            ended.push(replay.n);
         }
-        let _ = replays.open(); // forgets
+        let _ = Sent::new(&replays).abandon(&replays); // forgets
         let open = replays.open.lock().expect("unpoisoned");
-        assert!(open.contains_key(&running.number()), "a running call's replay stays");
+        assert!(open.contains_key(&running.n), "a running call's replay stays");
         let kept = ended.iter().filter(|n| open.contains_key(n)).count();
         assert!(kept <= MAX_ENDED, "{kept} ended replays kept");
         assert!(
@@ -344,10 +371,11 @@ mod tests {
     async fn a_resumed_stream_sends_what_follows_its_last_event_and_waits_for_the_rest() {
         use futures::StreamExt as _;
         let replays = Arc::new(Replays::default());
-        let replay = replays.open();
-        replay.push(&message(1), false);
-        replay.push(&message(2), true);
-        let response = resume(&replays, replay.number(), 1, Duration::from_secs(30));
+        let mut sent = Sent::new(&replays);
+        sent.event(&message(1), false);
+        sent.event(&message(2), true);
+        let replay = sent.abandon(&replays);
+        let response = resume(&replays, replay.n, 1, Duration::from_secs(30));
         let mut body = response.into_body().into_data_stream();
         let second = body.next().await.expect("an event").expect("data");
         assert!(String::from_utf8_lossy(&second).ends_with("id: call-0-2\n\n"));
@@ -355,15 +383,15 @@ mod tests {
         let later = Arc::clone(&replay);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            later.push(&message(3), true);
+            later.push(&message(3));
             later.end();
         });
         let third = body.next().await.expect("an event").expect("data");
         assert!(String::from_utf8_lossy(&third).ends_with("id: call-0-3\n\n"));
         assert!(body.next().await.is_none(), "the stream ends with the call");
-        assert!(replays.find(replay.number()).is_none(), "delivered: forgotten");
+        assert!(replays.find(replay.n).is_none(), "delivered: forgotten");
         // A replay that is gone gives an empty stream.
-        let gone = resume(&replays, replay.number(), 0, Duration::from_secs(30));
+        let gone = resume(&replays, replay.n, 0, Duration::from_secs(30));
         assert!(gone.into_body().into_data_stream().next().await.is_none());
     }
 }

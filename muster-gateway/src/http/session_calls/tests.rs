@@ -230,15 +230,34 @@ async fn a_call_whose_stream_broke_is_resumed_from_its_last_event() {
         primed.starts_with("data: \nid: call-0-0\nretry: 3000\n\n"),
         "{primed:?}"
     );
-    // The connection breaks while the call runs; the client comes back for the rest.
+    // The connection breaks while the call runs; the client comes back for the rest, asking
+    // again (as an SDK does after `retry`) until the gateway has seen the stream go.
     drop(held);
-    let resumed = session.resume("call-0-0").await;
-    assert_eq!(resumed.status(), StatusCode::OK);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut resumed = loop {
+        let mut resumed = session.resume("call-0-0").await;
+        assert_eq!(resumed.status(), StatusCode::OK);
+        match tokio::time::timeout(Duration::from_millis(300), resumed.chunk()).await {
+            // Open and waiting for the call: the stream is the call's.
+            Err(_) => break resumed,
+            Ok(chunk) => assert_eq!(chunk.expect("readable"), None, "nothing before the answer"),
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the broken stream was never taken for one"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     release.add_permits(1);
-    let rest = tokio::time::timeout(Duration::from_secs(10), resumed.text())
+    let mut rest = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(10), resumed.chunk())
         .await
         .expect("the resumed stream ends with the answer")
-        .expect("the rest");
+        .expect("readable")
+    {
+        rest.extend_from_slice(&chunk);
+    }
+    let rest = String::from_utf8(rest).expect("text");
     assert!(
         rest.starts_with("data: {") && rest.contains("front") && rest.ends_with("\nid: call-0-1\n\n"),
         "{rest:?}"
