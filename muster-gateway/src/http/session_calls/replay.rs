@@ -4,8 +4,8 @@
 //! A call's SSE stream starts with a priming event, as rmcp's streams do (SEP-1699): an empty
 //! `data` with the id `call-N-0` and a `retry` of [`RETRY`]. Each event after it has the id
 //! `call-N-I`, `N` numbering the session's calls and `I` the stream's events. The stream keeps
-//! what it sent ([`Sent`]: no lock, no registration; 1.5k instructions a call, 1%, for all
-//! this). When it reaches its end (the answer went out), that is dropped with it. When it is
+//! the last [`MAX_KEPT`] events it sent ([`Sent`]: no lock, no registration; 1.5k instructions a
+//! call, 1%, for all this). When it reaches its end (the answer went out), that is dropped with it. When it is
 //! dropped before (the client's connection broke), the call runs on and its events go on into a
 //! [`Replay`] registered in the session, kept for [`RETAIN`] after the call ends. A `GET` of the
 //! session with `Last-Event-ID: call-N-I` then gets the events after `I`, and the rest as they
@@ -30,7 +30,7 @@
 //! and gets `call-12-2`, the answer.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     convert::Infallible,
     sync::{
         Arc, Mutex,
@@ -55,6 +55,11 @@ pub(super) const RETAIN: Duration = Duration::from_secs(60);
 
 /// At most this many ended replays are kept per session (the oldest go first).
 const MAX_ENDED: usize = 64;
+
+/// At most this many events of a stream are kept (the last ones): a call reporting progress for
+/// hours must not hold every report. A client resuming from an event no longer kept gets the
+/// stream from the oldest one kept (what it misses is progress; the answer is the last event).
+const MAX_KEPT: usize = 64;
 
 const PREFIX: &str = "call-";
 
@@ -86,7 +91,7 @@ impl Replays {
 #[derive(Debug, Default)]
 pub(super) struct Sent {
     n: u64,
-    events: Vec<Bytes>,
+    events: Kept,
 }
 
 impl Sent {
@@ -94,13 +99,13 @@ impl Sent {
     pub(super) fn new(replays: &Replays) -> Self {
         Self {
             n: replays.next.fetch_add(1, Ordering::Relaxed),
-            events: Vec::new(),
+            events: Kept::default(),
         }
     }
 
     /// `message` as the stream's next event, after the priming event when `primed` is false.
     pub(super) fn event(&mut self, message: &ServerJsonRpcMessage, primed: bool) -> Bytes {
-        let event = frame(self.n, self.events.len() + 1, message, primed);
+        let event = frame(self.n, self.events.next_index(), message, primed);
         self.events.push(event.clone());
         event
     }
@@ -204,8 +209,7 @@ pub(super) struct Replay {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Event `I` is at `I - 1`.
-    events: Vec<Bytes>,
+    events: Kept,
     /// When the call's last event was added.
     ended: Option<Instant>,
 }
@@ -214,7 +218,7 @@ impl Replay {
     /// Adds `message` as the stream's next event (the stream was primed).
     pub(super) fn push(&self, message: &ServerJsonRpcMessage) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let event = frame(self.n, state.events.len() + 1, message, true);
+        let event = frame(self.n, state.events.next_index(), message, true);
         state.events.push(event);
         drop(state);
         self.grown.notify_waiters();
@@ -230,13 +234,48 @@ impl Replay {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).ended
     }
 
-    /// Event `index` (1-based) if it is there, else whether the stream has ended.
-    fn event(&self, index: usize) -> Result<Bytes, bool> {
+    /// Event `index` (1-based), or the oldest one kept after it was dropped, with its index;
+    /// else (not sent yet) whether the stream has ended.
+    fn event(&self, index: usize) -> Result<(usize, Bytes), bool> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        match state.events.get(index - 1) {
-            Some(event) => Ok(event.clone()),
-            None => Err(state.ended.is_some()),
+        state.events.at_or_after(index).ok_or(state.ended.is_some())
+    }
+}
+
+/// The last [`MAX_KEPT`] events of a stream.
+#[derive(Debug)]
+struct Kept {
+    events: VecDeque<Bytes>,
+    /// The index of `events[0]` (events are numbered from 1).
+    first: usize,
+}
+
+impl Default for Kept {
+    fn default() -> Self {
+        Self {
+            events: VecDeque::new(),
+            first: 1,
         }
+    }
+}
+
+impl Kept {
+    fn next_index(&self) -> usize {
+        self.first + self.events.len()
+    }
+
+    fn push(&mut self, event: Bytes) {
+        if self.events.len() == MAX_KEPT {
+            self.events.pop_front();
+            self.first += 1;
+        }
+        self.events.push_back(event);
+    }
+
+    fn at_or_after(&self, index: usize) -> Option<(usize, Bytes)> {
+        let at = index.max(self.first);
+        let event = self.events.get(at - self.first)?;
+        Some((at, event.clone()))
     }
 }
 
@@ -257,7 +296,7 @@ pub(super) fn resume(replays: &Arc<Replays>, n: u64, after: usize, keep_alive: D
                     tokio::pin!(grown);
                     grown.as_mut().enable();
                     match replay.event(next) {
-                        Ok(event) => Some(event),
+                        Ok((at, event)) => Some((at, event)),
                         Err(true) => {
                             // Everything reached this client.
                             replays.close(replay.n);
@@ -270,7 +309,7 @@ pub(super) fn resume(replays: &Arc<Replays>, n: u64, after: usize, keep_alive: D
                     }
                 };
                 return match step {
-                    Some(event) => Some((Ok::<_, Infallible>(event), (Some(replay), next + 1))),
+                    Some((at, event)) => Some((Ok::<_, Infallible>(event), (Some(replay), at + 1))),
                     None => Some((Ok(Bytes::from_static(b":\n\n")), (Some(replay), next))),
                 };
             }
@@ -323,8 +362,24 @@ mod tests {
         // Once abandoned, the events go on with the next index.
         let replay = second.abandon(&replays);
         replay.push(&message(3));
-        let third = replay.event(3).expect("the third event");
+        let (_, third) = replay.event(3).expect("the third event");
         assert!(String::from_utf8_lossy(&third).ends_with("\nid: call-1-3\n\n"));
+    }
+
+    #[test]
+    fn a_stream_keeps_its_last_events_and_a_resume_from_before_them_starts_at_the_oldest() {
+        let mut kept = Kept::default();
+        assert_eq!((kept.next_index(), kept.at_or_after(1)), (1, None));
+        for i in 1..=MAX_KEPT + 10 {
+            assert_eq!(kept.next_index(), i);
+            kept.push(Bytes::from(i.to_string()));
+        }
+        assert_eq!(kept.events.len(), MAX_KEPT, "the oldest went");
+        let oldest = MAX_KEPT + 10 - MAX_KEPT + 1;
+        assert_eq!(kept.at_or_after(1), Some((oldest, Bytes::from(oldest.to_string()))));
+        let last = MAX_KEPT + 10;
+        assert_eq!(kept.at_or_after(last), Some((last, Bytes::from(last.to_string()))));
+        assert_eq!(kept.at_or_after(last + 1), None, "not sent yet");
     }
 
     #[test]
