@@ -318,14 +318,18 @@ pub(super) fn resume(replays: &Arc<Replays>, n: u64, after: usize, keep_alive: D
     sse_response(Body::from_stream(events))
 }
 
-/// An SSE response of `body`.
+/// An SSE response of `body`, with rmcp's headers: `X-Accel-Buffering: no` keeps a proxy such
+/// as nginx from holding a call's progress back until its answer.
 pub(super) fn sse_response(body: Body) -> Response {
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(X_ACCEL_BUFFERING, HeaderValue::from_static("no"));
     response
 }
+
+const X_ACCEL_BUFFERING: header::HeaderName = header::HeaderName::from_static("x-accel-buffering");
 
 #[cfg(test)]
 mod tests {

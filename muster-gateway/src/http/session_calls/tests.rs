@@ -173,6 +173,14 @@ async fn a_quick_calls_head_waits_for_its_answer_and_a_slow_calls_does_not() {
     // A quick call: the first bytes of the stream are its priming event and its answer,
     // answered in front.
     let mut quick = session.call("who").await;
+    // With the headers of rmcp's streams.
+    let headers = quick.headers();
+    assert_eq!(headers[header::CONTENT_TYPE], "text/event-stream");
+    assert_eq!(headers[header::CACHE_CONTROL], "no-cache");
+    assert_eq!(
+        headers["x-accel-buffering"], "no",
+        "a proxy must not hold the stream back"
+    );
     let first = quick.chunk().await.expect("readable").expect("an event");
     let first = String::from_utf8_lossy(&first).into_owned();
     let answer = first
