@@ -285,7 +285,7 @@ impl Kept {
 pub(super) fn resume(replays: &Arc<Replays>, n: u64, after: usize, keep_alive: Duration) -> Response {
     let replay = replays.find(n);
     let replays = Arc::clone(replays);
-    let events = futures::stream::unfold((replay, after + 1), move |(replay, next)| {
+    let events = futures::stream::unfold((replay, after.saturating_add(1)), move |(replay, next)| {
         let replays = Arc::clone(&replays);
         async move {
             let replay = replay?;
@@ -452,5 +452,12 @@ mod tests {
         // A replay that is gone gives an empty stream.
         let gone = resume(&replays, replay.n, 0, Duration::from_secs(30));
         assert!(gone.into_body().into_data_stream().next().await.is_none());
+        // So does an event past any there is (the largest index a client can send).
+        let mut sent = Sent::new(&replays);
+        sent.event(&message(1), false);
+        let replay = sent.abandon(&replays);
+        replay.end();
+        let past = resume(&replays, replay.n, usize::MAX, Duration::from_secs(30));
+        assert!(past.into_body().into_data_stream().next().await.is_none());
     }
 }
