@@ -256,19 +256,14 @@ fn init_logging(log: &LogArgs, normal: &str) -> Logging {
                 provider: Some(provider),
             };
         }
-        tracing_subscriber::registry()
-            .with(filter())
-            .with(log_layer(log))
-            .init();
-        Logging { provider: None }
     }
-    #[cfg(not(feature = "otel"))]
-    {
-        tracing_subscriber::registry()
-            .with(filter())
-            .with(log_layer(log))
-            .init();
-        Logging {}
+    tracing_subscriber::registry()
+        .with(filter())
+        .with(log_layer(log))
+        .init();
+    Logging {
+        #[cfg(feature = "otel")]
+        provider: None,
     }
 }
 

@@ -27,12 +27,12 @@
 //!   idle minutes, and calls answered here are no events to it, so a call after a quiet minute
 //!   goes to rmcp and keeps the session alive.
 //!
-//! The stream is resumable as rmcp's are: it is primed, its events have ids, and a `GET` with
-//! the `Last-Event-ID` of one of them gets the rest, also once the call has ended, for a minute
-//! (see `replay.rs`). The ids are of the gateway's own form (`call-N-I`); a `GET` naming one
-//! is answered here, any other goes to rmcp. What differs from rmcp's answer: a stream that
-//! reached its end (its answer went out) is not kept, so a client that lost the answer's bytes
-//! after they left the gateway cannot get them again. A `notifications/cancelled` for a call
+//! The stream is resumable as rmcp's are: it is primed and its events have ids. When it breaks
+//! before its end, a `GET` with the `Last-Event-ID` of one of them gets the rest, also after the
+//! call has ended, for a minute (see `replay.rs`). The ids are of the gateway's own form
+//! (`call-N-I`); a `GET` naming one is answered here, any other goes to rmcp. What differs from
+//! rmcp's answer: a stream that reached its end (its answer went out) is not kept, so a client
+//! that lost the answer's bytes after they left the gateway cannot get them again. A `notifications/cancelled` for a call
 //! answered here is taken here too, and cancels it; so does a `DELETE` of its session, once
 //! rmcp accepted it. That `DELETE` is answered 204 No Content where rmcp says 202 Accepted (the
 //! session is gone, not pending, and the MCP Python SDK counts 202 as a failed end).
@@ -98,7 +98,7 @@ const HEAD_WAIT: Duration = Duration::from_millis(100);
 
 pub(crate) const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
-const LAST_EVENT_ID: &str = "last-event-id";
+pub(crate) const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// The headers whose values rmcp's checks of a POST read.
 const VALIDATED: [HeaderName; 5] = [
     header::HOST,
@@ -238,21 +238,28 @@ impl LiveSession {
     /// Whether a `GET` with `headers` passes rmcp's checks of one (its host, origin and protocol
     /// version as the admitted POST's, and an `Accept` of SSE).
     fn resumes(&self, headers: &HeaderMap) -> bool {
-        let same = |name: &HeaderName| headers.get_all(name).iter().eq(self.headers.get_all(name).iter());
         let sse = headers
             .get_all(header::ACCEPT)
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")));
-        sse && [header::HOST, header::ORIGIN, HeaderName::from_static(PROTOCOL_VERSION)]
-            .iter()
-            .all(same)
-            && STANDARD.iter().all(|name| !headers.contains_key(name))
+        sse && self.same(
+            headers,
+            &[header::HOST, header::ORIGIN, HeaderName::from_static(PROTOCOL_VERSION)],
+        )
     }
 
     /// Whether a request with `headers` passes rmcp's checks as the admitted POST did.
     fn validates(&self, headers: &HeaderMap) -> bool {
-        let same = |name: &HeaderName| headers.get_all(name).iter().eq(self.headers.get_all(name).iter());
-        VALIDATED.iter().all(same) && STANDARD.iter().all(|name| !headers.contains_key(name))
+        self.same(headers, &VALIDATED)
+    }
+
+    /// Whether `headers` have the admitted POST's values of `names`, and none of the 2026-07-28
+    /// standard headers.
+    fn same(&self, headers: &HeaderMap, names: &[HeaderName]) -> bool {
+        names
+            .iter()
+            .all(|name| headers.get_all(name).iter().eq(self.headers.get_all(name).iter()))
+            && STANDARD.iter().all(|name| !headers.contains_key(name))
     }
 }
 

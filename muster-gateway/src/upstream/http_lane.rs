@@ -73,7 +73,7 @@ use super::{
     relay::{CallRelay, ClientPeer, progress_update},
     sse::{DEFAULT_MAX_EVENT_SIZE, EventStream},
 };
-use crate::http::session_calls::SESSION_ID;
+use crate::http::session_calls::{LAST_EVENT_ID, SESSION_ID};
 
 /// The largest JSON answer read (rmcp's default).
 const MAX_JSON_ANSWER: usize = 16 * 1024 * 1024;
@@ -86,7 +86,6 @@ const RESUME_DELAY: Duration = Duration::from_millis(250);
 /// How long the rest of a stream whose answer was read may take to end, read in the background.
 const DRAIN: Duration = Duration::from_secs(10);
 
-const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const PROGRESS_TOKEN: &str = "progressToken";
 const EVENT_STREAM: &str = "text/event-stream";
 const JSON: &str = "application/json";

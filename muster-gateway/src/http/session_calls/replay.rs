@@ -48,10 +48,10 @@ use rmcp::model::ServerJsonRpcMessage;
 use tokio::sync::Notify;
 
 /// The reconnection delay a call's stream asks for (rmcp's `sse_retry`).
-pub(super) const RETRY: Duration = Duration::from_secs(3);
+const RETRY: Duration = Duration::from_secs(3);
 
 /// How long the events of a call whose stream broke are kept after the call ends.
-pub(super) const RETAIN: Duration = Duration::from_secs(60);
+const RETAIN: Duration = Duration::from_secs(60);
 
 /// At most this many ended replays are kept per session (the oldest go first).
 const MAX_ENDED: usize = 64;

@@ -160,6 +160,16 @@ fn sse(events: Vec<(Option<&'static str>, String)>, gap: Duration) -> Response {
 }
 
 /// An SSE response that sends `events`, then nothing for a minute.
+/// A script answering `tools/call` with `call`, and any other post (a cancellation) with 202.
+fn calls_with(
+    call: impl Fn(&Seen) -> Response + Send + Sync + 'static,
+) -> impl Fn(&Seen) -> Response + Send + Sync + 'static {
+    move |s: &Seen| match s.body["method"].as_str() {
+        Some("tools/call") => call(s),
+        _ => json_response(202, &Value::Null),
+    }
+}
+
 fn sse_then_silence(events: Vec<String>) -> Response {
     let body = futures::stream::iter(events)
         .map(|data| Ok::<_, Infallible>(format!("data: {data}\n\n")))
@@ -305,11 +315,7 @@ async fn progress_restarts_the_wait_and_each_timeout_cancels_the_call_with_rmcps
     assert_eq!(text(&result.expect("progress kept the call alive")), "late");
 
     // Silence: the idle wait runs out.
-    let (silent, seen, _) = lane(|s| match s.body["method"].as_str() {
-        Some("tools/call") => sse_then_silence(Vec::new()),
-        _ => json_response(202, &Value::Null),
-    })
-    .await;
+    let (silent, seen, _) = lane(calls_with(|_| sse_then_silence(Vec::new()))).await;
     let failure = silent
         .call(&mut params(), budget, None, None, &CancellationToken::new())
         .await
@@ -330,13 +336,12 @@ async fn progress_restarts_the_wait_and_each_timeout_cancels_the_call_with_rmcps
         idle: Duration::from_millis(400),
         max_total: Duration::from_millis(700),
     };
-    let (chatty, seen, _) = lane(|s| match s.body["method"].as_str() {
-        Some("tools/call") => sse(
+    let (chatty, seen, _) = lane(calls_with(|s| {
+        sse(
             (1..=50).map(|n| (None, progress(s, n).to_string())).collect(),
             Duration::from_millis(100),
-        ),
-        _ => json_response(202, &Value::Null),
-    })
+        )
+    }))
     .await;
     let failure = chatty
         .call(&mut params(), total, None, None, &CancellationToken::new())
@@ -354,11 +359,8 @@ async fn progress_restarts_the_wait_and_each_timeout_cancels_the_call_with_rmcps
 
 #[tokio::test]
 async fn a_call_cancelled_or_dropped_is_cancelled_downstream() {
-    let script = |s: &Seen| match s.body["method"].as_str() {
-        Some("tools/call") => sse_then_silence(vec![progress(s, 1).to_string()]),
-        _ => json_response(202, &Value::Null),
-    };
-    let (lane_a, seen, _) = lane(script).await;
+    let script = || calls_with(|s| sse_then_silence(vec![progress(s, 1).to_string()]));
+    let (lane_a, seen, _) = lane(script()).await;
     let cancel = CancellationToken::new();
     let canceller = cancel.clone();
     tokio::spawn(async move {
@@ -378,7 +380,7 @@ async fn a_call_cancelled_or_dropped_is_cancelled_downstream() {
         Some("session-1")
     );
 
-    let (lane_b, seen, _) = lane(script).await;
+    let (lane_b, seen, _) = lane(script()).await;
     let dropped = tokio::time::timeout(
         Duration::from_millis(200),
         lane_b.call(&mut params(), BUDGET, None, None, &CancellationToken::new()),
