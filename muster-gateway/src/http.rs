@@ -17,9 +17,7 @@ use std::{sync::Arc, time::Duration};
 use axum::{Json, Router, response::IntoResponse, routing::get};
 use muster_catalog::toolset::ToolsetHeaderLayer;
 use muster_core::BoxToolService;
-use rmcp::transport::{
-    StreamableHttpServerConfig, StreamableHttpService, streamable_http_server::session::local::LocalSessionManager,
-};
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -32,7 +30,9 @@ use muster_core::config::OAuthServerConfig;
 use crate::{meta::MetaTools, registry::Registry};
 
 pub mod guard;
+mod kept;
 pub mod session_calls;
+pub mod sessions;
 
 /// The path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -75,7 +75,7 @@ pub fn router(
     let factory_handler = handler.clone();
     let rmcp_service = StreamableHttpService::new(
         move || Ok(factory_handler.clone()),
-        LocalSessionManager::default().into(),
+        sessions::Sessions::default().into(),
         config,
     );
     let mcp = session_calls::SessionCalls::new(

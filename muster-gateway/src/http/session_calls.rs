@@ -1,9 +1,9 @@
-//! `tools/call` on an established session, answered without rmcp's session worker.
+//! `tools/call` on an established session, answered in front of rmcp's streamable-HTTP service.
 //!
 //! rmcp's [`StreamableHttpService`](rmcp::transport::StreamableHttpService) parses every POST
 //! as a whole `ClientRequest` (a flattened, buffered parse of the whole body) and hands it to
-//! the session's worker task, which hands it to the handler and routes the answer back: about a
-//! third of the gateway's own work on a call through it. [`SessionCalls`] sits in front of it
+//! the session's service task, which hands it to the handler and routes the answer back through
+//! the session manager: about a third of the gateway's own work on a call through it. [`SessionCalls`] sits in front of it
 //! and answers the one request an agent sends most, `tools/call` on a session that already
 //! exists, itself: it reads the body's envelope, parses the call's params alone, runs them
 //! through the same handler ([`MetaTools`]) as rmcp would, and writes the answer (and the
@@ -23,9 +23,9 @@
 //!   names no protocol version of its own in `_meta` (which would ask for rmcp's per-request
 //!   negotiation), and it carries none of the 2026-07-28 standard headers (`Mcp-Method`,
 //!   `Mcp-Name`).
-//! - rmcp has seen the session within [`TOUCH_INTERVAL`]: its worker ends a session after five
-//!   idle minutes, and calls answered here are no events to it, so a call after a quiet minute
-//!   goes to rmcp and keeps the session alive.
+//! - rmcp has seen the session within [`TOUCH_INTERVAL`]: the session manager ends a session
+//!   after five idle minutes, and calls answered here are no events to it, so a call after a
+//!   quiet minute goes to rmcp and keeps the session alive.
 //!
 //! The stream is resumable as rmcp's are: it is primed and its events have ids. When it breaks
 //! before its end, a `GET` with the `Last-Event-ID` of one of them gets the rest, also after the
@@ -84,7 +84,7 @@ use tokio_util::sync::CancellationToken;
 use crate::meta::MetaTools;
 
 /// How long after rmcp last saw a session its calls may still be answered here. Well under the
-/// five minutes after which rmcp's worker ends an idle session.
+/// five minutes after which the session manager ends an idle session.
 pub const TOUCH_INTERVAL: Duration = Duration::from_secs(60);
 
 /// How often an SSE comment keeps a long call's stream open through proxies (rmcp's interval).
@@ -413,7 +413,7 @@ where
             };
             match Routed::of(&bytes, &session) {
                 Routed::Call(id, params) => {
-                    tracing::trace!(%id, tool = %params.name, "tools/call answered in front of rmcp's session worker");
+                    tracing::trace!(%id, tool = %params.name, "tools/call answered in front of rmcp");
                     Ok(answer(handler, session, parts, id, params).await)
                 }
                 Routed::Cancelled(call) => {

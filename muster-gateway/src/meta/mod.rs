@@ -56,7 +56,7 @@ pub struct MetaTools {
     registry: Arc<Registry>,
     tools: BoxToolService,
     /// Where an HTTP session is admitted once rmcp set it up, for its calls to be answered
-    /// without rmcp's session worker ([`crate::http::session_calls`]).
+    /// in front of rmcp ([`crate::http::session_calls`]).
     sessions: Option<Arc<SessionTable>>,
 }
 

@@ -30,7 +30,7 @@
 //! and gets `call-12-2`, the answer.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     convert::Infallible,
     sync::{
         Arc, Mutex,
@@ -46,6 +46,8 @@ use axum::{
 use http::{HeaderValue, header};
 use rmcp::model::ServerJsonRpcMessage;
 use tokio::sync::Notify;
+
+use crate::http::kept::Kept;
 
 /// The reconnection delay a call's stream asks for (rmcp's `sse_retry`).
 const RETRY: Duration = Duration::from_secs(3);
@@ -91,7 +93,7 @@ impl Replays {
 #[derive(Debug, Default)]
 pub(super) struct Sent {
     n: u64,
-    events: Kept,
+    events: Kept<Bytes>,
 }
 
 impl Sent {
@@ -106,7 +108,7 @@ impl Sent {
     /// `message` as the stream's next event, after the priming event when `primed` is false.
     pub(super) fn event(&mut self, message: &ServerJsonRpcMessage, primed: bool) -> Bytes {
         let event = frame(self.n, self.events.next_index(), message, primed);
-        self.events.push(event.clone());
+        self.events.push(event.clone(), MAX_KEPT);
         event
     }
 
@@ -209,7 +211,7 @@ pub(super) struct Replay {
 
 #[derive(Debug, Default)]
 struct State {
-    events: Kept,
+    events: Kept<Bytes>,
     /// When the call's last event was added.
     ended: Option<Instant>,
 }
@@ -219,7 +221,7 @@ impl Replay {
     pub(super) fn push(&self, message: &ServerJsonRpcMessage) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let event = frame(self.n, state.events.next_index(), message, true);
-        state.events.push(event);
+        state.events.push(event, MAX_KEPT);
         drop(state);
         self.grown.notify_waiters();
     }
@@ -239,43 +241,6 @@ impl Replay {
     fn event(&self, index: usize) -> Result<(usize, Bytes), bool> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.events.at_or_after(index).ok_or(state.ended.is_some())
-    }
-}
-
-/// The last [`MAX_KEPT`] events of a stream.
-#[derive(Debug)]
-struct Kept {
-    events: VecDeque<Bytes>,
-    /// The index of `events[0]` (events are numbered from 1).
-    first: usize,
-}
-
-impl Default for Kept {
-    fn default() -> Self {
-        Self {
-            events: VecDeque::new(),
-            first: 1,
-        }
-    }
-}
-
-impl Kept {
-    fn next_index(&self) -> usize {
-        self.first + self.events.len()
-    }
-
-    fn push(&mut self, event: Bytes) {
-        if self.events.len() == MAX_KEPT {
-            self.events.pop_front();
-            self.first += 1;
-        }
-        self.events.push_back(event);
-    }
-
-    fn at_or_after(&self, index: usize) -> Option<(usize, Bytes)> {
-        let at = index.max(self.first);
-        let event = self.events.get(at - self.first)?;
-        Some((at, event.clone()))
     }
 }
 
@@ -368,22 +333,6 @@ mod tests {
         replay.push(&message(3));
         let (_, third) = replay.event(3).expect("the third event");
         assert!(String::from_utf8_lossy(&third).ends_with("\nid: call-1-3\n\n"));
-    }
-
-    #[test]
-    fn a_stream_keeps_its_last_events_and_a_resume_from_before_them_starts_at_the_oldest() {
-        let mut kept = Kept::default();
-        assert_eq!((kept.next_index(), kept.at_or_after(1)), (1, None));
-        for i in 1..=MAX_KEPT + 10 {
-            assert_eq!(kept.next_index(), i);
-            kept.push(Bytes::from(i.to_string()));
-        }
-        assert_eq!(kept.events.len(), MAX_KEPT, "the oldest went");
-        let oldest = MAX_KEPT + 10 - MAX_KEPT + 1;
-        assert_eq!(kept.at_or_after(1), Some((oldest, Bytes::from(oldest.to_string()))));
-        let last = MAX_KEPT + 10;
-        assert_eq!(kept.at_or_after(last), Some((last, Bytes::from(last.to_string()))));
-        assert_eq!(kept.at_or_after(last + 1), None, "not sent yet");
     }
 
     #[test]

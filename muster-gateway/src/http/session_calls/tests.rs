@@ -1,11 +1,8 @@
 use rmcp::{
-    ErrorData, ServerHandler, ServiceExt,
+    ErrorData, ServerHandler,
     model::{CallToolResponse, CallToolResult, ContentBlock, ServerCapabilities, ServerConfig},
     service::NotificationContext,
-    transport::{
-        StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService,
-        streamable_http_server::session::local::LocalSessionManager,
-    },
+    transport::{StreamableHttpServerConfig, StreamableHttpService},
 };
 
 use super::*;
@@ -50,14 +47,13 @@ impl ServerHandler for WhoAnswered {
     }
 }
 
-/// Serves [`WhoAnswered`] on loopback, rmcp ending sessions idle for `idle`, the table
+/// Serves [`WhoAnswered`] on loopback, the session manager ending sessions idle for `idle`, the table
 /// sending them to rmcp once per `touch`: its URL, and what releases a `held` call.
 async fn serve(idle: Duration, touch: Duration) -> (String, Arc<tokio::sync::Semaphore>) {
     let table = Arc::new(SessionTable::default().with_touch_interval(touch));
     let release = Arc::new(tokio::sync::Semaphore::new(0));
     let handler = WhoAnswered(Arc::clone(&table), Arc::clone(&release));
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(idle);
+    let sessions = crate::http::sessions::Sessions::new(idle, Some(crate::http::sessions::DEFAULT_RETRY));
     let factory = handler.clone();
     let rmcp_service = StreamableHttpService::new(
         move || Ok(factory.clone()),
@@ -72,21 +68,28 @@ async fn serve(idle: Duration, touch: Duration) -> (String, Arc<tokio::sync::Sem
     (format!("http://{addr}/mcp"), release)
 }
 
-/// Who answered each of 24 calls made 150 ms apart by one client, whose sessions rmcp ends
-/// after 2 s without an event; and how many sessions they were made on (rmcp's client opens
-/// a new session when its session is gone).
+/// Who answered each of 24 calls made 150 ms apart by one client that keeps no stream open,
+/// whose sessions the session manager ends after 2 s unused; and how many sessions they were
+/// made on (the client opens a new session when its session is gone, as the SDKs do on a 404).
 async fn calls_over_time(touch: Duration) -> (Vec<String>, usize) {
     let (url, _) = serve(Duration::from_secs(2), touch).await;
-    let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.expect("connects");
+    let mut session = RawSession::open(&url).await;
     let (mut who, mut sessions) = (Vec::new(), std::collections::BTreeSet::new());
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "who"}});
     for _ in 0..24 {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        let result = client
-            .call_tool(rmcp::model::CallToolRequestParams::new("who"))
-            .await
-            .expect("answered");
-        let text = result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone());
-        let text = text.unwrap_or_default();
+        let mut response = RawSession::post_to(&session.http, &url, Some(&session.id), &call).await;
+        if response.status() == StatusCode::NOT_FOUND {
+            session = RawSession::open(&url).await;
+            response = RawSession::post_to(&session.http, &url, Some(&session.id), &call).await;
+        }
+        let body = response.text().await.expect("a body");
+        let answer = body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .find_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+            .unwrap_or_else(|| panic!("an answer in {body:?}"));
+        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
         let (answerer, session) = text.split_once(' ').expect("who and where");
         who.push(answerer.to_owned());
         sessions.insert(session.to_owned());
@@ -106,9 +109,12 @@ async fn a_session_used_only_for_calls_stays_alive_because_rmcp_sees_one_now_and
 }
 
 #[tokio::test]
-async fn without_those_calls_rmcp_ends_a_session_in_use() {
+async fn without_those_calls_the_session_manager_ends_a_session_in_use() {
     let (who, sessions) = calls_over_time(Duration::from_secs(3600)).await;
-    assert!(sessions > 1, "rmcp ended the session it never saw: {who:?}");
+    assert!(
+        sessions > 1,
+        "the session manager ended the session it never saw: {who:?}"
+    );
 }
 
 /// A raw HTTP client of one initialized session at `url`.
