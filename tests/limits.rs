@@ -1,7 +1,8 @@
 //! `aggregator.limits` with real clients and a real downstream: JSON nesting depth, concurrent
 //! calls per session and per server (a bounded queue, then a busy error naming the limit), and
 //! a graceful shutdown that lets calls in flight finish, refuses new ones, and leaves no process
-//! of a downstream server behind. Every refusal leaves the gateway serving.
+//! of a downstream server behind; request heads up to `maxRequestHeadBytes`. Every refusal leaves
+//! the gateway serving.
 
 mod common;
 
@@ -385,4 +386,94 @@ async fn shutdown_ends_calls_still_running_at_the_deadline() {
         "{ended}"
     );
     assert!(all_gone(&marker).await, "{:?}", processes_with(&marker));
+}
+
+const INITIALIZE_PARAMS: &str = r#""protocolVersion":"2025-06-18","clientInfo":{"name":"t","version":"1"}"#;
+
+/// POSTs an `initialize` to `url` with a header `x-padding` of `padding` bytes and a body
+/// padded with `body_padding` bytes; the status, or the error when the connection failed.
+async fn initialize_padded(
+    http: &reqwest::Client,
+    url: &str,
+    padding: usize,
+    body_padding: usize,
+) -> Result<u16, reqwest::Error> {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{{INITIALIZE_PARAMS},"capabilities":{{"experimental":{{"pad":{{"x":"{}"}}}}}}}}}}"#,
+        "p".repeat(body_padding)
+    );
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("x-padding", "h".repeat(padding))
+        .body(body)
+        .send()
+        .await?;
+    Ok(response.status().as_u16())
+}
+
+/// Signals the gateway served by [`serve`] to stop; its report once it did.
+async fn stopped(
+    stop: tokio::sync::oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<std::io::Result<muster::gateway::ShutdownReport>>,
+) -> muster::gateway::ShutdownReport {
+    stop.send(()).expect("signal");
+    tokio::time::timeout(Duration::from_secs(20), serving)
+        .await
+        .expect("serve returns")
+        .expect("the task")
+        .expect("served")
+}
+
+#[tokio::test]
+async fn a_request_head_over_max_request_head_bytes_gets_431_and_the_gateway_keeps_serving() {
+    let (url, stop, serving) = serve(MusterConfig::default(), demo_stdio("demo")).await;
+    let http = reqwest::Client::new();
+    assert_eq!(
+        initialize_padded(&http, &url, 7000, 0).await.ok(),
+        Some(200),
+        "a 7 KB header"
+    );
+    assert_eq!(
+        initialize_padded(&http, &url, 9000, 0).await.ok(),
+        Some(431),
+        "a head over the default 8 KiB"
+    );
+    // Bodies are not bound by it; and the gateway goes on serving.
+    assert_eq!(
+        initialize_padded(&http, &url, 0, 1_000_000).await.ok(),
+        Some(200),
+        "a 1 MB body"
+    );
+    assert_eq!(
+        initialize_padded(&reqwest::Client::new(), &url, 100, 0).await.ok(),
+        Some(200)
+    );
+    // HTTP/2 (prior knowledge) is served too.
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("a client");
+    assert_eq!(
+        initialize_padded(&h2, &url, 100, 0).await.ok(),
+        Some(200),
+        "over HTTP/2"
+    );
+    stopped(stop, serving).await;
+
+    // Raised, the limit lets the larger head through.
+    let raised = with_limits(Limits::default().with_max_request_head_bytes(16 * 1024));
+    let (url, stop, serving) = serve(raised, demo_stdio("demo")).await;
+    assert_eq!(
+        initialize_padded(&http, &url, 9000, 0).await.ok(),
+        Some(200),
+        "under 16 KiB"
+    );
+    assert_eq!(
+        initialize_padded(&http, &url, 17000, 0).await.ok(),
+        Some(431),
+        "over 16 KiB"
+    );
+    stopped(stop, serving).await;
 }

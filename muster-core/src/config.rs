@@ -34,7 +34,7 @@ use crate::crd::validate::{NAME_PATTERN, NAME_RE, NAMESPACE_PATTERN, NAMESPACE_R
 
 mod limits;
 
-pub use limits::{DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_REQUEST_BODY_BYTES, Limits};
+pub use limits::{DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_REQUEST_BODY_BYTES, DEFAULT_MAX_REQUEST_HEAD_BYTES, Limits};
 
 /// Default of `aggregator.port`.
 pub const DEFAULT_PORT: u16 = 8090;

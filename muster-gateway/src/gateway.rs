@@ -244,7 +244,7 @@ impl Gateway {
     /// gracefully: new connections and requests are refused (503), the requests in flight get up
     /// to `aggregator.limits.shutdownTimeoutSeconds` to finish, then the sessions end and every
     /// downstream server is stopped (a stdio server with the processes it started). Answers go
-    /// out without Nagle's delay (`TCP_NODELAY`).
+    /// out without Nagle's delay (`TCP_NODELAY`); see [`crate::http::serve`] for the connections.
     ///
     /// ```no_run
     /// # async fn run(gateway: muster_gateway::Gateway) -> std::io::Result<()> {
@@ -258,13 +258,12 @@ impl Gateway {
         listener: tokio::net::TcpListener,
         signal: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<ShutdownReport> {
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            // Without it every small answer waited for the client's delayed ACK (~40 ms).
-            let _ = tcp.set_nodelay(true);
-        });
         let stop_accepting = CancellationToken::new();
-        let mut server = tokio::spawn(std::future::IntoFuture::into_future(
-            axum::serve(listener, self.router()).with_graceful_shutdown(stop_accepting.clone().cancelled_owned()),
+        let mut server = tokio::spawn(crate::http::serve::serve(
+            listener,
+            self.router(),
+            self.registry.config().aggregator.limits.max_request_head_bytes,
+            stop_accepting.clone(),
         ));
         signal.await;
         let started = std::time::Instant::now();

@@ -31,6 +31,7 @@ use crate::{meta::MetaTools, registry::Registry};
 
 pub mod guard;
 mod kept;
+pub mod serve;
 pub mod session_calls;
 pub mod sessions;
 

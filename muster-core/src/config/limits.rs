@@ -29,6 +29,12 @@ use crate::crd::ValidationErrors;
 pub struct Limits {
     /// The largest request body `/mcp` reads, in bytes; a larger one gets 413. Default 4 MiB.
     pub max_request_body_bytes: usize,
+    /// The largest request head (request line and headers) an HTTP/1.1 connection reads, in
+    /// bytes; a larger one gets 431 and the connection closes. It is also the most a connection's
+    /// read buffer grows to: the default, 8 KiB (as Tomcat's and Jetty's), keeps each idle
+    /// connection small. Raise it for bearer tokens over about 7 KB. At least 8192; HTTP/2
+    /// connections are not bound by it.
+    pub max_request_head_bytes: usize,
     /// The deepest nesting of arrays and objects a request may have; a deeper one gets 400
     /// with a JSON-RPC "invalid request" error. Default 64.
     pub max_json_depth: usize,
@@ -49,6 +55,8 @@ pub struct Limits {
 
 /// Default of `aggregator.limits.maxRequestBodyBytes`.
 pub const DEFAULT_MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Default (and least value) of `aggregator.limits.maxRequestHeadBytes`.
+pub const DEFAULT_MAX_REQUEST_HEAD_BYTES: usize = 8192;
 /// Default of `aggregator.limits.maxJsonDepth`.
 pub const DEFAULT_MAX_JSON_DEPTH: usize = 64;
 
@@ -56,6 +64,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_request_body_bytes: DEFAULT_MAX_REQUEST_BODY_BYTES,
+            max_request_head_bytes: DEFAULT_MAX_REQUEST_HEAD_BYTES,
             max_json_depth: DEFAULT_MAX_JSON_DEPTH,
             max_concurrent_calls_per_session: 32,
             max_concurrent_calls_per_server: 64,
@@ -70,6 +79,12 @@ impl Limits {
     /// Sets `maxRequestBodyBytes`.
     pub fn with_max_request_body_bytes(mut self, bytes: usize) -> Self {
         self.max_request_body_bytes = bytes;
+        self
+    }
+
+    /// Sets `maxRequestHeadBytes`.
+    pub fn with_max_request_head_bytes(mut self, bytes: usize) -> Self {
+        self.max_request_head_bytes = bytes;
         self
     }
 
@@ -124,6 +139,16 @@ impl Limits {
                 );
             }
         }
+        if self.max_request_head_bytes < DEFAULT_MAX_REQUEST_HEAD_BYTES {
+            errors.push(
+                "aggregator.limits.maxRequestHeadBytes",
+                format!(
+                    "aggregator.limits.maxRequestHeadBytes must be at least {DEFAULT_MAX_REQUEST_HEAD_BYTES} (the \
+                     smallest read buffer of an HTTP/1.1 connection), not {}",
+                    self.max_request_head_bytes
+                ),
+            );
+        }
     }
 }
 
@@ -149,6 +174,7 @@ mod tests {
         Limits::default()
             .with_max_json_depth(0)
             .with_max_concurrent_calls_per_server(0)
+            .with_max_request_head_bytes(4096)
             .validate_into(&mut errors);
         let text = errors.into_result().expect_err("zero limits are refused").to_string();
         assert!(
@@ -159,5 +185,14 @@ mod tests {
             text.contains("aggregator.limits.maxConcurrentCallsPerServer must be at least 1"),
             "{text}"
         );
+        assert!(
+            text.contains("aggregator.limits.maxRequestHeadBytes must be at least 8192") && text.contains("not 4096"),
+            "{text}"
+        );
+        let mut errors = ValidationErrors::new();
+        Limits::default()
+            .with_max_request_head_bytes(8192)
+            .validate_into(&mut errors);
+        assert!(errors.into_result().is_ok(), "8192 is allowed");
     }
 }
