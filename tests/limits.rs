@@ -450,16 +450,6 @@ async fn a_request_head_over_max_request_head_bytes_gets_431_and_the_gateway_kee
         initialize_padded(&reqwest::Client::new(), &url, 100, 0).await.ok(),
         Some(200)
     );
-    // HTTP/2 (prior knowledge) is served too.
-    let h2 = reqwest::Client::builder()
-        .http2_prior_knowledge()
-        .build()
-        .expect("a client");
-    assert_eq!(
-        initialize_padded(&h2, &url, 100, 0).await.ok(),
-        Some(200),
-        "over HTTP/2"
-    );
     stopped(stop, serving).await;
 
     // Raised, the limit lets the larger head through.

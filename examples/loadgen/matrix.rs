@@ -149,6 +149,26 @@ impl Runs {
     fn cell(&self, target: Target, shape: usize) -> Cell {
         Cell::of(&self.of(target, shape))
     }
+
+    /// The gateway's CPU per call over the direct echo server's, repetition by repetition: each
+    /// repetition runs every target back to back, so a slow phase of the machine weighs on both
+    /// sides of a pair alike.
+    fn paired_cpu_ratios(&self, target: Target, shape: usize) -> Vec<f64> {
+        let direct = self.of(Target::DIRECT, shape);
+        self.of(target, shape)
+            .iter()
+            .zip(&direct)
+            .map(|(g, d)| g.cpu_us_per_call("gateway") / d.cpu_us_per_call("echo"))
+            .filter(|r| r.is_finite())
+            .collect()
+    }
+}
+
+/// The lowest and highest of `values` (NaN when empty).
+fn range(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::NAN, f64::NAN), |(lo, hi), &v| (lo.min(v), hi.max(v)))
 }
 
 /// Shared state of a matrix run.
@@ -446,7 +466,13 @@ fn report_matrix(ctx: &Ctx, runs: &Runs, out: &mut String) -> Result<(), BoxErro
         let ratios: Vec<String> = (0..shapes.len())
             .map(|i| {
                 let r = runs.cell(target, i).gateway_cpu / runs.cell(Target::DIRECT, i).echo_cpu;
-                format!("{} {}", ratio(r), verdict(r <= limit))
+                let (lo, hi) = range(&runs.paired_cpu_ratios(target, i));
+                let spread = if ctx.opts.reps > 1 {
+                    format!(" ({}–{})", ratio(lo), ratio(hi))
+                } else {
+                    String::new()
+                };
+                format!("{} {}{spread}", ratio(r), verdict(r <= limit))
             })
             .collect();
         let mut row = format!("| {} | {} |", target.label(), ratios.join(" · "));
@@ -469,10 +495,70 @@ fn report_matrix(ctx: &Ctx, runs: &Runs, out: &mut String) -> Result<(), BoxErro
         );
         writeln!(out, "{row} {idle:.1} MB {} |", verdict(idle < 30.0))?;
     }
+    if ctx.opts.reps > 1 {
+        writeln!(
+            out,
+            "\nIn brackets: the lowest and highest ratio of one repetition's gateway run over the same \
+             repetition's direct run. How much the machine moved during this run, by the direct echo \
+             server's CPU per call across the repetitions (lowest–highest, and the highest over the lowest):\n"
+        )?;
+        let spreads: Vec<String> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, &(sessions, calls))| {
+                let cpu: Vec<f64> = runs
+                    .of(Target::DIRECT, i)
+                    .iter()
+                    .map(|r| r.cpu_us_per_call("echo"))
+                    .collect();
+                let (lo, hi) = range(&cpu);
+                format!("{sessions} × {calls}: {}–{} µs ({})", us(lo), us(hi), ratio(hi / lo))
+            })
+            .collect();
+        writeln!(out, "{}", spreads.join("; "))?;
+    }
     Ok(())
 }
 
 /// KiB as MB (10^6 bytes).
 pub(crate) fn mb(kib: u64) -> f64 {
     kib as f64 * 1024.0 / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Runs, Target, range};
+    use crate::load::LoadResult;
+
+    /// A run of 1000 calls in which process `name` spent `us` microseconds a call.
+    fn run(name: &str, us: u64) -> LoadResult {
+        LoadResult {
+            ok: 1000,
+            errors: 0,
+            not_issued: 0,
+            wall: Duration::from_secs(1),
+            latencies: Vec::new(),
+            cpu: vec![(name.to_owned(), Some(Duration::from_micros(us * 1000)))],
+            client_cpu: Duration::ZERO,
+            first_error: None,
+        }
+    }
+
+    #[test]
+    fn cpu_ratios_pair_each_repetitions_gateway_run_with_its_direct_run() {
+        let gateway = Target::gateway(true, false);
+        let mut runs = Runs::default();
+        // The machine slows down by half in the second repetition: both sides feel it.
+        for (direct, through) in [(40, 48), (60, 72), (40, 52)] {
+            runs.runs.push((Target::DIRECT, 0, run("echo", direct)));
+            runs.runs.push((gateway, 0, run("gateway", through)));
+        }
+        let ratios = runs.paired_cpu_ratios(gateway, 0);
+        assert_eq!(ratios.len(), 3);
+        let (lo, hi) = range(&ratios);
+        assert!((lo - 1.2).abs() < 1e-9 && (hi - 1.3).abs() < 1e-9, "{ratios:?}");
+        assert!(range(&[]).0.is_nan());
+    }
 }

@@ -32,8 +32,7 @@ pub struct Limits {
     /// The largest request head (request line and headers) an HTTP/1.1 connection reads, in
     /// bytes; a larger one gets 431 and the connection closes. It is also the most a connection's
     /// read buffer grows to: the default, 8 KiB (as Tomcat's and Jetty's), keeps each idle
-    /// connection small. Raise it for bearer tokens over about 7 KB. At least 8192; HTTP/2
-    /// connections are not bound by it.
+    /// connection small. Raise it for bearer tokens over about 7 KB. At least 8192.
     pub max_request_head_bytes: usize,
     /// The deepest nesting of arrays and objects a request may have; a deeper one gets 400
     /// with a JSON-RPC "invalid request" error. Default 64.
