@@ -248,7 +248,7 @@ async fn a_call_whose_stream_broke_is_resumed_from_its_last_event() {
     // again (as an SDK does after `retry`) until the gateway has seen the stream go.
     drop(held);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let mut resumed = loop {
+    let resumed = loop {
         let mut resumed = session.resume("call-0-0").await;
         assert_eq!(resumed.status(), StatusCode::OK);
         match tokio::time::timeout(Duration::from_millis(300), resumed.chunk()).await {
@@ -263,15 +263,7 @@ async fn a_call_whose_stream_broke_is_resumed_from_its_last_event() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     release.add_permits(1);
-    let mut rest = Vec::new();
-    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(10), resumed.chunk())
-        .await
-        .expect("the resumed stream ends with the answer")
-        .expect("readable")
-    {
-        rest.extend_from_slice(&chunk);
-    }
-    let rest = String::from_utf8(rest).expect("text");
+    let rest = rest_of(resumed).await;
     assert!(
         rest.starts_with("data: {") && rest.contains("front") && rest.ends_with("\nid: call-0-1\n\n"),
         "{rest:?}"
@@ -279,6 +271,52 @@ async fn a_call_whose_stream_broke_is_resumed_from_its_last_event() {
     // Delivered: asked again, the stream is empty (and ends).
     let again = session.resume("call-0-0").await.text().await.expect("empty");
     assert_eq!(again, "");
+}
+
+/// Everything a stream sent, to its end.
+async fn rest_of(mut stream: reqwest::Response) -> String {
+    let mut rest = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(10), stream.chunk())
+        .await
+        .expect("the stream ends in time")
+        .expect("readable")
+    {
+        rest.extend_from_slice(&chunk);
+    }
+    String::from_utf8(rest).expect("text")
+}
+
+#[tokio::test]
+async fn a_call_through_rmcp_whose_stream_broke_is_resumed_by_the_session_manager() {
+    // Never touched here: every call goes to rmcp, and its stream is the session manager's.
+    let (url, release) = serve(Duration::from_secs(60), Duration::ZERO).await;
+    let session = RawSession::open(&url).await;
+    let mut held = session.call("held").await;
+    let primed = held.chunk().await.expect("readable").expect("the priming event");
+    let primed = String::from_utf8_lossy(&primed).into_owned();
+    let id = primed
+        .strip_prefix("data: \nid: ")
+        .and_then(|rest| rest.split_once('\n'))
+        .map(|(id, _)| id.to_owned())
+        .unwrap_or_else(|| panic!("a primed stream: {primed:?}"));
+    assert!(id.starts_with("req-") && id.ends_with("-0"), "{id}");
+    drop(held);
+
+    let resumed = session.resume(&id).await;
+    assert_eq!(resumed.status(), StatusCode::OK);
+    release.add_permits(1);
+    let answer_id = format!("{}-1", id.strip_suffix("-0").unwrap_or_default());
+    let rest = rest_of(resumed).await;
+    assert!(
+        rest.contains("rmcp") && rest.contains(&format!("id: {answer_id}\n")),
+        "the answer, after the event the client had: {rest:?}"
+    );
+    // The stream is kept after its answer: a client that lost that too gets it again.
+    let again = rest_of(session.resume(&id).await).await;
+    assert!(again.contains("rmcp") && again.contains(&answer_id), "{again:?}");
+    // An id the session never gave is an empty stream.
+    let unknown = rest_of(session.resume("req-999-0").await).await;
+    assert_eq!(unknown, "");
 }
 
 #[tokio::test]
