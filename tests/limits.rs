@@ -1,8 +1,8 @@
 //! `aggregator.limits` with real clients and a real downstream: JSON nesting depth, concurrent
 //! calls per session and per server (a bounded queue, then a busy error naming the limit), and
 //! a graceful shutdown that lets calls in flight finish, refuses new ones, and leaves no process
-//! of a downstream server behind; request heads up to `maxRequestHeadBytes`. Every refusal leaves
-//! the gateway serving.
+//! of a downstream server behind; request heads up to `maxRequestHeadBytes`; sessions up to
+//! `maxSessions`. Every refusal leaves the gateway serving.
 
 mod common;
 
@@ -466,4 +466,64 @@ async fn a_request_head_over_max_request_head_bytes_gets_431_and_the_gateway_kee
         "over 16 KiB"
     );
     stopped(stop, serving).await;
+}
+
+/// POSTs an `initialize` to `url`; the status, the session id given, and the body.
+async fn initialize(http: &reqwest::Client, url: &str) -> (u16, Option<String>, String) {
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"initialize","params":{{{INITIALIZE_PARAMS},"capabilities":{{}}}}}}"#
+        ))
+        .send()
+        .await
+        .expect("answers");
+    let status = response.status().as_u16();
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (status, id, response.text().await.expect("a body"))
+}
+
+#[tokio::test]
+async fn an_initialize_over_max_sessions_gets_503_naming_the_limit_until_a_session_ends() {
+    // Three: the harness's own client has one.
+    let h = Harness::start_with(with_limits(Limits::default().with_max_sessions(3)), Vec::new()).await;
+    let http = reqwest::Client::new();
+    let (first, second) = (initialize(&http, &h.url).await, initialize(&http, &h.url).await);
+    assert_eq!((first.0, second.0), (200, 200));
+    let (status, id, body) = initialize(&http, &h.url).await;
+    assert_eq!((status, id), (503, None), "{body}");
+    let refusal: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+    assert_eq!(refusal["id"], 3, "{refusal}");
+    let message = refusal["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("aggregator.limits.maxSessions"), "{message}");
+    // A request of an open session is not refused.
+    let session = first.1.expect("a session id");
+    let ping = http
+        .post(&h.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(ping.status().as_u16(), 202);
+    // Once a session ends, there is room for the next.
+    let closed = http
+        .delete(&h.url)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("answers");
+    assert!(closed.status().is_success(), "{}", closed.status());
+    assert_eq!(initialize(&http, &h.url).await.0, 200);
+    h.stop().await;
 }

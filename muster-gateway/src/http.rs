@@ -64,21 +64,19 @@ pub fn router(
             .enforce_origin_validation();
     }
     config = config.with_max_request_body_bytes(aggregator.limits.max_request_body_bytes);
+    let open_sessions = sessions::Sessions::default();
     let request_guard = guard::Guard {
         max_body_bytes: aggregator.limits.max_request_body_bytes,
         max_json_depth: aggregator.limits.max_json_depth,
         drain,
+        sessions: Some((open_sessions.clone(), aggregator.limits.max_sessions)),
     };
     // One handler serves every session; each session is admitted to `sessions` once rmcp set it
     // up, and its calls are answered in front of rmcp from then on.
     let sessions = Arc::new(session_calls::SessionTable::default());
     let handler = MetaTools::new(Arc::clone(&registry), tools).with_session_table(Arc::clone(&sessions));
     let factory_handler = handler.clone();
-    let rmcp_service = StreamableHttpService::new(
-        move || Ok(factory_handler.clone()),
-        sessions::Sessions::default().into(),
-        config,
-    );
+    let rmcp_service = StreamableHttpService::new(move || Ok(factory_handler.clone()), open_sessions.into(), config);
     let mcp = session_calls::SessionCalls::new(
         rmcp_service,
         Arc::new(handler),

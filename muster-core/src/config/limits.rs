@@ -34,6 +34,10 @@ pub struct Limits {
     /// read buffer grows to: the default, 8 KiB (as Tomcat's and Jetty's), keeps each idle
     /// connection small. Raise it for bearer tokens over about 7 KB. At least 8192.
     pub max_request_head_bytes: usize,
+    /// MCP sessions the gateway keeps open at once over HTTP; an `initialize` beyond them gets
+    /// 503 with a JSON-RPC error naming this limit (sessions end when closed, or after five idle
+    /// minutes). Bounds what a client opening sessions in a loop can take. Default 10000.
+    pub max_sessions: usize,
     /// The deepest nesting of arrays and objects a request may have; a deeper one gets 400
     /// with a JSON-RPC "invalid request" error. Default 64.
     pub max_json_depth: usize,
@@ -64,6 +68,7 @@ impl Default for Limits {
         Self {
             max_request_body_bytes: DEFAULT_MAX_REQUEST_BODY_BYTES,
             max_request_head_bytes: DEFAULT_MAX_REQUEST_HEAD_BYTES,
+            max_sessions: 10_000,
             max_json_depth: DEFAULT_MAX_JSON_DEPTH,
             max_concurrent_calls_per_session: 32,
             max_concurrent_calls_per_server: 64,
@@ -84,6 +89,12 @@ impl Limits {
     /// Sets `maxRequestHeadBytes`.
     pub fn with_max_request_head_bytes(mut self, bytes: usize) -> Self {
         self.max_request_head_bytes = bytes;
+        self
+    }
+
+    /// Sets `maxSessions`.
+    pub fn with_max_sessions(mut self, sessions: usize) -> Self {
+        self.max_sessions = sessions;
         self
     }
 
@@ -127,6 +138,7 @@ impl Limits {
         let positive = [
             ("maxRequestBodyBytes", self.max_request_body_bytes),
             ("maxJsonDepth", self.max_json_depth),
+            ("maxSessions", self.max_sessions),
             ("maxConcurrentCallsPerSession", self.max_concurrent_calls_per_session),
             ("maxConcurrentCallsPerServer", self.max_concurrent_calls_per_server),
         ];

@@ -5,6 +5,8 @@
 //!   nest deeper than `maxJsonDepth` gets 400. Both answer a JSON-RPC error naming the limit,
 //!   and nothing reaches the MCP service (a deep document would otherwise cost a recursive parse
 //!   and, passed on, every hop's parse after it).
+//! - An `initialize` (a POST without a session id) while `aggregator.limits.maxSessions`
+//!   sessions are open gets 503 with a JSON-RPC error naming the limit, before a session is made.
 //! - Once a shutdown begins ([`Drain::begin`]), new requests get 503 while the ones in flight
 //!   finish; [`Drain::settled`] resolves when none is left (a response counts until its body
 //!   has been sent or dropped).
@@ -32,6 +34,8 @@ use http::{Method, StatusCode, header};
 use serde_json::json;
 use tokio::sync::Notify;
 
+use crate::http::sessions::Sessions;
+
 /// What the guard enforces.
 #[derive(Debug, Clone)]
 pub struct Guard {
@@ -41,6 +45,8 @@ pub struct Guard {
     pub max_json_depth: usize,
     /// The requests in flight, and whether a shutdown has begun.
     pub drain: Arc<Drain>,
+    /// The open sessions and `maxSessions`, when the guard bounds them.
+    pub sessions: Option<(Sessions, usize)>,
 }
 
 /// The requests in flight of a gateway's `/mcp`, and whether it is shutting down.
@@ -143,6 +149,21 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
             ),
         );
     }
+    if let Some((sessions, max)) = &guard.sessions
+        && !parts.headers.contains_key(SESSION_ID)
+        && sessions.len() >= *max
+        && is_initialize(&bytes)
+    {
+        return refusal_of(
+            top_level_id(&bytes),
+            StatusCode::SERVICE_UNAVAILABLE,
+            -32000,
+            format!(
+                "the gateway has {max} sessions open, its limit (aggregator.limits.maxSessions); close one, or retry \
+                 once idle ones have ended"
+            ),
+        );
+    }
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     let (parts, body) = response.into_parts();
     // The count ends when the body has been sent (or dropped with its connection).
@@ -151,6 +172,18 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
         chunk
     }));
     Response::from_parts(parts, body)
+}
+
+const SESSION_ID: &str = "mcp-session-id";
+
+/// Whether `json` is a JSON-RPC `initialize` request (its top-level `method`).
+fn is_initialize(json: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        method: Option<&'a str>,
+    }
+    serde_json::from_slice::<Envelope<'_>>(json).is_ok_and(|e| e.method == Some("initialize"))
 }
 
 fn is_length_limit(error: &axum::Error) -> bool {
@@ -266,6 +299,23 @@ pub fn json_depth_exceeds(json: &[u8], max: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_initialize_request_is_one() {
+        assert!(super::is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+        ));
+        assert!(super::is_initialize(br#"{"method" : "initialize", "id": "a"}"#));
+        for other in [
+            &br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#[..],
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{"method":"initialize"}}"#,
+            br#"[{"method":"initialize"}]"#,
+            b"not json",
+        ] {
+            assert!(!super::is_initialize(other), "{}", String::from_utf8_lossy(other));
+        }
+    }
 
     #[test]
     fn depth_counts_arrays_and_objects_but_not_strings() {
