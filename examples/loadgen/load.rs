@@ -158,6 +158,8 @@ pub(crate) struct LoadResult {
     pub(crate) latencies: Vec<Duration>,
     /// CPU time of each measured process over the run (`None`: it was gone at the end).
     pub(crate) cpu: Vec<(String, Option<Duration>)>,
+    /// Context switches of each measured process's threads over the run.
+    pub(crate) switches: Vec<(String, Option<u64>)>,
     /// CPU time of the load generator itself over the run.
     pub(crate) client_cpu: Duration,
     /// The first error seen, for the log.
@@ -191,6 +193,17 @@ impl LoadResult {
             .find(|(n, _)| n == name)
             .and_then(|(_, cpu)| *cpu)
             .map_or(f64::NAN, |cpu| per_call_us(cpu, self.issued()))
+    }
+
+    /// Context switches per issued call of measured process `name` (NaN when unknown).
+    pub(crate) fn switches_per_call(&self, name: &str) -> f64 {
+        let issued = self.issued();
+        self.switches
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, s)| *s)
+            .filter(|_| issued > 0)
+            .map_or(f64::NAN, |s| s as f64 / issued as f64)
     }
 
     /// CPU microseconds per issued call of the load generator.
@@ -268,6 +281,7 @@ pub(crate) async fn run(http: &reqwest::Client, spec: &LoadSpec) -> Result<LoadR
     }
 
     let cpu_before: Vec<Option<Duration>> = spec.measured.iter().map(|m| procfs::cpu_time(m.pid)).collect();
+    let switches_before: Vec<Option<u64>> = spec.measured.iter().map(|m| procfs::context_switches(m.pid)).collect();
     let client_before = procfs::own_cpu_time();
     let started = Instant::now();
     let deadline = started + spec.max_time;
@@ -291,6 +305,15 @@ pub(crate) async fn run(http: &reqwest::Client, spec: &LoadSpec) -> Result<LoadR
             (m.name.clone(), before.zip(after).map(|(b, a)| a.saturating_sub(b)))
         })
         .collect();
+    let switches = spec
+        .measured
+        .iter()
+        .zip(switches_before)
+        .map(|(m, before)| {
+            let after = procfs::context_switches(m.pid);
+            (m.name.clone(), before.zip(after).map(|(b, a)| a.saturating_sub(b)))
+        })
+        .collect();
 
     let mut result = LoadResult {
         ok: 0,
@@ -299,6 +322,7 @@ pub(crate) async fn run(http: &reqwest::Client, spec: &LoadSpec) -> Result<LoadR
         wall,
         latencies: Vec::with_capacity(spec.sessions * spec.calls),
         cpu,
+        switches,
         client_cpu,
         first_error: None,
     };

@@ -228,17 +228,26 @@ async fn run_one(args: RunArgs) -> Result<(), BoxError> {
     };
     let result = load::run(&reqwest::Client::new(), &spec).await?;
     let names: Vec<&str> = spec.measured.iter().map(|m| m.name.as_str()).collect();
-    let cpu_headers: String = names.iter().map(|n| format!(" {n} CPU µs/call |")).collect();
+    let cpu_headers: String = names
+        .iter()
+        .map(|n| format!(" {n} CPU µs/call | {n} switches/call |"))
+        .collect();
     let cpu_cells: String = names
         .iter()
-        .map(|n| format!(" {:.1} |", result.cpu_us_per_call(n)))
+        .map(|n| {
+            format!(
+                " {:.1} | {:.2} |",
+                result.cpu_us_per_call(n),
+                result.switches_per_call(n)
+            )
+        })
         .collect();
     println!(
         "| sessions × calls | calls/s | p50 ms | p95 ms | p99 ms | errors | not issued |{cpu_headers} client CPU µs/call |"
     );
     println!(
         "|---|---:|---:|---:|---:|---:|---:|{}---:|",
-        "---:|".repeat(names.len())
+        "---:|".repeat(2 * names.len())
     );
     println!(
         "| {} × {} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} |{cpu_cells} {:.1} |",

@@ -96,6 +96,8 @@ struct Cell {
     gateway_cpu: f64,
     echo_cpu: f64,
     client_cpu: f64,
+    gateway_switches: f64,
+    echo_switches: f64,
 }
 
 /// The median of `values` (NaN when empty; the mean of the middle two for an even count).
@@ -126,6 +128,8 @@ impl Cell {
             gateway_cpu: m(&|r| r.cpu_us_per_call("gateway")),
             echo_cpu: m(&|r| r.cpu_us_per_call("echo")),
             client_cpu: m(&|r| r.client_cpu_us_per_call()),
+            gateway_switches: m(&|r| r.switches_per_call("gateway")),
+            echo_switches: m(&|r| r.switches_per_call("echo")),
         }
     }
 }
@@ -339,6 +343,15 @@ pub(crate) fn us(v: f64) -> String {
     }
 }
 
+/// A count per call, to two places.
+fn per_call(v: f64) -> String {
+    if v.is_nan() {
+        "–".to_owned()
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 fn ratio(v: f64) -> String {
     if v.is_nan() {
         "–".to_owned()
@@ -356,14 +369,15 @@ fn report_matrix(ctx: &Ctx, runs: &Runs, out: &mut String) -> Result<(), BoxErro
     let targets = targets(&ctx.opts);
     writeln!(
         out,
-        "Medians of {} repetitions; CPU is `utime + stime` from `/proc/<pid>/stat` over the measured calls, per call.\n",
+        "Medians of {} repetitions; CPU is `utime + stime` from `/proc/<pid>/stat` over the measured calls, per call; \
+         switches are the context switches of the process's threads (`/proc/<pid>/task/*/status`), per call.\n",
         ctx.opts.reps
     )?;
     writeln!(
         out,
-        "| target | sessions × calls | calls/s | p50 ms | p95 ms | p99 ms | errors | gateway CPU µs/call | echo CPU µs/call | client CPU µs/call |"
+        "| target | sessions × calls | calls/s | p50 ms | p95 ms | p99 ms | errors | gateway CPU µs/call | echo CPU µs/call | client CPU µs/call | gateway switches/call | echo switches/call |"
     )?;
-    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     for &target in &targets {
         for (i, &(s, c)) in shapes.iter().enumerate() {
             let cell = runs.cell(target, i);
@@ -374,7 +388,7 @@ fn report_matrix(ctx: &Ctx, runs: &Runs, out: &mut String) -> Result<(), BoxErro
             };
             writeln!(
                 out,
-                "| {} | {s} × {c} | {:.0} | {} | {} | {} | {errors} | {} | {} | {} |",
+                "| {} | {s} × {c} | {:.0} | {} | {} | {} | {errors} | {} | {} | {} | {} | {} |",
                 target.label(),
                 cell.calls_per_sec,
                 ms(cell.p50),
@@ -383,6 +397,8 @@ fn report_matrix(ctx: &Ctx, runs: &Runs, out: &mut String) -> Result<(), BoxErro
                 us(cell.gateway_cpu),
                 us(cell.echo_cpu),
                 us(cell.client_cpu),
+                per_call(cell.gateway_switches),
+                per_call(cell.echo_switches),
             )?;
         }
     }
@@ -541,6 +557,7 @@ mod tests {
             wall: Duration::from_secs(1),
             latencies: Vec::new(),
             cpu: vec![(name.to_owned(), Some(Duration::from_micros(us * 1000)))],
+            switches: vec![(name.to_owned(), Some(2000))],
             client_cpu: Duration::ZERO,
             first_error: None,
         }
@@ -560,5 +577,10 @@ mod tests {
         let (lo, hi) = range(&ratios);
         assert!((lo - 1.2).abs() < 1e-9 && (hi - 1.3).abs() < 1e-9, "{ratios:?}");
         assert!(range(&[]).0.is_nan());
+        assert_eq!(
+            runs.cell(gateway, 0).gateway_switches,
+            2.0,
+            "2000 switches over 1000 calls"
+        );
     }
 }

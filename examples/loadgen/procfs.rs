@@ -1,6 +1,7 @@
 //! What the load generator reads from `/proc`: a process's CPU time (`utime + stime` of
-//! `/proc/<pid>/stat`, all its threads, exited ones included), its resident set (`VmRSS`), its
-//! open file descriptors (and their kinds), its children and its command line.
+//! `/proc/<pid>/stat`, all its threads, exited ones included), its context switches (of its
+//! live threads), its resident set (`VmRSS`), its open file descriptors (and their kinds), its
+//! children and its command line.
 
 use std::{collections::BTreeMap, fs, sync::OnceLock, time::Duration};
 
@@ -36,6 +37,33 @@ pub(crate) fn cpu_time(pid: u32) -> Option<Duration> {
     let ticks = utime + stime;
     let per_sec = clock_ticks();
     Some(Duration::from_secs(ticks / per_sec) + Duration::from_nanos((ticks % per_sec) * 1_000_000_000 / per_sec))
+}
+
+/// The context switches of `pid`'s live threads so far, voluntary (a thread waited: for I/O, a
+/// lock, a wake-up) and not (it was preempted), from each `/proc/<pid>/task/<tid>/status`.
+/// Threads that have exited are not counted (`None`: no such process).
+pub(crate) fn context_switches(pid: u32) -> Option<u64> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut switches = 0;
+    for task in tasks.flatten() {
+        let Ok(status) = fs::read_to_string(task.path().join("status")) else {
+            continue; // exited meanwhile
+        };
+        switches += switches_in(&status);
+    }
+    Some(switches)
+}
+
+/// The sum of the two context-switch counts of a `status` file.
+fn switches_in(status: &str) -> u64 {
+    status
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+        })
+        .filter_map(|v| v.trim().parse::<u64>().ok())
+        .sum()
 }
 
 /// The CPU time of this process.
@@ -126,4 +154,16 @@ pub(crate) fn fd_kinds(pid: u32) -> BTreeMap<String, usize> {
         *kinds.entry(kind).or_insert(0) += 1;
     }
     kinds
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn both_kinds_of_switch_are_counted() {
+        let status = "Name:\tgateway\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(super::switches_in(status), 127);
+        assert_eq!(super::switches_in("Name:\tx\n"), 0);
+        // This process has at least its main thread, which has switched by now.
+        assert!(super::context_switches(std::process::id()).is_some());
+    }
 }
