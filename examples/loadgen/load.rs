@@ -263,6 +263,21 @@ async fn drive(session: &Session, call: &Call, tag: usize, calls: usize, deadlin
     tally
 }
 
+/// For each of `measured`, what `read` gives now less what it gave `before` (`None` when either
+/// reading failed: the process was gone).
+fn since<T: Copy>(
+    measured: &[Measured],
+    before: Vec<Option<T>>,
+    read: impl Fn(u32) -> Option<T>,
+    less: impl Fn(T, T) -> T,
+) -> Vec<(String, Option<T>)> {
+    measured
+        .iter()
+        .zip(before)
+        .map(|(m, before)| (m.name.clone(), before.zip(read(m.pid)).map(|(b, a)| less(a, b))))
+        .collect()
+}
+
 /// Runs `spec`: connect, warm up, then measure.
 pub(crate) async fn run(http: &reqwest::Client, spec: &LoadSpec) -> Result<LoadResult, BoxError> {
     let sessions = connect_many(http, &spec.url, spec.sessions).await?;
@@ -296,24 +311,13 @@ pub(crate) async fn run(http: &reqwest::Client, spec: &LoadSpec) -> Result<LoadR
     let tallies = futures::future::join_all(tasks).await;
     let wall = started.elapsed();
     let client_cpu = procfs::own_cpu_time().saturating_sub(client_before);
-    let cpu = spec
-        .measured
-        .iter()
-        .zip(cpu_before)
-        .map(|(m, before)| {
-            let after = procfs::cpu_time(m.pid);
-            (m.name.clone(), before.zip(after).map(|(b, a)| a.saturating_sub(b)))
-        })
-        .collect();
-    let switches = spec
-        .measured
-        .iter()
-        .zip(switches_before)
-        .map(|(m, before)| {
-            let after = procfs::context_switches(m.pid);
-            (m.name.clone(), before.zip(after).map(|(b, a)| a.saturating_sub(b)))
-        })
-        .collect();
+    let cpu = since(&spec.measured, cpu_before, procfs::cpu_time, Duration::saturating_sub);
+    let switches = since(
+        &spec.measured,
+        switches_before,
+        procfs::context_switches,
+        u64::saturating_sub,
+    );
 
     let mut result = LoadResult {
         ok: 0,
