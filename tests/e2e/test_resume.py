@@ -1,11 +1,12 @@
 """A call's stream lost mid-call, resumed by the MCP Python SDK through the gateway.
 
-The gateway answers `tools/call` on an established session itself (in front of rmcp's session
-worker). Its stream is primed with an event id and a `retry`, and each event has an id, so a
-client that loses the stream asks for the rest with `GET` and `Last-Event-ID` (SEP-1699), as it
-would from rmcp. Here a loopback TCP proxy between the SDK and the gateway cuts the connection of
-one call right after the stream's first bytes (the priming event); the SDK reconnects through the
-proxy, and must get the call's progress and its result.
+The gateway answers `tools/call` on an established session itself (in front of rmcp's
+streamable-HTTP service). Its stream is primed with an event id and a `retry`, and each event has
+an id, so a client that loses the stream asks for the rest with `GET` and `Last-Event-ID`
+(SEP-1699), as it would from rmcp. Here a loopback TCP proxy between the SDK and the gateway cuts
+the connection of one call right after the stream's first bytes (the priming event); the SDK
+reconnects through the proxy, and must get the call's progress and its result. The proxy takes a
+side resetting its connection in its stride.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from harness import Gateway, connect
 from test_relay import LONG_OP, call, texts
 
 pytestmark = pytest.mark.anyio
+
+# What a side resetting or closing its connection raises in the other direction's copy.
+PEER_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError)
 
 
 class CuttingProxy:
@@ -41,22 +45,27 @@ class CuttingProxy:
             async with anyio.create_task_group() as tg:
 
                 async def up() -> None:
-                    async for chunk in client:
-                        if not self.cut and self.marker in chunk:
-                            marked.set()
-                        for line in chunk.split(b"\r\n"):
-                            if line.lower().startswith(b"last-event-id:"):
-                                self.resumed_with.append(line.split(b":", 1)[1].strip().decode())
-                        await upstream.send(chunk)
+                    try:
+                        async for chunk in client:
+                            if not self.cut and self.marker in chunk:
+                                marked.set()
+                            for line in chunk.split(b"\r\n"):
+                                if line.lower().startswith(b"last-event-id:"):
+                                    self.resumed_with.append(line.split(b":", 1)[1].strip().decode())
+                            await upstream.send(chunk)
+                    except PEER_GONE:
+                        pass  # a side reset its connection (an SDK closing one with bytes unread)
                     tg.cancel_scope.cancel()
 
                 async def down() -> None:
-                    async for chunk in upstream:
-                        await client.send(chunk)
-                        if marked.is_set() and not self.cut and b"id: call-" in chunk:
-                            self.cut = True
-                            tg.cancel_scope.cancel()
-                            return
+                    try:
+                        async for chunk in upstream:
+                            await client.send(chunk)
+                            if marked.is_set() and not self.cut and b"id: call-" in chunk:
+                                self.cut = True
+                                break
+                    except PEER_GONE:
+                        pass
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(up)
