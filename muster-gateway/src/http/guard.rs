@@ -34,7 +34,7 @@ use http::{Method, StatusCode, header};
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::http::sessions::Sessions;
+use crate::http::{session_calls::SESSION_ID, sessions::Sessions};
 
 /// What the guard enforces.
 #[derive(Debug, Clone)]
@@ -174,16 +174,14 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
     Response::from_parts(parts, body)
 }
 
-const SESSION_ID: &str = "mcp-session-id";
-
 /// Whether `json` is a JSON-RPC `initialize` request (its top-level `method`).
 fn is_initialize(json: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Envelope<'a> {
         #[serde(borrow)]
-        method: Option<&'a str>,
+        method: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_slice::<Envelope<'_>>(json).is_ok_and(|e| e.method == Some("initialize"))
+    serde_json::from_slice::<Envelope<'_>>(json).is_ok_and(|e| e.method.as_deref() == Some("initialize"))
 }
 
 fn is_length_limit(error: &axum::Error) -> bool {

@@ -1,7 +1,8 @@
 //! The last events of an SSE stream, numbered from 1, for a client that lost the stream to
-//! resume it from the last event it got. Both the session manager's streams
-//! ([`sessions`](super::sessions)) and the calls answered in front of it
-//! ([`session_calls`](super::session_calls)) keep their events in one.
+//! resume it from the last event it got; and how long ended streams are kept. Both the session
+//! manager's streams ([`sessions`](super::sessions)) and the calls answered in front of it
+//! ([`session_calls`](super::session_calls)) keep their events in one, under the same policy
+//! ([`MAX_KEPT`], [`RETAIN`], [`MAX_ENDED`], [`forget_ended`]).
 //!
 //! ```ignore
 //! let mut kept = Kept::default();
@@ -11,7 +12,41 @@
 //! assert_eq!(kept.at_or_after(1), Some((2, "b")));
 //! ```
 
-use std::collections::VecDeque;
+use std::{
+    collections::{HashMap, VecDeque},
+    time::{Duration, Instant},
+};
+
+/// At most this many events a stream has sent are kept (the last ones): a call reporting
+/// progress for hours must not hold every report. A client resuming from an event no longer kept
+/// gets the stream from the oldest one kept (what it misses is progress; the answer is last).
+pub(crate) const MAX_KEPT: usize = 64;
+
+/// How long a stream is kept after it ended, for a client that lost it (rmcp's).
+pub const RETAIN: Duration = Duration::from_secs(60);
+
+/// At most this many ended streams are kept per session (the oldest go first).
+pub const MAX_ENDED: usize = 64;
+
+/// Forgets the streams of `streams` (by number) that ended more than [`RETAIN`] ago, and the
+/// oldest ended ones over [`MAX_ENDED`]; `ended` says when a stream ended, if it has.
+pub(crate) fn forget_ended<T>(streams: &mut HashMap<u64, T>, ended: impl Fn(&T) -> Option<Instant>) {
+    let mut done: Vec<(Instant, u64)> = streams
+        .iter()
+        .filter_map(|(n, stream)| ended(stream).map(|at| (at, *n)))
+        .collect();
+    if done.is_empty() {
+        return;
+    }
+    done.sort_unstable();
+    let now = Instant::now();
+    let over = done.len().saturating_sub(MAX_ENDED);
+    for (i, (at, n)) in done.into_iter().enumerate() {
+        if i < over || now.duration_since(at) > RETAIN {
+            streams.remove(&n);
+        }
+    }
+}
 
 /// The last events of a stream (each push says how many to keep).
 #[derive(Debug)]

@@ -3,9 +3,9 @@
 //! rmcp's [`StreamableHttpService`](rmcp::transport::StreamableHttpService) parses every POST
 //! as a whole `ClientRequest` (a flattened, buffered parse of the whole body) and hands it to
 //! the session's service task, which hands it to the handler and routes the answer back through
-//! the session manager: about a third of the gateway's own work on a call through it. [`SessionCalls`] sits in front of it
-//! and answers the one request an agent sends most, `tools/call` on a session that already
-//! exists, itself: it reads the body's envelope, parses the call's params alone, runs them
+//! the session manager: about a third of the gateway's own work on a call through it.
+//! [`SessionCalls`] sits in front of it and answers the one request an agent sends most,
+//! `tools/call` on a session that already exists, itself: it reads the body's envelope, parses the call's params alone, runs them
 //! through the same handler ([`MetaTools`]) as rmcp would, and writes the answer (and the
 //! call's progress, in order) as the request's SSE stream. Everything else goes to rmcp
 //! unchanged: initialize, notifications, the other methods, GET and DELETE, and any request
@@ -32,8 +32,8 @@
 //! call has ended, for a minute (see `replay.rs`). The ids are of the gateway's own form
 //! (`call-N-I`); a `GET` naming one is answered here, any other goes to rmcp. What differs from
 //! rmcp's answer: a stream that reached its end (its answer went out) is not kept, so a client
-//! that lost the answer's bytes after they left the gateway cannot get them again. A `notifications/cancelled` for a call
-//! answered here is taken here too, and cancels it; so does a `DELETE` of its session, once
+//! that lost the answer's bytes after they left the gateway cannot get them again. A
+//! `notifications/cancelled` for a call answered here is taken here too, and cancels it; so does a `DELETE` of its session, once
 //! rmcp accepted it. That `DELETE` is answered 204 No Content where rmcp says 202 Accepted (the
 //! session is gone, not pending, and the MCP Python SDK counts 202 as a failed end).
 //!

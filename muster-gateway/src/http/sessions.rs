@@ -74,11 +74,7 @@ pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(300);
 /// The reconnection delay a request stream's priming event asks for (rmcp's default).
 pub const DEFAULT_RETRY: Duration = Duration::from_secs(3);
 
-/// How long a request stream is kept after its answer, for a client that lost it (rmcp's).
-pub const RETAIN: Duration = Duration::from_secs(60);
-
-/// At most this many ended request streams are kept per session (the oldest go first).
-pub const MAX_ENDED: usize = 64;
+pub use super::kept::{MAX_ENDED, RETAIN};
 
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -186,7 +182,7 @@ impl Shared {
         let expired: Vec<SessionId> = self
             .read()
             .iter()
-            .filter(|(_, s)| now.saturating_sub(s.seen.load(Ordering::Relaxed)) >= idle_ms && !s.read())
+            .filter(|(_, s)| now.saturating_sub(s.seen.load(Ordering::Relaxed)) >= idle_ms && !s.being_read())
             .map(|(id, _)| id.clone())
             .collect();
         for id in expired {
@@ -387,8 +383,8 @@ impl Session {
     }
 
     /// Whether any of the session's streams is being read.
-    fn read(&self) -> bool {
-        self.standalone.read() || self.routes().streams.values().any(|s| s.outbox.read())
+    fn being_read(&self) -> bool {
+        self.standalone.being_read() || self.routes().streams.values().any(|s| s.outbox.being_read())
     }
 
     /// Hands `message` to the session's service.
@@ -410,7 +406,7 @@ impl Session {
     /// past [`RETAIN`], and the oldest over [`MAX_ENDED`], are forgotten.
     fn open_request(&self, request: RequestId, progress: Option<ProgressToken>) -> Arc<Outbox> {
         let mut routes = self.routes();
-        routes.forget_ended();
+        super::kept::forget_ended(&mut routes.streams, |s| s.outbox.ended());
         let n = routes.next_stream;
         routes.next_stream += 1;
         let outbox = Outbox::request(n, self.retry);
@@ -574,25 +570,6 @@ impl Routes {
         self.unregister(n);
         if let Some(stream) = self.streams.get(&n) {
             stream.outbox.end();
-        }
-    }
-
-    fn forget_ended(&mut self) {
-        let now = Instant::now();
-        let mut ended: Vec<(Instant, u64)> = self
-            .streams
-            .iter()
-            .filter_map(|(n, s)| s.outbox.ended().map(|at| (at, *n)))
-            .collect();
-        if ended.is_empty() {
-            return;
-        }
-        ended.sort_unstable();
-        let over = ended.len().saturating_sub(MAX_ENDED);
-        for (i, (at, n)) in ended.into_iter().enumerate() {
-            if i < over || now.duration_since(at) > RETAIN {
-                self.streams.remove(&n);
-            }
         }
     }
 }

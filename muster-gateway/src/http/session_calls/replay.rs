@@ -5,14 +5,16 @@
 //! `data` with the id `call-N-0` and a `retry` of [`RETRY`]. Each event after it has the id
 //! `call-N-I`, `N` numbering the session's calls and `I` the stream's events. The stream keeps
 //! the last [`MAX_KEPT`] events it sent ([`Sent`]: no lock, no registration; 1.5k instructions a
-//! call, 1%, for all this). When it reaches its end (the answer went out), that is dropped with it. When it is
-//! dropped before (the client's connection broke), the call runs on and its events go on into a
-//! [`Replay`] registered in the session, kept for [`RETAIN`] after the call ends. A `GET` of the
-//! session with `Last-Event-ID: call-N-I` then gets the events after `I`, and the rest as they
-//! come ([`resume`]). A replay that is not there (the stream had reached its end, more than
-//! [`RETAIN`] passed, or the gateway has not yet seen the connection go) gives an empty stream,
-//! as rmcp's resume of an unknown event does: the client asks again after `retry`, and stops
-//! after its last attempt.
+//! call, 1%, for all this). When it reaches its end (the answer went out), that is dropped with
+//! it. When it is dropped before (the client's connection broke), the call runs on and its
+//! events go on into a [`Replay`] registered in the session, kept for [`RETAIN`] after the call
+//! ends. A `GET` of the session with `Last-Event-ID: call-N-I` then gets the events after `I`,
+//! and the rest as they come ([`resume`]). A replay that is not there (the stream had reached
+//! its end, more than [`RETAIN`] passed, or the gateway has not yet seen the connection go)
+//! gives an empty stream, as rmcp's resume of an unknown event does: the client asks again after
+//! `retry`, and stops after its last attempt.
+//!
+//! [`RETAIN`]: crate::http::kept::RETAIN
 //!
 //! ```text
 //! data:
@@ -47,21 +49,10 @@ use http::{HeaderValue, header};
 use rmcp::model::ServerJsonRpcMessage;
 use tokio::sync::Notify;
 
-use crate::http::kept::Kept;
-
-/// The reconnection delay a call's stream asks for (rmcp's `sse_retry`).
-const RETRY: Duration = Duration::from_secs(3);
-
-/// How long the events of a call whose stream broke are kept after the call ends.
-const RETAIN: Duration = Duration::from_secs(60);
-
-/// At most this many ended replays are kept per session (the oldest go first).
-const MAX_ENDED: usize = 64;
-
-/// At most this many events of a stream are kept (the last ones): a call reporting progress for
-/// hours must not hold every report. A client resuming from an event no longer kept gets the
-/// stream from the oldest one kept (what it misses is progress; the answer is the last event).
-const MAX_KEPT: usize = 64;
+use crate::http::{
+    kept::{Kept, MAX_KEPT, forget_ended},
+    sessions::DEFAULT_RETRY as RETRY,
+};
 
 const PREFIX: &str = "call-";
 
@@ -121,7 +112,7 @@ impl Sent {
     }
 
     /// The replay of a stream that broke before its end, registered for the client to resume
-    /// (ended replays past [`RETAIN`] are forgotten).
+    /// (ended replays past [`RETAIN`](crate::http::kept::RETAIN) are forgotten).
     pub(super) fn abandon(self, replays: &Replays) -> Arc<Replay> {
         let replay = Arc::new(Replay {
             n: self.n,
@@ -132,7 +123,7 @@ impl Sent {
             grown: Notify::new(),
         });
         let mut open = replays.open.lock().unwrap_or_else(|e| e.into_inner());
-        forget_ended(&mut open);
+        forget_ended(&mut open, |replay| replay.ended());
         open.insert(self.n, Arc::clone(&replay));
         replay
     }
@@ -167,23 +158,6 @@ fn write_id(frame: &mut Vec<u8>, n: u64, index: usize) {
     frame.push(b'-');
     write_number(frame, index as u64);
     frame.push(b'\n');
-}
-
-/// Forgets the replays that ended more than [`RETAIN`] ago, and the oldest ended ones over
-/// [`MAX_ENDED`].
-fn forget_ended(open: &mut HashMap<u64, Arc<Replay>>) {
-    let now = Instant::now();
-    let mut ended: Vec<(Instant, u64)> = open
-        .iter()
-        .filter_map(|(n, replay)| replay.ended().map(|at| (at, *n)))
-        .collect();
-    ended.sort_unstable();
-    let over = ended.len().saturating_sub(MAX_ENDED);
-    for (i, (at, n)) in ended.into_iter().enumerate() {
-        if i < over || now.duration_since(at) > RETAIN {
-            open.remove(&n);
-        }
-    }
 }
 
 /// Writes `n` in decimal.
@@ -301,6 +275,7 @@ mod tests {
     use rmcp::model::NumberOrString;
 
     use super::*;
+    use crate::http::kept::MAX_ENDED;
 
     fn message(n: i64) -> ServerJsonRpcMessage {
         ServerJsonRpcMessage::response(

@@ -32,9 +32,7 @@ use futures::Stream;
 use rmcp::{model::ServerJsonRpcMessage, transport::streamable_http_server::session::ServerSseMessage};
 
 use crate::http::kept::Kept;
-
-/// Of the events the primary reader has read, at most this many are kept for resuming.
-pub(super) const MAX_KEPT: usize = 64;
+pub(super) use crate::http::kept::MAX_KEPT;
 
 /// At most this many events the primary reader has not read yet are kept (the oldest go first):
 /// a client that stops reading its standalone stream does not grow the gateway without bound.
@@ -166,7 +164,7 @@ impl Outbox {
     }
 
     /// Whether a reader (a response streaming this) is attached.
-    pub(super) fn read(&self) -> bool {
+    pub(super) fn being_read(&self) -> bool {
         !self.state().readers.is_empty()
     }
 
