@@ -25,8 +25,9 @@
 //!   posted in the call's session, also for a call whose future is dropped.
 //! - **A broken stream** is resumed with a GET carrying `Last-Event-ID`, as rmcp would.
 //! - **The connection** goes back to the pool: the stream's end is read after the answer. Plain
-//!   HTTP goes on a hyper connection pool of the lane's own, past reqwest's layers; HTTPS, and
-//!   everything while a proxy is configured, through reqwest ([`sender`]).
+//!   HTTP goes on connections of the lane's own, past reqwest's layers, which the calling task
+//!   drives itself ([`driven`]); HTTPS, and everything while a proxy is configured, through
+//!   reqwest ([`sender`]).
 //!
 //! A 5xx answer fails the call (the server may have run it; it is not sent again), with the
 //! JSON-RPC error it carries when it carries one; so does a 429 (sent again through rmcp, it would
@@ -506,6 +507,7 @@ pub(crate) fn finish_in_background(work: impl Future<Output = ()> + Send + 'stat
     }
 }
 
+mod driven;
 mod sender;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,404 @@
+//! The lane's plain-HTTP connections, driven by the task that sends on them.
+//!
+//! A hyper client connection has two halves: the `SendRequest` a caller sends on, and the
+//! `Connection` future that reads and writes the socket, which hyper's pooled client runs as a
+//! task of its own. A request then crosses between the two tasks at least three times: the
+//! request to the connection's task, the response head back, and each chunk of the body back
+//! again. Each crossing schedules a task, and tokio's scheduler, finding a task queued while its
+//! worker is busy, wakes a parked worker thread to steal it. On the 2-core bench machine that
+//! was most of the gateway's context switches per call.
+//!
+//! Here a connection is checked out of the [`DrivenPool`] whole, both halves, and the calling
+//! task polls the connection itself while it waits for the response head and while it reads
+//! the body ([`DrivenBody`]): the socket wakes the caller, and nothing else does.
+//!
+//! - **Wakes inside a poll stay inside.** The halves wake each other through hyper's channels,
+//!   always from within the caller's own poll; handed to tokio, such a wake would reschedule the
+//!   task that is running. [`Driver`] polls the halves with a waker of its own that notes such a
+//!   wake and polls again, and passes on to the task only the wakes that come from outside (the
+//!   socket).
+//! - **Idle connections** wait in the pool unpolled, each for at most [`POOL_IDLE`], at most
+//!   [`MAX_IDLE_PER_HOST`] to a host. One the server closed meanwhile is found out at checkout,
+//!   where it is polled once, and dropped.
+//! - **A request the connection failed before writing it** (the server closed it in the
+//!   meantime) is sent again on another, as hyper's pooled client does; one that may have been
+//!   written is not.
+//! - **A body dropped before its end** closes its connection; one read to its end gives the
+//!   connection back.
+//!
+//! ```ignore
+//! let pool = DrivenPool::default();
+//! let response = pool.send(request).await?;
+//! let body = response.into_body().collect().await?;
+//! ```
+
+use std::{
+    collections::HashMap,
+    fmt, io,
+    pin::Pin,
+    sync::{
+        Arc, Mutex, Weak,
+        atomic::{AtomicBool, Ordering},
+    },
+    task::{Context, Poll, Wake, Waker},
+    time::Instant,
+};
+
+use axum::body::Bytes;
+use futures::task::AtomicWaker;
+use http::{HeaderValue, header::HOST};
+use http_body_util::Full;
+use hyper::{
+    body::{Body, Frame, Incoming, SizeHint},
+    client::conn::http1,
+};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::upstream::transport::POOL_IDLE;
+
+/// The most idle connections kept to one host.
+pub(crate) const MAX_IDLE_PER_HOST: usize = 256;
+/// How many times a request the connection failed before writing it is sent on another.
+const MAX_RESENDS: usize = 3;
+/// How many times [`Driver::poll`] polls again for wakes from inside before it yields.
+const MAX_INNER_POLLS: usize = 32;
+
+type Connection = http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+
+/// Where a connection goes: host and port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Host {
+    name: String,
+    port: u16,
+}
+
+impl Host {
+    fn of(uri: &http::Uri) -> io::Result<Self> {
+        let name = uri
+            .host()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no host in {uri}")))?;
+        // `[::1]` connects as `::1`.
+        let name = name.trim_start_matches('[').trim_end_matches(']').to_owned();
+        Ok(Self {
+            name,
+            port: uri.port_u16().unwrap_or(80),
+        })
+    }
+}
+
+/// A connection, both halves.
+struct Link {
+    sender: http1::SendRequest<Full<Bytes>>,
+    /// `None` once the connection has ended.
+    connection: Option<Connection>,
+}
+
+impl Link {
+    async fn connect(host: &Host) -> io::Result<Self> {
+        let stream = TcpStream::connect((host.name.as_str(), host.port)).await?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await.map_err(io::Error::other)?;
+        Ok(Self {
+            sender,
+            connection: Some(connection),
+        })
+    }
+
+    /// Polls the connection: reads and writes what it can.
+    fn drive(&mut self, cx: &mut Context<'_>) {
+        if let Some(connection) = &mut self.connection
+            && let Poll::Ready(ended) = Pin::new(connection).poll(cx)
+        {
+            if let Err(e) = ended {
+                tracing::debug!(error = %e, "a connection of the HTTP lane ended");
+            }
+            self.connection = None;
+        }
+    }
+
+    /// Whether the connection can take a request: polled once, it has not ended.
+    fn alive(&mut self) -> bool {
+        self.drive(&mut Context::from_waker(Waker::noop()));
+        self.connection.is_some() && !self.sender.is_closed()
+    }
+
+    /// Sends `request`, driving the connection until the response head has been read.
+    async fn round_trip(
+        &mut self,
+        request: http::Request<Full<Bytes>>,
+    ) -> Result<http::Response<Incoming>, hyper::Error> {
+        let driver = Driver::default();
+        std::future::poll_fn(|cx| {
+            driver.poll(cx, |cx| {
+                self.drive(cx);
+                self.sender.poll_ready(cx)
+            })
+        })
+        .await?;
+        let response = self.sender.send_request(request);
+        tokio::pin!(response);
+        std::future::poll_fn(|cx| {
+            driver.poll(cx, |cx| {
+                self.drive(cx);
+                response.as_mut().poll(cx)
+            })
+        })
+        .await
+    }
+}
+
+/// Idle connections by host; see the [module docs](self).
+#[derive(Default)]
+pub(crate) struct DrivenPool {
+    idle: Mutex<HashMap<Host, Vec<(Link, Instant)>>>,
+}
+
+impl fmt::Debug for DrivenPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DrivenPool").finish_non_exhaustive()
+    }
+}
+
+impl DrivenPool {
+    /// Sends `request` (an absolute `http` URI) on an idle connection to its host, or a new one.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<DrivenBody>, DrivenError> {
+        let uri = request.uri().clone();
+        let failed = |source: io::Error| DrivenError {
+            uri: uri.clone(),
+            source: source.into(),
+        };
+        let host = Host::of(&uri).map_err(failed)?;
+        let (mut parts, body) = request.into_parts();
+        parts.uri = uri
+            .path_and_query()
+            .map_or_else(|| "/".parse(), |p| p.as_str().parse())
+            .map_err(|e| failed(io::Error::other(e)))?;
+        if let Some(authority) = uri.authority()
+            && !parts.headers.contains_key(HOST)
+        {
+            let value = HeaderValue::from_str(authority.as_str()).map_err(|e| failed(io::Error::other(e)))?;
+            parts.headers.insert(HOST, value);
+        }
+        let mut resends = 0;
+        loop {
+            let (mut link, reused) = match self.checkout(&host) {
+                Some(link) => (link, true),
+                // Boxed: the rare path, kept out of every call's future.
+                None => (Box::pin(Link::connect(&host)).await.map_err(failed)?, false),
+            };
+            let mut attempt = http::Request::new(Full::new(body.clone()));
+            *attempt.method_mut() = parts.method.clone();
+            *attempt.uri_mut() = parts.uri.clone();
+            *attempt.version_mut() = parts.version;
+            *attempt.headers_mut() = parts.headers.clone();
+            match link.round_trip(attempt).await {
+                Ok(response) => {
+                    let back = Back {
+                        pool: Arc::downgrade(self),
+                        host,
+                    };
+                    return Ok(response.map(|body| DrivenBody {
+                        body,
+                        link: Some(link),
+                        back,
+                        driver: Driver::default(),
+                    }));
+                }
+                // Not written: the server closed the idle connection meanwhile.
+                Err(e) if reused && (e.is_canceled() || e.is_closed()) && resends < MAX_RESENDS => {
+                    resends += 1;
+                    tracing::debug!(error = %e, "an idle connection of the HTTP lane had closed; sending again");
+                }
+                Err(e) => {
+                    return Err(DrivenError { uri, source: e.into() });
+                }
+            }
+        }
+    }
+
+    /// An idle connection to `host` that has not ended, the most recently used first.
+    fn checkout(&self, host: &Host) -> Option<Link> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let links = idle.get_mut(host)?;
+        while let Some((mut link, since)) = links.pop() {
+            if since.elapsed() < POOL_IDLE && link.alive() {
+                return Some(link);
+            }
+        }
+        None
+    }
+
+    /// Keeps `link`, whose last response was read to its end, for the next request to `host`.
+    fn checkin(&self, host: Host, mut link: Link) {
+        if !link.alive() {
+            return;
+        }
+        let now = Instant::now();
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let links = idle.entry(host).or_default();
+        // The oldest are at the front: those past their time go.
+        let expired = links
+            .iter()
+            .position(|(_, since)| now.duration_since(*since) < POOL_IDLE)
+            .unwrap_or(links.len());
+        links.drain(..expired);
+        if links.len() < MAX_IDLE_PER_HOST {
+            links.push((link, now));
+        }
+    }
+
+    /// How many idle connections the pool holds.
+    #[cfg(test)]
+    pub(crate) fn idle(&self) -> usize {
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(Vec::len)
+            .sum()
+    }
+}
+
+/// Where a body's connection goes back to.
+struct Back {
+    pool: Weak<DrivenPool>,
+    host: Host,
+}
+
+/// A response's body, read by driving its connection; see the [module docs](self).
+pub(crate) struct DrivenBody {
+    body: Incoming,
+    /// Until the body has ended.
+    link: Option<Link>,
+    back: Back,
+    driver: Driver,
+}
+
+impl fmt::Debug for DrivenBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DrivenBody").finish_non_exhaustive()
+    }
+}
+
+impl Body for DrivenBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        let frame = this.driver.poll(cx, |cx| {
+            if let Some(link) = &mut this.link {
+                link.drive(cx);
+            }
+            Pin::new(&mut this.body).poll_frame(cx)
+        });
+        if let Poll::Ready(None) = frame
+            && let Some(link) = this.link.take()
+            && let Some(pool) = this.back.pool.upgrade()
+        {
+            pool.checkin(this.back.host.clone(), link);
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A request on the lane's plain-HTTP connections that got no response: the URL and the whole
+/// chain of causes (hyper's own message alone is as short as `connection closed`).
+#[derive(Debug)]
+pub(crate) struct DrivenError {
+    uri: http::Uri,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl fmt::Display for DrivenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error sending request for url ({}): {}", self.uri, self.source)?;
+        let mut cause = self.source.source();
+        while let Some(error) = cause {
+            write!(f, ": {error}")?;
+            cause = error.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DrivenError {}
+
+/// Polls several futures that wake each other, in one task, keeping their wakes of each other
+/// out of the scheduler; see the [module docs](self).
+struct Driver {
+    shared: Arc<DriverWaker>,
+    waker: Waker,
+}
+
+impl Default for Driver {
+    fn default() -> Self {
+        let shared = Arc::new(DriverWaker::default());
+        let waker = Waker::from(Arc::clone(&shared));
+        Self { shared, waker }
+    }
+}
+
+impl Driver {
+    /// Runs `step` under the driver's waker, again while it was woken from inside itself (at
+    /// most [`MAX_INNER_POLLS`] times: then the task is woken to come back).
+    fn poll<T>(&self, cx: &mut Context<'_>, mut step: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
+        let shared = &self.shared;
+        shared.task.register(cx.waker());
+        let mut inner = Context::from_waker(&self.waker);
+        for _ in 0..MAX_INNER_POLLS {
+            shared.inside.store(true, Ordering::SeqCst);
+            shared.again.store(false, Ordering::SeqCst);
+            let out = step(&mut inner);
+            shared.inside.store(false, Ordering::SeqCst);
+            if out.is_ready() {
+                return out;
+            }
+            if !shared.again.swap(false, Ordering::SeqCst) {
+                return Poll::Pending;
+            }
+        }
+        // Woken every time (a spent cooperative budget does that): the scheduler decides.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// The waker [`Driver`] polls with.
+#[derive(Default)]
+struct DriverWaker {
+    task: AtomicWaker,
+    /// A [`Driver::poll`] is running: a wake is noted for it, not passed on.
+    inside: AtomicBool,
+    /// Woken since the poll began.
+    again: AtomicBool,
+}
+
+impl Wake for DriverWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // Noted first: a poll ending now sees it; one that has ended gets the task woken.
+        self.again.store(true, Ordering::SeqCst);
+        if !self.inside.load(Ordering::SeqCst) {
+            self.task.wake();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
