@@ -56,6 +56,7 @@ pub mod auth;
 pub mod config_dir;
 pub mod core_tools;
 pub mod dispatch;
+mod driver;
 pub mod events;
 mod gateway;
 pub mod http;

@@ -35,6 +35,8 @@ use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown, service::Tower
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
+use crate::driver::Driven;
+
 /// How long accepting pauses after an error that is not the connection's own (out of file
 /// descriptors, for one), so that a full table does not spin the accept loop.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -73,11 +75,12 @@ pub async fn serve(
                 .map_request(|r: http::Request<Incoming>| r.map(Body::new)),
         );
         let connection = graceful.watch(connections.serve_connection(TokioIo::new(tcp), service));
-        tokio::spawn(async move {
+        // Driven: hyper's connection and the request's body, in the one task, wake each other.
+        tokio::spawn(Driven::new(async move {
             if let Err(error) = connection.await {
                 log_connection_error(&error, max_head_bytes);
             }
-        });
+        }));
     }
     drop(listener);
     graceful.shutdown().await;

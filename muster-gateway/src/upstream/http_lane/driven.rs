@@ -14,17 +14,16 @@
 //!
 //! - **Wakes inside a poll stay inside.** The halves wake each other through hyper's channels,
 //!   always from within the caller's own poll; handed to tokio, such a wake would reschedule the
-//!   task that is running. [`Driver`] polls the halves with a waker of its own that notes such a
-//!   wake and polls again, and passes on to the task only the wakes that come from outside (the
-//!   socket).
+//!   task that is running. They are polled under a [`Driver`], which polls again instead, and
+//!   passes on to the task only the wakes that come from outside (the socket).
 //! - **Idle connections** wait in the pool unpolled, each for at most [`POOL_IDLE`], at most
 //!   [`MAX_IDLE_PER_HOST`] to a host. One the server closed meanwhile is found out at checkout,
 //!   where it is polled once, and dropped.
 //! - **A request the connection failed before writing it** (the server closed it in the
 //!   meantime) is sent again on another, as hyper's pooled client does; one that may have been
 //!   written is not.
-//! - **A body dropped before its end** closes its connection; one read to its end gives the
-//!   connection back.
+//! - **A body dropped before its end** closes its connection; one read to its end, or a response
+//!   with no body, gives the connection back.
 //!
 //! ```ignore
 //! let pool = DrivenPool::default();
@@ -36,16 +35,12 @@ use std::{
     collections::HashMap,
     fmt, io,
     pin::Pin,
-    sync::{
-        Arc, Mutex, Weak,
-        atomic::{AtomicBool, Ordering},
-    },
-    task::{Context, Poll, Wake, Waker},
+    sync::{Arc, Mutex, Weak},
+    task::{Context, Poll, Waker},
     time::Instant,
 };
 
 use axum::body::Bytes;
-use futures::task::AtomicWaker;
 use http::{HeaderValue, header::HOST};
 use http_body_util::Full;
 use hyper::{
@@ -55,14 +50,12 @@ use hyper::{
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::upstream::transport::POOL_IDLE;
+use crate::{driver::Driver, upstream::transport::POOL_IDLE};
 
 /// The most idle connections kept to one host.
 pub(crate) const MAX_IDLE_PER_HOST: usize = 256;
 /// How many times a request the connection failed before writing it is sent on another.
 const MAX_RESENDS: usize = 3;
-/// How many times [`Driver::poll`] polls again for wakes from inside before it yields.
-const MAX_INNER_POLLS: usize = 32;
 
 type Connection = http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
 
@@ -197,13 +190,21 @@ impl DrivenPool {
             *attempt.headers_mut() = parts.headers.clone();
             match link.round_trip(attempt).await {
                 Ok(response) => {
+                    // A response with no body (a 202 to a notification) is done with its
+                    // connection already, whether or not its body is read.
+                    let link = if response.body().is_end_stream() {
+                        self.checkin(host.clone(), link);
+                        None
+                    } else {
+                        Some(link)
+                    };
                     let back = Back {
                         pool: Arc::downgrade(self),
                         host,
                     };
                     return Ok(response.map(|body| DrivenBody {
                         body,
-                        link: Some(link),
+                        link,
                         back,
                         driver: Driver::default(),
                     }));
@@ -335,70 +336,6 @@ impl fmt::Display for DrivenError {
 }
 
 impl std::error::Error for DrivenError {}
-
-/// Polls several futures that wake each other, in one task, keeping their wakes of each other
-/// out of the scheduler; see the [module docs](self).
-struct Driver {
-    shared: Arc<DriverWaker>,
-    waker: Waker,
-}
-
-impl Default for Driver {
-    fn default() -> Self {
-        let shared = Arc::new(DriverWaker::default());
-        let waker = Waker::from(Arc::clone(&shared));
-        Self { shared, waker }
-    }
-}
-
-impl Driver {
-    /// Runs `step` under the driver's waker, again while it was woken from inside itself (at
-    /// most [`MAX_INNER_POLLS`] times: then the task is woken to come back).
-    fn poll<T>(&self, cx: &mut Context<'_>, mut step: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
-        let shared = &self.shared;
-        shared.task.register(cx.waker());
-        let mut inner = Context::from_waker(&self.waker);
-        for _ in 0..MAX_INNER_POLLS {
-            shared.inside.store(true, Ordering::SeqCst);
-            shared.again.store(false, Ordering::SeqCst);
-            let out = step(&mut inner);
-            shared.inside.store(false, Ordering::SeqCst);
-            if out.is_ready() {
-                return out;
-            }
-            if !shared.again.swap(false, Ordering::SeqCst) {
-                return Poll::Pending;
-            }
-        }
-        // Woken every time (a spent cooperative budget does that): the scheduler decides.
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-/// The waker [`Driver`] polls with.
-#[derive(Default)]
-struct DriverWaker {
-    task: AtomicWaker,
-    /// A [`Driver::poll`] is running: a wake is noted for it, not passed on.
-    inside: AtomicBool,
-    /// Woken since the poll began.
-    again: AtomicBool,
-}
-
-impl Wake for DriverWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        // Noted first: a poll ending now sees it; one that has ended gets the task woken.
-        self.again.store(true, Ordering::SeqCst);
-        if !self.inside.load(Ordering::SeqCst) {
-            self.task.wake();
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

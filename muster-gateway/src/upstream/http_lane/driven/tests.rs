@@ -73,7 +73,11 @@ async fn server(serve: Serve) -> (String, Arc<AtomicUsize>, mpsc::UnboundedRecei
                         .to_owned();
                     let path = head.split_whitespace().nth(1).unwrap_or_default().to_owned();
                     read.drain(..head_end + length);
-                    let body = format!("connection {k}, host {host}, path {path}");
+                    let body = if path.ends_with("/empty") {
+                        String::new()
+                    } else {
+                        format!("connection {k}, host {host}, path {path}")
+                    };
                     let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
                     if serve == Serve::HalfFirst && k == 0 {
                         let half = answer.len() - body.len() / 2;
@@ -194,63 +198,15 @@ async fn a_request_that_gets_no_response_fails_naming_the_url_and_the_cause() {
     assert!(error.to_ascii_lowercase().contains("refused"), "{error}");
 }
 
-/// A waker that counts its wakes.
-#[derive(Default)]
-struct Count(AtomicUsize);
-
-impl Wake for Count {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-#[test]
-fn a_wake_from_inside_a_poll_polls_again_without_waking_the_task() {
-    let count = Arc::new(Count::default());
-    let task = Waker::from(Arc::clone(&count));
-    let driver = Driver::default();
-    let mut steps = 0;
-    let out = driver.poll(&mut Context::from_waker(&task), |cx| {
-        steps += 1;
-        if steps < 3 {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        } else {
-            Poll::Ready(steps)
-        }
-    });
-    assert_eq!(out, Poll::Ready(3));
-    assert_eq!(count.0.load(Ordering::SeqCst), 0);
-}
-
-#[test]
-fn a_wake_from_outside_wakes_the_task() {
-    let count = Arc::new(Count::default());
-    let task = Waker::from(Arc::clone(&count));
-    let driver = Driver::default();
-    let mut kept = None;
-    let out: Poll<()> = driver.poll(&mut Context::from_waker(&task), |cx| {
-        kept = Some(cx.waker().clone());
-        Poll::Pending
-    });
-    assert!(out.is_pending());
-    assert_eq!(count.0.load(Ordering::SeqCst), 0);
-    kept.expect("kept").wake();
-    assert_eq!(count.0.load(Ordering::SeqCst), 1);
-}
-
-#[test]
-fn a_step_that_always_wakes_itself_is_handed_back_to_the_scheduler() {
-    let count = Arc::new(Count::default());
-    let task = Waker::from(Arc::clone(&count));
-    let driver = Driver::default();
-    let mut steps = 0;
-    let out: Poll<()> = driver.poll(&mut Context::from_waker(&task), |cx| {
-        steps += 1;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    });
-    assert!(out.is_pending());
-    assert_eq!(steps, MAX_INNER_POLLS);
-    assert_eq!(count.0.load(Ordering::SeqCst), 1, "the task comes back");
+#[tokio::test]
+async fn a_response_with_no_body_gives_its_connection_back_unread() {
+    let (url, accepted, _closed) = server(Serve::KeepAlive).await;
+    let pool = Arc::new(DrivenPool::default());
+    let empty = url.replace("/mcp", "/empty");
+    let response = pool.send(post(&empty)).await.expect("a response");
+    assert_eq!(response.status(), http::StatusCode::OK);
+    drop(response);
+    assert_eq!(pool.idle(), 1);
+    assert!(text(&pool, &url).await.starts_with("connection 0"));
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }
