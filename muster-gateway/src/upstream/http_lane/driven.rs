@@ -16,9 +16,9 @@
 //!   always from within the caller's own poll; handed to tokio, such a wake would reschedule the
 //!   task that is running. They are polled under a [`Driver`], which polls again instead, and
 //!   passes on to the task only the wakes that come from outside (the socket).
-//! - **Idle connections** wait in the pool unpolled, each for at most [`POOL_IDLE`], at most
-//!   [`MAX_IDLE_PER_HOST`] to a host. One the server closed meanwhile is found out at checkout,
-//!   where it is polled once, and dropped.
+//! - **Idle connections** wait in the pool unpolled, each for at most [`POOL_IDLE`] (a task
+//!   closes the expired ones while there are any), at most [`MAX_IDLE_PER_HOST`] to a host. One
+//!   the server closed meanwhile is found out at checkout, where it is polled once, and dropped.
 //! - **A request the connection failed before writing it** (the server closed it in the
 //!   meantime) is sent again on another, as hyper's pooled client does; one that may have been
 //!   written is not.
@@ -37,7 +37,7 @@ use std::{
     pin::Pin,
     sync::{Arc, Mutex, Weak},
     task::{Context, Poll, Waker},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use axum::body::Bytes;
@@ -142,9 +142,35 @@ impl Link {
 }
 
 /// Idle connections by host; see the [module docs](self).
-#[derive(Default)]
 pub(crate) struct DrivenPool {
-    idle: Mutex<HashMap<Host, Vec<(Link, Instant)>>>,
+    idle: Mutex<Idle>,
+    /// How long a connection stays idle: [`POOL_IDLE`].
+    keep: Duration,
+}
+
+impl Default for DrivenPool {
+    fn default() -> Self {
+        Self::keeping_idle(POOL_IDLE)
+    }
+}
+
+/// The pool's idle connections, the oldest of a host first.
+#[derive(Default)]
+struct Idle {
+    links: HashMap<Host, Vec<(Link, Instant)>>,
+    /// A task closes the connections that have been idle too long ([`DrivenPool::reap`]).
+    reaping: bool,
+}
+
+impl Idle {
+    /// Drops those of `links` idle since before `now` less `keep`.
+    fn expire(links: &mut Vec<(Link, Instant)>, now: Instant, keep: Duration) {
+        let expired = links
+            .iter()
+            .position(|(_, since)| now.duration_since(*since) < keep)
+            .unwrap_or(links.len());
+        links.drain(..expired);
+    }
 }
 
 impl fmt::Debug for DrivenPool {
@@ -154,6 +180,14 @@ impl fmt::Debug for DrivenPool {
 }
 
 impl DrivenPool {
+    /// A pool whose connections stay idle for at most `keep`.
+    pub(crate) fn keeping_idle(keep: Duration) -> Self {
+        Self {
+            idle: Mutex::default(),
+            keep,
+        }
+    }
+
     /// Sends `request` (an absolute `http` URI) on an idle connection to its host, or a new one.
     pub(crate) async fn send(
         self: &Arc<Self>,
@@ -221,12 +255,16 @@ impl DrivenPool {
         }
     }
 
+    fn idle(&self) -> std::sync::MutexGuard<'_, Idle> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// An idle connection to `host` that has not ended, the most recently used first.
     fn checkout(&self, host: &Host) -> Option<Link> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let links = idle.get_mut(host)?;
+        let mut idle = self.idle();
+        let links = idle.links.get_mut(host)?;
         while let Some((mut link, since)) = links.pop() {
-            if since.elapsed() < POOL_IDLE && link.alive() {
+            if since.elapsed() < self.keep && link.alive() {
                 return Some(link);
             }
         }
@@ -234,33 +272,56 @@ impl DrivenPool {
     }
 
     /// Keeps `link`, whose last response was read to its end, for the next request to `host`.
-    fn checkin(&self, host: Host, mut link: Link) {
+    fn checkin(self: &Arc<Self>, host: Host, mut link: Link) {
         if !link.alive() {
             return;
         }
         let now = Instant::now();
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let links = idle.entry(host).or_default();
-        // The oldest are at the front: those past their time go.
-        let expired = links
-            .iter()
-            .position(|(_, since)| now.duration_since(*since) < POOL_IDLE)
-            .unwrap_or(links.len());
-        links.drain(..expired);
+        let mut idle = self.idle();
+        let links = idle.links.entry(host).or_default();
+        Idle::expire(links, now, self.keep);
         if links.len() < MAX_IDLE_PER_HOST {
             links.push((link, now));
         }
+        if !std::mem::replace(&mut idle.reaping, true) {
+            drop(idle);
+            self.reap();
+        }
+    }
+
+    /// Closes, every `keep`, the connections idle that long, until none is left (an idle
+    /// connection is not polled, so nothing else would close it).
+    fn reap(self: &Arc<Self>) {
+        let pool = Arc::downgrade(self);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.idle().reaping = false;
+            return;
+        };
+        let keep = self.keep;
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(keep).await;
+                let Some(pool) = pool.upgrade() else {
+                    return;
+                };
+                let now = Instant::now();
+                let mut idle = pool.idle();
+                idle.links.retain(|_, links| {
+                    Idle::expire(links, now, keep);
+                    !links.is_empty()
+                });
+                if idle.links.is_empty() {
+                    idle.reaping = false;
+                    return;
+                }
+            }
+        });
     }
 
     /// How many idle connections the pool holds.
     #[cfg(test)]
-    pub(crate) fn idle(&self) -> usize {
-        self.idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(Vec::len)
-            .sum()
+    pub(crate) fn idle_count(&self) -> usize {
+        self.idle().links.values().map(Vec::len).sum()
     }
 }
 

@@ -134,7 +134,7 @@ async fn a_response_read_to_its_end_gives_its_connection_back_for_the_next_reque
             format!("connection 0, host {authority}, path /mcp"),
             "the request goes in origin form, with the host header"
         );
-        assert_eq!(pool.idle(), 1);
+        assert_eq!(pool.idle_count(), 1);
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection served all three");
 }
@@ -147,7 +147,7 @@ async fn requests_at_once_each_get_a_connection_and_all_go_back_to_the_pool() {
     let mut served = [a, b, c].map(|t| t.split(',').next().unwrap_or_default().to_owned());
     served.sort();
     assert_eq!(served, ["connection 0", "connection 1", "connection 2"]);
-    assert_eq!(pool.idle(), 3);
+    assert_eq!(pool.idle_count(), 3);
     text(&pool, &url).await;
     assert_eq!(accepted.load(Ordering::SeqCst), 3, "the fourth request reused one");
 }
@@ -159,7 +159,7 @@ async fn a_connection_the_server_closed_while_idle_is_not_used_again() {
     assert!(text(&pool, &url).await.starts_with("connection 0"));
     // The server has closed it (its task ended after the answer); the pool does not know yet.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(pool.idle(), 1);
+    assert_eq!(pool.idle_count(), 1);
     assert!(text(&pool, &url).await.starts_with("connection 1"));
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
     assert!(closed.try_recv().is_err(), "the server closed them, not the client");
@@ -178,7 +178,7 @@ async fn a_body_dropped_before_its_end_closes_its_connection() {
         .expect("data");
     assert!(first.is_data());
     drop(body);
-    assert_eq!(pool.idle(), 0, "not given back");
+    assert_eq!(pool.idle_count(), 0, "not given back");
     let gone = tokio::time::timeout(Duration::from_secs(10), closed.recv())
         .await
         .expect("the connection is closed");
@@ -206,7 +206,22 @@ async fn a_response_with_no_body_gives_its_connection_back_unread() {
     let response = pool.send(post(&empty)).await.expect("a response");
     assert_eq!(response.status(), http::StatusCode::OK);
     drop(response);
-    assert_eq!(pool.idle(), 1);
+    assert_eq!(pool.idle_count(), 1);
     assert!(text(&pool, &url).await.starts_with("connection 0"));
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed_once_they_have_been_idle_too_long() {
+    let (url, _accepted, mut closed) = server(Serve::KeepAlive).await;
+    let keep = Duration::from_millis(200);
+    let pool = Arc::new(DrivenPool::keeping_idle(keep));
+    text(&pool, &url).await;
+    assert_eq!(pool.idle_count(), 1);
+    tokio::time::sleep(keep * 2 + Duration::from_millis(100)).await;
+    assert_eq!(pool.idle_count(), 0, "reaped");
+    let gone = tokio::time::timeout(Duration::from_secs(10), closed.recv())
+        .await
+        .expect("the server sees it closed");
+    assert_eq!(gone, Some(0));
 }
