@@ -6,6 +6,7 @@
 //! echo_server --http 127.0.0.1:0       # streamable HTTP; prints `listening on http://ADDR/mcp`
 //! echo_server --tools 200 --seed 7     # `echo` and 199 synthetic tools (a big catalogue)
 //! echo_server --http 127.0.0.1:0 --nagle   # without TCP_NODELAY (`axum::serve`'s default)
+//! echo_server --blocking-stdio         # stdio through tokio's blocking pool, as rmcp's stdio()
 //! ```
 //!
 //! It is the cost of one MCP hop that the gateway is measured against, so it does nothing but
@@ -14,6 +15,13 @@
 //! (`--tools N` makes N tools in all) have seeded names and one-line descriptions drawn from a
 //! small vocabulary, so that `filter_tools` has something to rank; calling one answers its name.
 //! Over HTTP it sets TCP_NODELAY on every connection (see `--nagle`).
+//!
+//! Over stdio, when its stdin and stdout are pipes (as a gateway starts it), it reads and writes
+//! them as non-blocking pipes on tokio's reactor. rmcp's `stdio()` goes through tokio's `Stdin`
+//! and `Stdout`, which hand every read and every write to a thread of the blocking pool: 54 µs
+//! of the echo server's CPU and 6.3 context switches a call at 50 sessions, against 34 µs and
+//! 0.3 over HTTP. That measured tokio's blocking pool more than an MCP hop. Otherwise (a
+//! terminal, a file, or `--blocking-stdio`) it uses rmcp's `stdio()`.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -57,6 +65,10 @@ struct Cli {
     /// setting TCP_NODELAY.
     #[arg(long)]
     nagle: bool,
+    /// Over stdio, use rmcp's `stdio()` (tokio's blocking pool) even when stdin and stdout are
+    /// pipes.
+    #[arg(long)]
+    blocking_stdio: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -234,14 +246,36 @@ fn synthetic_tools(count: usize, seed: u64, distinct_schemas: bool) -> Vec<Tool>
         .collect()
 }
 
+/// Stdin and stdout as non-blocking pipes on tokio's reactor, when both are pipes.
+#[cfg(unix)]
+fn pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::Sender)> {
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    // Each checks that its descriptor is a pipe, and makes it non-blocking.
+    let read = tokio::net::unix::pipe::Receiver::from_owned_fd(stdin).ok()?;
+    let write = tokio::net::unix::pipe::Sender::from_owned_fd(stdout).ok()?;
+    Some((read, write))
+}
+
+#[cfg(not(unix))]
+fn pipes() -> Option<(tokio::io::Stdin, tokio::io::Stdout)> {
+    None
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
     let echo = Echo::new(cli.tools.max(1), cli.seed, cli.distinct_schemas);
     match cli.http {
-        None => {
-            echo.serve(rmcp::transport::stdio()).await?.waiting().await?;
-        }
+        None => match pipes().filter(|_| !cli.blocking_stdio) {
+            Some(pipes) => {
+                echo.serve(pipes).await?.waiting().await?;
+            }
+            None => {
+                echo.serve(rmcp::transport::stdio()).await?.waiting().await?;
+            }
+        },
         Some(addr) => {
             let service = StreamableHttpService::new(
                 move || Ok(echo.clone()),
