@@ -2,7 +2,9 @@
 //! resume it from the last event it got; and how long ended streams are kept. Both the session
 //! manager's streams ([`sessions`](super::sessions)) and the calls answered in front of it
 //! ([`session_calls`](super::session_calls)) keep their events in one, under the same policy
-//! ([`MAX_KEPT`], [`RETAIN`], [`MAX_ENDED`], [`forget_ended`]).
+//! ([`MAX_KEPT`], [`RETAIN`], [`MAX_ENDED`]). The session manager forgets ended streams with
+//! [`forget_ended`] when it opens one (its streams end inside their outbox, which does not know
+//! the map); the calls answered in front, once a call, in the order they ended.
 //!
 //! ```ignore
 //! let mut kept = Kept::default();

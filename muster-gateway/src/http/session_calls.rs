@@ -27,13 +27,11 @@
 //!   after five idle minutes, and calls answered here are no events to it, so a call after a
 //!   quiet minute goes to rmcp and keeps the session alive.
 //!
-//! The stream is resumable as rmcp's are: it is primed and its events have ids. When it breaks
-//! before its end, a `GET` with the `Last-Event-ID` of one of them gets the rest, also after the
-//! call has ended, for a minute (see `replay.rs`). The ids are of the gateway's own form
-//! (`call-N-I`); a `GET` naming one is answered here, any other goes to rmcp. What differs from
-//! rmcp's answer: a stream that reached its end (its answer went out) is not kept, so a client
-//! that lost the answer's bytes after they left the gateway cannot get them again. A
-//! `notifications/cancelled` for a call answered here is taken here too, and cancels it; so does a `DELETE` of its session, once
+//! The stream is resumable as rmcp's are: it is primed and its events have ids. A `GET` with the
+//! `Last-Event-ID` of one of them gets the rest, while the call runs and for a minute after it
+//! ended, also when its answer went out (the client may have lost the bytes after they left the
+//! gateway); see `replay.rs`. The ids are of the gateway's own form (`call-N-I`); a `GET` naming
+//! one is answered here, any other goes to rmcp. A `notifications/cancelled` for a call answered here is taken here too, and cancels it; so does a `DELETE` of its session, once
 //! rmcp accepted it. That `DELETE` is answered 204 No Content where rmcp says 202 Accepted (the
 //! session is gone, not pending, and the MCP Python SDK counts 202 as a failed end).
 //!
@@ -624,6 +622,8 @@ impl futures::Stream for CallBody {
             }
             Poll::Ready(None) => {
                 this.finished = true;
+                // Kept for a client that loses the answer's bytes after they left.
+                std::mem::take(&mut this.sent).finish(&this.replays);
                 return Poll::Ready(None);
             }
             Poll::Pending => {}
@@ -658,6 +658,7 @@ impl Drop for CallBody {
         };
         let sent = std::mem::take(&mut self.sent);
         let replay = self.primed.then(|| sent.abandon(&self.replays));
+        let replays = Arc::clone(&self.replays);
         runtime.spawn(async move {
             while let Some(message) = std::future::poll_fn(|cx| events.poll_message(cx)).await {
                 if let Some(replay) = &replay {
@@ -665,7 +666,7 @@ impl Drop for CallBody {
                 }
             }
             if let Some(replay) = replay {
-                replay.end();
+                replays.end(&replay);
             }
         });
     }

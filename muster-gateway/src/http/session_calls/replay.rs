@@ -4,17 +4,20 @@
 //! A call's SSE stream starts with a priming event, as rmcp's streams do (SEP-1699): an empty
 //! `data` with the id `call-N-0` and a `retry` of [`RETRY`]. Each event after it has the id
 //! `call-N-I`, `N` numbering the session's calls and `I` the stream's events. The stream keeps
-//! the last [`MAX_KEPT`] events it sent ([`Sent`]: no lock, no registration; 1.5k instructions a
-//! call, 1%, for all this). When it reaches its end (the answer went out), that is dropped with
-//! it. When it is dropped before (the client's connection broke), the call runs on and its
-//! events go on into a [`Replay`] registered in the session, kept for [`RETAIN`] after the call
-//! ends. A `GET` of the session with `Last-Event-ID: call-N-I` then gets the events after `I`,
-//! and the rest as they come ([`resume`]). A replay that is not there (the stream had reached
-//! its end, more than [`RETAIN`] passed, or the gateway has not yet seen the connection go)
-//! gives an empty stream, as rmcp's resume of an unknown event does: the client asks again after
-//! `retry`, and stops after its last attempt.
+//! the last [`MAX_KEPT`] events it sent ([`Sent`]: no lock, no registration while it runs).
+//! When it reaches its end (the answer went out), its events are kept in a [`Replay`] registered
+//! in the session ([`Sent::finish`]); when it is dropped before (the client's connection broke),
+//! the call runs on and its events go on into a [`Replay`] registered at once
+//! ([`Sent::abandon`]). Either way the replay is kept for [`RETAIN`] after the call's end, at
+//! most [`MAX_ENDED`] of a session's (the oldest ended go first, in the order they ended: no
+//! scan). A `GET` of the session with `Last-Event-ID: call-N-I` then gets the events after `I`,
+//! and the rest as they come ([`resume`]), as often as the client asks, as rmcp's session manager
+//! answers for the calls it answers. A replay that is not there (more than [`RETAIN`] passed, or
+//! the gateway has not yet seen the connection go) gives an empty stream, as rmcp's resume of an
+//! unknown event does: the client asks again after `retry`, and stops after its last attempt.
 //!
 //! [`RETAIN`]: crate::http::kept::RETAIN
+//! [`MAX_ENDED`]: crate::http::kept::MAX_ENDED
 //!
 //! ```text
 //! data:
@@ -32,7 +35,7 @@
 //! and gets `call-12-2`, the answer.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     convert::Infallible,
     sync::{
         Arc, Mutex,
@@ -50,7 +53,7 @@ use rmcp::model::ServerJsonRpcMessage;
 use tokio::sync::Notify;
 
 use crate::http::{
-    kept::{Kept, MAX_KEPT, forget_ended},
+    kept::{Kept, MAX_ENDED, MAX_KEPT, RETAIN},
     sessions::DEFAULT_RETRY as RETRY,
 };
 
@@ -66,16 +69,54 @@ pub(super) fn replay_event_id(id: &str) -> Option<(u64, usize)> {
 #[derive(Debug, Default)]
 pub(super) struct Replays {
     next: AtomicU64,
-    open: Mutex<HashMap<u64, Arc<Replay>>>,
+    open: Mutex<Open>,
+}
+
+/// The replays kept, and the order the calls ended in.
+#[derive(Debug, Default)]
+struct Open {
+    replays: HashMap<u64, Arc<Replay>>,
+    /// Ended calls, the oldest first, with when they ended.
+    ended: VecDeque<(Instant, u64)>,
+}
+
+impl Open {
+    /// Forgets the replays of calls that ended more than [`RETAIN`] before `now`, and the oldest
+    /// ended over [`MAX_ENDED`].
+    fn forget(&mut self, now: Instant) {
+        while let Some(&(at, n)) = self.ended.front() {
+            if self.ended.len() <= MAX_ENDED && now.saturating_duration_since(at) <= RETAIN {
+                break;
+            }
+            self.ended.pop_front();
+            self.replays.remove(&n);
+        }
+    }
+
+    fn insert(&mut self, replay: &Arc<Replay>, ended: Option<Instant>) {
+        self.replays.insert(replay.n, Arc::clone(replay));
+        if let Some(at) = ended {
+            self.ended.push_back((at, replay.n));
+        }
+        self.forget(Instant::now());
+    }
 }
 
 impl Replays {
-    fn find(&self, n: u64) -> Option<Arc<Replay>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).get(&n).cloned()
+    fn open(&self) -> std::sync::MutexGuard<'_, Open> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn close(&self, n: u64) {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&n);
+    fn find(&self, n: u64) -> Option<Arc<Replay>> {
+        self.open().replays.get(&n).cloned()
+    }
+
+    /// Notes that `replay`'s call sent its last event.
+    pub(super) fn end(&self, replay: &Replay) {
+        let at = replay.end();
+        let mut open = self.open();
+        open.ended.push_back((at, replay.n));
+        open.forget(at);
     }
 }
 
@@ -96,11 +137,12 @@ impl Sent {
         }
     }
 
-    /// `message` as the stream's next event, after the priming event when `primed` is false.
+    /// `message` as the stream's next event, after the priming event when `primed` is false
+    /// (kept without it: a client resuming has had it).
     pub(super) fn event(&mut self, message: &ServerJsonRpcMessage, primed: bool) -> Bytes {
-        let event = frame(self.n, self.events.next_index(), message, primed);
-        self.events.push(event.clone(), MAX_KEPT);
-        event
+        let (frame, priming) = frame(self.n, self.events.next_index(), message, primed);
+        self.events.push(frame.slice(priming..), MAX_KEPT);
+        frame
     }
 
     /// The priming event, and `then` after it.
@@ -111,35 +153,45 @@ impl Sent {
         Bytes::from(frame)
     }
 
-    /// The replay of a stream that broke before its end, registered for the client to resume
-    /// (ended replays past [`RETAIN`](crate::http::kept::RETAIN) are forgotten).
+    /// The replay of a stream that broke before its end, registered for the client to resume;
+    /// the call's events go on into it, and [`Replays::end`] notes its end.
     pub(super) fn abandon(self, replays: &Replays) -> Arc<Replay> {
+        self.register(replays, None)
+    }
+
+    /// Keeps the events of a stream that reached its end (its answer went out), for a client
+    /// that lost it after all.
+    pub(super) fn finish(self, replays: &Replays) {
+        self.register(replays, Some(Instant::now()));
+    }
+
+    fn register(self, replays: &Replays, ended: Option<Instant>) -> Arc<Replay> {
         let replay = Arc::new(Replay {
             n: self.n,
             state: Mutex::new(State {
                 events: self.events,
-                ended: None,
+                ended,
             }),
             grown: Notify::new(),
         });
-        let mut open = replays.open.lock().unwrap_or_else(|e| e.into_inner());
-        forget_ended(&mut open, |replay| replay.ended());
-        open.insert(self.n, Arc::clone(&replay));
+        replays.open().insert(&replay, ended);
         replay
     }
 }
 
-/// Event `index` of call `n`: `message`, after the priming event when `primed` is false.
-fn frame(n: u64, index: usize, message: &ServerJsonRpcMessage, primed: bool) -> Bytes {
+/// Event `index` of call `n`: `message`, after the priming event when `primed` is false; and
+/// the length of the priming event in it.
+fn frame(n: u64, index: usize, message: &ServerJsonRpcMessage, primed: bool) -> (Bytes, usize) {
     let mut frame = Vec::with_capacity(256);
     if !primed {
         write_priming(&mut frame, n);
     }
+    let priming = frame.len();
     frame.extend_from_slice(b"data: ");
     serde_json::to_writer(&mut frame, message).expect("a JSON-RPC message serializes");
     write_id(&mut frame, n, index);
     frame.push(b'\n');
-    Bytes::from(frame)
+    (Bytes::from(frame), priming)
 }
 
 fn write_priming(frame: &mut Vec<u8>, n: u64) {
@@ -194,20 +246,18 @@ impl Replay {
     /// Adds `message` as the stream's next event (the stream was primed).
     pub(super) fn push(&self, message: &ServerJsonRpcMessage) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let event = frame(self.n, state.events.next_index(), message, true);
+        let (event, _) = frame(self.n, state.events.next_index(), message, true);
         state.events.push(event, MAX_KEPT);
         drop(state);
         self.grown.notify_waiters();
     }
 
-    /// Notes that the call sent its last event.
-    pub(super) fn end(&self) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).ended = Some(Instant::now());
+    /// Notes that the call sent its last event ([`Replays::end`]); when.
+    fn end(&self) -> Instant {
+        let at = Instant::now();
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).ended = Some(at);
         self.grown.notify_waiters();
-    }
-
-    fn ended(&self) -> Option<Instant> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).ended
+        at
     }
 
     /// Event `index` (1-based), or the oldest one kept after it was dropped, with its index;
@@ -221,11 +271,9 @@ impl Replay {
 /// The answer to a `GET` with `Last-Event-ID: call-N-I`: the events of call `N` after `I`,
 /// then the rest as they come, with a comment every `keep_alive` while none does; an empty
 /// stream when the call's replay is gone.
-pub(super) fn resume(replays: &Arc<Replays>, n: u64, after: usize, keep_alive: Duration) -> Response {
+pub(super) fn resume(replays: &Replays, n: u64, after: usize, keep_alive: Duration) -> Response {
     let replay = replays.find(n);
-    let replays = Arc::clone(replays);
     let events = futures::stream::unfold((replay, after.saturating_add(1)), move |(replay, next)| {
-        let replays = Arc::clone(&replays);
         async move {
             let replay = replay?;
             loop {
@@ -236,11 +284,8 @@ pub(super) fn resume(replays: &Arc<Replays>, n: u64, after: usize, keep_alive: D
                     grown.as_mut().enable();
                     match replay.event(next) {
                         Ok((at, event)) => Some((at, event)),
-                        Err(true) => {
-                            // Everything reached this client.
-                            replays.close(replay.n);
-                            return None;
-                        }
+                        // Everything reached this client (kept for another ask all the same).
+                        Err(true) => return None,
                         Err(false) => match tokio::time::timeout(keep_alive, grown).await {
                             Ok(()) => continue,
                             Err(_) => None,
@@ -275,7 +320,6 @@ mod tests {
     use rmcp::model::NumberOrString;
 
     use super::*;
-    use crate::http::kept::MAX_ENDED;
 
     fn message(n: i64) -> ServerJsonRpcMessage {
         ServerJsonRpcMessage::response(
@@ -294,6 +338,8 @@ mod tests {
             event,
             "data: \nid: call-1-0\nretry: 3000\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"n\":1}}\nid: call-1-1\n\n"
         );
+        let (_, kept) = second.events.at_or_after(1).expect("kept");
+        assert!(kept.starts_with(b"data: {"), "kept without the priming event");
         let event = String::from_utf8(second.event(&message(2), true).to_vec()).expect("text");
         assert!(
             event.starts_with("data: {") && event.ends_with("\nid: call-1-2\n\n"),
@@ -329,25 +375,59 @@ mod tests {
     }
 
     #[test]
-    fn ended_replays_are_forgotten_after_their_time_or_over_the_cap() {
+    fn ended_replays_are_forgotten_over_the_cap_the_oldest_first() {
         let replays = Replays::default();
         let running = Sent::new(&replays).abandon(&replays);
         let mut ended = Vec::new();
-        for _ in 0..MAX_ENDED + 20 {
-            let replay = Sent::new(&replays).abandon(&replays);
-            replay.end();
-            ended.push(replay.n);
+        for k in 0..MAX_ENDED + 20 {
+            let mut sent = Sent::new(&replays);
+            ended.push(sent.n);
+            sent.event(&message(1), false);
+            if k % 2 == 0 {
+                sent.finish(&replays);
+            } else {
+                replays.end(&sent.abandon(&replays));
+            }
         }
-        let _ = Sent::new(&replays).abandon(&replays); // forgets
-        let open = replays.open.lock().expect("unpoisoned");
-        assert!(open.contains_key(&running.n), "a running call's replay stays");
-        let kept = ended.iter().filter(|n| open.contains_key(n)).count();
-        assert!(kept <= MAX_ENDED, "{kept} ended replays kept");
-        assert!(
-            open.contains_key(ended.last().expect("some")),
-            "the newest ended replay is kept"
-        );
-        assert!(!open.contains_key(&ended[0]), "the oldest ended replay is forgotten");
+        let open = replays.open();
+        assert!(open.replays.contains_key(&running.n), "a running call's replay stays");
+        let kept: Vec<u64> = ended.iter().copied().filter(|n| open.replays.contains_key(n)).collect();
+        assert_eq!(kept, ended[20..], "the last {MAX_ENDED} ended are kept");
+    }
+
+    #[test]
+    fn ended_replays_are_forgotten_after_their_time() {
+        let replays = Replays::default();
+        let mut sent = Sent::new(&replays);
+        sent.event(&message(1), false);
+        sent.finish(&replays);
+        let mut open = replays.open();
+        let ended_at = open.ended.front().expect("ended").0;
+        open.forget(ended_at + RETAIN);
+        assert_eq!(open.replays.len(), 1, "kept for all of RETAIN");
+        open.forget(ended_at + RETAIN + Duration::from_millis(1));
+        assert!(open.replays.is_empty() && open.ended.is_empty(), "forgotten after");
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_reached_its_end_can_be_had_again() {
+        use futures::StreamExt as _;
+        let replays = Arc::new(Replays::default());
+        let mut sent = Sent::new(&replays);
+        sent.event(&message(1), false);
+        sent.event(&message(2), true);
+        let n = sent.n;
+        sent.finish(&replays);
+        for _ in 0..2 {
+            let events: Vec<Bytes> = resume(&replays, n, 1, Duration::from_secs(30))
+                .into_body()
+                .into_data_stream()
+                .map(|event| event.expect("bytes"))
+                .collect()
+                .await;
+            assert_eq!(events.len(), 1, "{events:?}");
+            assert!(String::from_utf8_lossy(&events[0]).ends_with("id: call-0-2\n\n"));
+        }
     }
 
     #[tokio::test]
@@ -363,24 +443,24 @@ mod tests {
         let second = body.next().await.expect("an event").expect("data");
         assert!(String::from_utf8_lossy(&second).ends_with("id: call-0-2\n\n"));
         // The third comes once the call sends it; then the stream ends with the call.
-        let later = Arc::clone(&replay);
+        let (later, later_replays) = (Arc::clone(&replay), Arc::clone(&replays));
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(50)).await;
             later.push(&message(3));
-            later.end();
+            later_replays.end(&later);
         });
         let third = body.next().await.expect("an event").expect("data");
         assert!(String::from_utf8_lossy(&third).ends_with("id: call-0-3\n\n"));
         assert!(body.next().await.is_none(), "the stream ends with the call");
-        assert!(replays.find(replay.n).is_none(), "delivered: forgotten");
-        // A replay that is gone gives an empty stream.
-        let gone = resume(&replays, replay.n, 0, Duration::from_secs(30));
+        assert!(replays.find(replay.n).is_some(), "delivered, and kept for another ask");
+        // A replay that is not there gives an empty stream.
+        let gone = resume(&replays, 999, 0, Duration::from_secs(30));
         assert!(gone.into_body().into_data_stream().next().await.is_none());
         // So does an event past any there is (the largest index a client can send).
         let mut sent = Sent::new(&replays);
         sent.event(&message(1), false);
         let replay = sent.abandon(&replays);
-        replay.end();
+        replays.end(&replay);
         let past = resume(&replays, replay.n, usize::MAX, Duration::from_secs(30));
         assert!(past.into_body().into_data_stream().next().await.is_none());
     }

@@ -268,9 +268,14 @@ async fn a_call_whose_stream_broke_is_resumed_from_its_last_event() {
         rest.starts_with("data: {") && rest.contains("front") && rest.ends_with("\nid: call-0-1\n\n"),
         "{rest:?}"
     );
-    // Delivered: asked again, the stream is empty (and ends).
-    let again = session.resume("call-0-0").await.text().await.expect("empty");
-    assert_eq!(again, "");
+    // Delivered, and kept: a client that lost that too gets the answer again.
+    let again = rest_of(session.resume("call-0-0").await).await;
+    assert_eq!(again, rest);
+    // So does one whose stream reached its end, answer and all.
+    let whole = rest_of(session.call("quick").await).await;
+    assert!(whole.ends_with("\nid: call-1-1\n\n"), "{whole:?}");
+    let lost = rest_of(session.resume("call-1-0").await).await;
+    assert!(lost.starts_with("data: {") && whole.ends_with(&lost), "{lost:?}");
 }
 
 /// Everything a stream sent, to its end.
