@@ -90,6 +90,11 @@ impl<T: Clone> Kept<T> {
         Some((at, event.clone()))
     }
 
+    /// The events kept, the oldest first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.events.iter()
+    }
+
     /// How many events are kept.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

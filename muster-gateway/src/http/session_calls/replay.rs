@@ -9,8 +9,8 @@
 //! in the session ([`Sent::finish`]); when it is dropped before (the client's connection broke),
 //! the call runs on and its events go on into a [`Replay`] registered at once
 //! ([`Sent::abandon`]). Either way the replay is kept for [`RETAIN`] after the call's end, at
-//! most [`MAX_ENDED`] of a session's (the oldest ended go first, in the order they ended: no
-//! scan). A `GET` of the session with `Last-Event-ID: call-N-I` then gets the events after `I`,
+//! most [`MAX_ENDED`] of a session's and [`MAX_ENDED_BYTES`] of their events (the oldest ended go
+//! first, in the order they ended: no scan; the last one stays whatever its size). A `GET` of the session with `Last-Event-ID: call-N-I` then gets the events after `I`,
 //! and the rest as they come ([`resume`]), as often as the client asks, as rmcp's session manager
 //! answers for the calls it answers. A replay that is not there (more than [`RETAIN`] passed, or
 //! the gateway has not yet seen the connection go) gives an empty stream, as rmcp's resume of an
@@ -59,6 +59,13 @@ use crate::http::{
 
 const PREFIX: &str = "call-";
 
+/// At most this many bytes of events of a session's ended calls are kept: about a hundred
+/// small answers (an `echo`'s is 300 bytes), a few large ones (a `list_tools` page is 10 KB and
+/// more). A client resuming asks for the calls it had in flight when its connection broke: the
+/// last ones. Kept whole for 60 s, 64 answers of a busy session took 110 KB each of 50 sessions
+/// in the soak.
+pub(super) const MAX_ENDED_BYTES: usize = 32 * 1024;
+
 /// The call number and event index of an event id of ours (`call-N-I`).
 pub(super) fn replay_event_id(id: &str) -> Option<(u64, usize)> {
     let (n, i) = id.strip_prefix(PREFIX)?.split_once('-')?;
@@ -76,29 +83,32 @@ pub(super) struct Replays {
 #[derive(Debug, Default)]
 struct Open {
     replays: HashMap<u64, Arc<Replay>>,
-    /// Ended calls, the oldest first, with when they ended.
-    ended: VecDeque<(Instant, u64)>,
+    /// Ended calls, the oldest first: when each ended, and the bytes of its events.
+    ended: VecDeque<(Instant, u64, usize)>,
+    /// The bytes of the events of the calls in `ended`.
+    ended_bytes: usize,
 }
 
 impl Open {
     /// Forgets the replays of calls that ended more than [`RETAIN`] before `now`, and the oldest
-    /// ended over [`MAX_ENDED`].
+    /// ended over [`MAX_ENDED`] or [`MAX_ENDED_BYTES`] (but the last).
     fn forget(&mut self, now: Instant) {
-        while let Some(&(at, n)) = self.ended.front() {
-            if self.ended.len() <= MAX_ENDED && now.saturating_duration_since(at) <= RETAIN {
+        while let Some(&(at, n, bytes)) = self.ended.front() {
+            let over = self.ended.len() > MAX_ENDED || (self.ended_bytes > MAX_ENDED_BYTES && self.ended.len() > 1);
+            if !over && now.saturating_duration_since(at) <= RETAIN {
                 break;
             }
             self.ended.pop_front();
+            self.ended_bytes -= bytes;
             self.replays.remove(&n);
         }
     }
 
-    fn insert(&mut self, replay: &Arc<Replay>, ended: Option<Instant>) {
-        self.replays.insert(replay.n, Arc::clone(replay));
-        if let Some(at) = ended {
-            self.ended.push_back((at, replay.n));
-        }
-        self.forget(Instant::now());
+    /// Notes that call `n`, whose events take `bytes`, ended `at`.
+    fn ended(&mut self, at: Instant, n: u64, bytes: usize) {
+        self.ended.push_back((at, n, bytes));
+        self.ended_bytes += bytes;
+        self.forget(at);
     }
 }
 
@@ -113,10 +123,8 @@ impl Replays {
 
     /// Notes that `replay`'s call sent its last event.
     pub(super) fn end(&self, replay: &Replay) {
-        let at = replay.end();
-        let mut open = self.open();
-        open.ended.push_back((at, replay.n));
-        open.forget(at);
+        let (at, bytes) = replay.end();
+        self.open().ended(at, replay.n, bytes);
     }
 }
 
@@ -166,6 +174,7 @@ impl Sent {
     }
 
     fn register(self, replays: &Replays, ended: Option<Instant>) -> Arc<Replay> {
+        let bytes = ended.map(|_| size(&self.events));
         let replay = Arc::new(Replay {
             n: self.n,
             state: Mutex::new(State {
@@ -174,9 +183,19 @@ impl Sent {
             }),
             grown: Notify::new(),
         });
-        replays.open().insert(&replay, ended);
+        let mut open = replays.open();
+        open.replays.insert(replay.n, Arc::clone(&replay));
+        match (ended, bytes) {
+            (Some(at), Some(bytes)) => open.ended(at, replay.n, bytes),
+            _ => open.forget(Instant::now()),
+        }
         replay
     }
+}
+
+/// The bytes of `events`.
+fn size(events: &Kept<Bytes>) -> usize {
+    events.iter().map(Bytes::len).sum()
 }
 
 /// Event `index` of call `n`: `message`, after the priming event when `primed` is false; and
@@ -252,12 +271,16 @@ impl Replay {
         self.grown.notify_waiters();
     }
 
-    /// Notes that the call sent its last event ([`Replays::end`]); when.
-    fn end(&self) -> Instant {
+    /// Notes that the call sent its last event ([`Replays::end`]); when, and the bytes of its
+    /// events.
+    fn end(&self) -> (Instant, usize) {
         let at = Instant::now();
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).ended = Some(at);
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.ended = Some(at);
+        let bytes = size(&state.events);
+        drop(state);
         self.grown.notify_waiters();
-        at
+        (at, bytes)
     }
 
     /// Event `index` (1-based), or the oldest one kept after it was dropped, with its index;
@@ -393,6 +416,42 @@ mod tests {
         assert!(open.replays.contains_key(&running.n), "a running call's replay stays");
         let kept: Vec<u64> = ended.iter().copied().filter(|n| open.replays.contains_key(n)).collect();
         assert_eq!(kept, ended[20..], "the last {MAX_ENDED} ended are kept");
+    }
+
+    #[test]
+    fn ended_replays_are_forgotten_over_the_byte_budget_but_the_last() {
+        let big = |k: i64| {
+            ServerJsonRpcMessage::response(
+                rmcp::model::ServerResult::CustomResult(rmcp::model::CustomResult(
+                    serde_json::json!({"pad": "x".repeat(MAX_ENDED_BYTES / 4)}),
+                )),
+                NumberOrString::Number(k),
+            )
+        };
+        let replays = Replays::default();
+        let mut ended = Vec::new();
+        for k in 0..10 {
+            let mut sent = Sent::new(&replays);
+            ended.push(sent.n);
+            sent.event(&big(k), false);
+            sent.finish(&replays);
+        }
+        let open = replays.open();
+        let kept: Vec<u64> = ended.iter().copied().filter(|n| open.replays.contains_key(n)).collect();
+        assert_eq!(kept, ended[7..], "three of a quarter of the budget and a bit each");
+        assert!(open.ended_bytes <= MAX_ENDED_BYTES, "{}", open.ended_bytes);
+        drop(open);
+        // One over the budget alone is kept all the same, until the next.
+        let mut sent = Sent::new(&replays);
+        let n = sent.n;
+        sent.event(&big(0), false);
+        sent.event(&big(1), true);
+        sent.event(&big(2), true);
+        sent.event(&big(3), true);
+        sent.event(&big(4), true);
+        sent.finish(&replays);
+        let open = replays.open();
+        assert_eq!(open.replays.keys().copied().collect::<Vec<_>>(), [n]);
     }
 
     #[test]
