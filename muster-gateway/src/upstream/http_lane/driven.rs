@@ -20,8 +20,8 @@
 //!   closes the expired ones while there are any), at most [`MAX_IDLE_PER_HOST`] to a host. One
 //!   the server closed meanwhile is found out at checkout, where it is polled once, and dropped.
 //! - **A request the connection failed before writing it** (the server closed it in the
-//!   meantime) is sent again on another, as hyper's pooled client does; one that may have been
-//!   written is not.
+//!   meantime) is sent again on another, as hyper's pooled client does (hyper hands such a
+//!   request back, so it is not copied for the case); one that may have been written is not.
 //! - **A body dropped before its end** closes its connection; one read to its end, or a response
 //!   with no body, gives the connection back.
 //!
@@ -116,20 +116,19 @@ impl Link {
         self.connection.is_some() && !self.sender.is_closed()
     }
 
-    /// Sends `request`, driving the connection until the response head has been read.
-    async fn round_trip(
-        &mut self,
-        request: http::Request<Full<Bytes>>,
-    ) -> Result<http::Response<Incoming>, hyper::Error> {
-        let driver = Driver::default();
-        std::future::poll_fn(|cx| {
+    /// Sends `request`, driving the connection under `driver` until the response head has been
+    /// read.
+    async fn round_trip(&mut self, request: Request, driver: &Driver) -> Result<http::Response<Incoming>, Failed> {
+        let ready = std::future::poll_fn(|cx| {
             driver.poll(cx, |cx| {
                 self.drive(cx);
                 self.sender.poll_ready(cx)
             })
-        })
-        .await?;
-        let response = self.sender.send_request(request);
+        });
+        if let Err(e) = ready.await {
+            return Err(Failed::Unsent(e, Box::new(request)));
+        }
+        let response = self.sender.try_send_request(request);
         tokio::pin!(response);
         std::future::poll_fn(|cx| {
             driver.poll(cx, |cx| {
@@ -138,7 +137,21 @@ impl Link {
             })
         })
         .await
+        .map_err(|mut e| match e.take_message() {
+            Some(request) => Failed::Unsent(e.into_error(), Box::new(request)),
+            None => Failed::Sent(e.into_error()),
+        })
     }
+}
+
+type Request = http::Request<Full<Bytes>>;
+
+/// Why a round trip got no response.
+enum Failed {
+    /// The request was not written: it can go on another connection (boxed: the rare case).
+    Unsent(hyper::Error, Box<Request>),
+    /// It may have been.
+    Sent(hyper::Error),
 }
 
 /// Idle connections by host; see the [module docs](self).
@@ -210,6 +223,8 @@ impl DrivenPool {
             let value = HeaderValue::from_str(authority.as_str()).map_err(|e| failed(io::Error::other(e)))?;
             parts.headers.insert(HOST, value);
         }
+        let mut request = http::Request::from_parts(parts, Full::new(body));
+        let driver = Driver::default();
         let mut resends = 0;
         loop {
             let (mut link, reused) = match self.checkout(&host) {
@@ -217,12 +232,7 @@ impl DrivenPool {
                 // Boxed: the rare path, kept out of every call's future.
                 None => (Box::pin(Link::connect(&host)).await.map_err(failed)?, false),
             };
-            let mut attempt = http::Request::new(Full::new(body.clone()));
-            *attempt.method_mut() = parts.method.clone();
-            *attempt.uri_mut() = parts.uri.clone();
-            *attempt.version_mut() = parts.version;
-            *attempt.headers_mut() = parts.headers.clone();
-            match link.round_trip(attempt).await {
+            match link.round_trip(request, &driver).await {
                 Ok(response) => {
                     // A response with no body (a 202 to a notification) is done with its
                     // connection already, whether or not its body is read.
@@ -240,15 +250,16 @@ impl DrivenPool {
                         body,
                         link,
                         back,
-                        driver: Driver::default(),
+                        driver,
                     }));
                 }
                 // Not written: the server closed the idle connection meanwhile.
-                Err(e) if reused && (e.is_canceled() || e.is_closed()) && resends < MAX_RESENDS => {
+                Err(Failed::Unsent(e, unsent)) if reused && resends < MAX_RESENDS => {
                     resends += 1;
+                    request = *unsent;
                     tracing::debug!(error = %e, "an idle connection of the HTTP lane had closed; sending again");
                 }
-                Err(e) => {
+                Err(Failed::Unsent(e, _) | Failed::Sent(e)) => {
                     return Err(DrivenError { uri, source: e.into() });
                 }
             }

@@ -22,6 +22,8 @@ enum Serve {
     /// Sends the head and half the body of the first connection's answer, then waits for the
     /// client to go; later connections are served [`Serve::KeepAlive`].
     HalfFirst,
+    /// Answers the first request of a connection; at the second, closes it unanswered.
+    DropSecond,
 }
 
 /// A raw HTTP/1.1 server on loopback: its URL, the connections it accepted, and a channel that
@@ -39,6 +41,7 @@ async fn server(serve: Serve) -> (String, Arc<AtomicUsize>, mpsc::UnboundedRecei
             tokio::spawn(async move {
                 let mut read = Vec::new();
                 let mut buf = [0u8; 4096];
+                let mut served = 0;
                 loop {
                     // One request: its head, and a body of its content-length.
                     let head_end = loop {
@@ -64,6 +67,10 @@ async fn server(serve: Serve) -> (String, Arc<AtomicUsize>, mpsc::UnboundedRecei
                             Ok(0) | Err(_) => return,
                             Ok(n) => read.extend_from_slice(&buf[..n]),
                         }
+                    }
+                    served += 1;
+                    if serve == Serve::DropSecond && served == 2 {
+                        return;
                     }
                     let host = head
                         .lines()
@@ -224,4 +231,17 @@ async fn idle_connections_are_closed_once_they_have_been_idle_too_long() {
         .await
         .expect("the server sees it closed");
     assert_eq!(gone, Some(0));
+}
+
+#[tokio::test]
+async fn a_request_the_connection_may_have_written_is_not_sent_again() {
+    let (url, accepted, _closed) = server(Serve::DropSecond).await;
+    let pool = Arc::new(DrivenPool::default());
+    assert!(text(&pool, &url).await.starts_with("connection 0"));
+    let error = tokio::time::timeout(Duration::from_secs(10), pool.send(post(&url)))
+        .await
+        .expect("in time")
+        .expect_err("closed unanswered");
+    assert!(error.to_string().contains(&url), "{error}");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "not sent again on a new connection");
 }
