@@ -23,8 +23,8 @@
 //! - **Failure.** When the server's output ends (it exited, or the transport closed), every call
 //!   waiting fails at once as "Transport closed", and a new one fails before it is written; a
 //!   call that cannot be written because the server closed its input fails the same way.
-//! - **Whole lines.** A request whose write is cut short by its future being dropped is finished
-//!   by a task of its own ([`write_line`]), so the next message never lands inside it.
+//! - **Whole lines.** Requests, rmcp's messages and cancellations share the child's stdin through
+//!   a [`StdinWriter`], which writes each line whole, with no lock held across an await.
 //!
 //! Only servers of protocol revisions with an `initialize` handshake take the lane: from
 //! 2026-07-28 every request carries client context in its `_meta`, which rmcp adds.
@@ -46,21 +46,14 @@ use std::{
 
 use muster_core::ProgressSink;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam, ProgressToken};
-use tokio::{
-    io::AsyncWriteExt,
-    process::ChildStdin,
-    sync::{Mutex, OwnedMutexGuard, oneshot},
-    time::Instant,
-};
+use tokio::{sync::oneshot, time::Instant};
 
+use super::writer::StdinWriter;
 pub(crate) use crate::upstream::lane::{CallBudget, Failure};
 use crate::upstream::{
     lane::{CallRequestLine, Clock, Read, cancelled, lane_id, read},
     relay::progress_update,
 };
-
-/// The child's stdin, shared by the transport and the lane; `None` once closed.
-pub(crate) type SharedStdin = Arc<Mutex<Option<ChildStdin>>>;
 
 /// A call waiting for its answer.
 struct Waiting {
@@ -79,7 +72,7 @@ struct Calls {
 
 /// The calls in flight through one stdio connection; see the [module docs](self).
 pub(crate) struct StdioLane {
-    stdin: SharedStdin,
+    stdin: Arc<StdinWriter>,
     calls: SyncMutex<Calls>,
     next: AtomicU64,
 }
@@ -91,7 +84,7 @@ impl fmt::Debug for StdioLane {
 }
 
 impl StdioLane {
-    pub(crate) fn new(stdin: SharedStdin) -> Self {
+    pub(crate) fn new(stdin: Arc<StdinWriter>) -> Self {
         Self {
             stdin,
             calls: SyncMutex::default(),
@@ -132,7 +125,7 @@ impl StdioLane {
     }
 
     /// The child's stdin, which the transport writes rmcp's messages to as well.
-    pub(crate) fn stdin(&self) -> &SharedStdin {
+    pub(crate) fn stdin(&self) -> &Arc<StdinWriter> {
         &self.stdin
     }
 
@@ -203,7 +196,7 @@ impl StdioLane {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let stdin = Arc::clone(&self.stdin);
             runtime.spawn(async move {
-                let _ = write_line(&stdin, bytes).await;
+                let _ = stdin.write_line(&bytes).await;
             });
         }
     }
@@ -242,7 +235,7 @@ impl LaneCall {
             .set_progress_token(self.token.clone());
         let bytes =
             super::encode(&CallRequestLine::new(&self.token.0, &params)).map_err(|e| Failure::Send(e.into()))?;
-        let written = write_line(&self.lane.stdin, bytes).await;
+        let written = self.lane.stdin.write_line(&bytes).await;
         if let Err(e) = written {
             // Not written: nothing to cancel downstream.
             self.lane.calls().waiting.remove(&self.n);
@@ -299,60 +292,6 @@ impl Drop for LaneCall {
         if !self.done {
             self.lane.abandon(self.n, "the gateway stopped waiting for the call");
         }
-    }
-}
-
-/// Writes `bytes` (one line) to the child's stdin, whole: when the future is dropped part way,
-/// a task of its own writes the rest, holding the lock, so no other message lands inside it.
-pub(crate) async fn write_line(stdin: &SharedStdin, bytes: Vec<u8>) -> io::Result<()> {
-    let mut line = WholeLine {
-        stdin: Some(Arc::clone(stdin).lock_owned().await),
-        bytes,
-        written: 0,
-    };
-    let stdin = line
-        .stdin
-        .as_mut()
-        .and_then(|s| s.as_mut())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "the transport is closed"))?;
-    while line.written < line.bytes.len() {
-        match stdin.write(&line.bytes[line.written..]).await {
-            Ok(0) => {
-                line.written = line.bytes.len();
-                return Err(io::ErrorKind::WriteZero.into());
-            }
-            Ok(n) => line.written += n,
-            Err(e) => {
-                // The pipe is broken: there is nothing to finish.
-                line.written = line.bytes.len();
-                return Err(e);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A line being written, with the lock on stdin; see [`write_line`].
-struct WholeLine {
-    stdin: Option<OwnedMutexGuard<Option<ChildStdin>>>,
-    bytes: Vec<u8>,
-    written: usize,
-}
-
-impl Drop for WholeLine {
-    fn drop(&mut self) {
-        if self.written == 0 || self.written >= self.bytes.len() {
-            return;
-        }
-        let (Some(mut guard), Ok(runtime)) = (self.stdin.take(), tokio::runtime::Handle::try_current()) else {
-            return;
-        };
-        let rest = self.bytes.split_off(self.written);
-        runtime.spawn(async move {
-            if let Some(stdin) = guard.as_mut() {
-                let _ = stdin.write_all(&rest).await;
-            }
-        });
     }
 }
 

@@ -24,6 +24,7 @@
 //! ```
 
 pub(crate) mod lane;
+mod writer;
 
 use std::{io, process::Stdio, sync::Arc, time::Duration};
 
@@ -37,10 +38,10 @@ use serde::Deserialize;
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, ChildStdout},
-    sync::Mutex,
 };
 
-use lane::{StdioLane, write_line};
+use lane::StdioLane;
+use writer::StdinWriter;
 
 /// The longest line read; a longer one is skipped whole (rmcp's limit, and its streamable HTTP
 /// client's largest event).
@@ -78,7 +79,7 @@ impl StdioTransport {
         let transport = Self {
             child: Some(child),
             lines: LineReader::new(stdout),
-            lane: Arc::new(StdioLane::new(Arc::new(Mutex::new(Some(stdin))))),
+            lane: Arc::new(StdioLane::new(StdinWriter::new(stdin))),
         };
         Ok((transport, stderr))
     }
@@ -135,7 +136,7 @@ impl StdioTransport {
             let stdin = Arc::clone(self.lane.stdin());
             // Its own task: `receive` may be dropped at any await, and the reply must not be cut.
             tokio::spawn(async move {
-                let _ = write_line(&stdin, bytes).await;
+                let _ = stdin.write_line(&bytes).await;
             });
         }
     }
@@ -144,12 +145,11 @@ impl StdioTransport {
     /// it does not.
     async fn shut_down(&mut self) -> io::Result<()> {
         self.lane.close();
-        // A write blocked on a server that does not read its stdin holds the lock: then the
+        // A write blocked on a server that does not read its stdin holds the pipe: then the
         // server is ended without waiting for it to see the end of its input.
-        let closed_stdin = match tokio::time::timeout(EXIT_GRACE, self.lane.stdin().lock()).await {
-            Ok(mut stdin) => stdin.take().is_some(),
-            Err(_) => false,
-        };
+        let closed_stdin = tokio::time::timeout(EXIT_GRACE, self.lane.stdin().closed())
+            .await
+            .is_ok();
         let Some(child) = self.child.as_mut() else {
             return Ok(());
         };
@@ -194,7 +194,7 @@ impl Transport<RoleClient> for StdioTransport {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let bytes = encode(&item);
         let stdin = Arc::clone(self.lane.stdin());
-        async move { write_line(&stdin, bytes?).await }
+        async move { stdin.write_line(&bytes?).await }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
@@ -233,10 +233,8 @@ impl Drop for StdioTransport {
     fn drop(&mut self) {
         self.lane.close();
         // The lane holds stdin and may outlive the transport: the pipe closes with it here
-        // (unless a write holds it, which fails once the child is gone).
-        if let Ok(mut stdin) = self.lane.stdin().try_lock() {
-            stdin.take();
-        }
+        // (unless a write has it, which fails once the child is gone).
+        self.lane.stdin().close();
     }
 }
 
