@@ -1,10 +1,11 @@
 //! The last events of an SSE stream, numbered from 1, for a client that lost the stream to
-//! resume it from the last event it got; and how long ended streams are kept. Both the session
+//! resume it from the last event it got; and which ended streams are kept. Both the session
 //! manager's streams ([`sessions`](super::sessions)) and the calls answered in front of it
-//! ([`session_calls`](super::session_calls)) keep their events in one, under the same policy
-//! ([`MAX_KEPT`], [`RETAIN`], [`MAX_ENDED`]). The session manager forgets ended streams with
-//! [`forget_ended`] when it opens one (its streams end inside their outbox, which does not know
-//! the map); the calls answered in front, once a call, in the order they ended.
+//! ([`session_calls`](super::session_calls)) keep their events in a [`Kept`], and forget their
+//! ended streams through an [`Ended`], under one policy: [`MAX_KEPT`] events a stream, ended
+//! streams for [`RETAIN`], at most [`MAX_ENDED`] of a session's, and at most [`MAX_ENDED_BYTES`]
+//! of their events where those are counted (the calls answered in front count their SSE bytes;
+//! the session manager's events are typed messages, and it counts none).
 //!
 //! ```ignore
 //! let mut kept = Kept::default();
@@ -30,21 +31,47 @@ pub const RETAIN: Duration = Duration::from_secs(60);
 /// At most this many ended streams are kept per session (the oldest go first).
 pub const MAX_ENDED: usize = 64;
 
-/// Forgets the streams of `streams` (by number) that ended more than [`RETAIN`] ago, and the
-/// oldest ended ones over [`MAX_ENDED`]; `ended` says when a stream ended, if it has.
-pub(crate) fn forget_ended<T>(streams: &mut HashMap<u64, T>, ended: impl Fn(&T) -> Option<Instant>) {
-    let mut done: Vec<(Instant, u64)> = streams
-        .iter()
-        .filter_map(|(n, stream)| ended(stream).map(|at| (at, *n)))
-        .collect();
-    if done.is_empty() {
-        return;
+/// At most this many bytes of events of a session's ended streams are kept: about a hundred
+/// small answers (an `echo`'s is 300 bytes), a few large ones (a `list_tools` page is 10 KB and
+/// more). A client resuming asks for the calls it had in flight when its connection broke: the
+/// last ones. Kept whole for 60 s, 64 answers of a busy session took 110 KB each of 50 sessions
+/// in the soak.
+pub(crate) const MAX_ENDED_BYTES: usize = 32 * 1024;
+
+/// A session's ended streams, in the order they ended, so that the oldest are forgotten first
+/// without a scan: those ended more than [`RETAIN`] ago, those over [`MAX_ENDED`], and the oldest
+/// while their events take more than [`MAX_ENDED_BYTES`] (the last one stays whatever its size).
+#[derive(Debug, Default)]
+pub(crate) struct Ended {
+    /// When each ended, its number, and the bytes of its events.
+    order: VecDeque<(Instant, u64, usize)>,
+    bytes: usize,
+}
+
+impl Ended {
+    /// Notes that stream `n`, whose events take `bytes` (0 where they are not counted), ended
+    /// `at`; then forgets from `streams` what is over.
+    pub(crate) fn push<T>(&mut self, at: Instant, n: u64, bytes: usize, streams: &mut HashMap<u64, T>) {
+        self.order.push_back((at, n, bytes));
+        self.bytes += bytes;
+        self.forget(at, streams);
     }
-    done.sort_unstable();
-    let now = Instant::now();
-    let over = done.len().saturating_sub(MAX_ENDED);
-    for (i, (at, n)) in done.into_iter().enumerate() {
-        if i < over || now.duration_since(at) > RETAIN {
+
+    /// The bytes of the events of the ended streams kept.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Forgets from `streams` the ended ones past their time or over the bounds, as of `now`.
+    pub(crate) fn forget<T>(&mut self, now: Instant, streams: &mut HashMap<u64, T>) {
+        while let Some(&(at, n, bytes)) = self.order.front() {
+            let over = self.order.len() > MAX_ENDED || (self.bytes > MAX_ENDED_BYTES && self.order.len() > 1);
+            if !over && now.saturating_duration_since(at) <= RETAIN {
+                break;
+            }
+            self.order.pop_front();
+            self.bytes -= bytes;
             streams.remove(&n);
         }
     }
@@ -104,7 +131,48 @@ impl<T: Clone> Kept<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::Kept;
+    use super::*;
+
+    #[test]
+    fn ended_streams_are_forgotten_the_oldest_first_over_the_count() {
+        let mut streams: HashMap<u64, ()> = (0..100).map(|n| (n, ())).collect();
+        let mut ended = Ended::default();
+        let now = Instant::now();
+        for n in 0..80 {
+            ended.push(now, n, 10, &mut streams);
+        }
+        let mut kept: Vec<u64> = streams.keys().copied().collect();
+        kept.sort_unstable();
+        let expected: Vec<u64> = (80 - MAX_ENDED as u64..100).collect();
+        assert_eq!(kept, expected, "the last {MAX_ENDED} ended, and those not ended, stay");
+    }
+
+    #[test]
+    fn ended_streams_are_forgotten_over_the_bytes_but_the_last() {
+        let mut streams: HashMap<u64, ()> = (0..5).map(|n| (n, ())).collect();
+        let mut ended = Ended::default();
+        let now = Instant::now();
+        let quarter = MAX_ENDED_BYTES / 4 + 1;
+        for n in 0..4 {
+            ended.push(now, n, quarter, &mut streams);
+        }
+        assert_eq!(streams.len(), 4, "the first went: four quarters and a bit are over");
+        assert!(!streams.contains_key(&0));
+        ended.push(now, 4, MAX_ENDED_BYTES * 2, &mut streams);
+        assert_eq!(streams.keys().copied().collect::<Vec<_>>(), [4], "one over alone stays");
+    }
+
+    #[test]
+    fn ended_streams_are_forgotten_after_their_time() {
+        let mut streams: HashMap<u64, ()> = (0..2).map(|n| (n, ())).collect();
+        let mut ended = Ended::default();
+        let at = Instant::now();
+        ended.push(at, 0, 0, &mut streams);
+        ended.forget(at + RETAIN, &mut streams);
+        assert_eq!(streams.len(), 2, "kept for all of RETAIN");
+        ended.forget(at + RETAIN + Duration::from_millis(1), &mut streams);
+        assert_eq!(streams.keys().copied().collect::<Vec<_>>(), [1], "forgotten after");
+    }
 
     #[test]
     fn a_stream_keeps_its_last_events_and_a_resume_from_before_them_starts_at_the_oldest() {

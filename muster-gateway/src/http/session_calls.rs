@@ -5,11 +5,11 @@
 //! the session's service task, which hands it to the handler and routes the answer back through
 //! the session manager: about a third of the gateway's own work on a call through it.
 //! [`SessionCalls`] sits in front of it and answers the one request an agent sends most,
-//! `tools/call` on a session that already exists, itself: it reads the body's envelope, parses the call's params alone, runs them
-//! through the same handler ([`MetaTools`]) as rmcp would, and writes the answer (and the
-//! call's progress, in order) as the request's SSE stream. Everything else goes to rmcp
-//! unchanged: initialize, notifications, the other methods, GET and DELETE, and any request
-//! that the rules below do not clear.
+//! `tools/call` on a session that already exists, itself: it reads the body's envelope, parses
+//! the call's params alone, runs them through the same handler ([`MetaTools`]) as rmcp would,
+//! and writes the answer (and the call's progress, in order) as the request's SSE stream.
+//! Everything else goes to rmcp unchanged: initialize, notifications, the other methods, GET and
+//! DELETE, and any request that the rules below do not clear.
 //!
 //! A request is answered here only when rmcp would have accepted it the same way:
 //!
@@ -31,9 +31,10 @@
 //! `Last-Event-ID` of one of them gets the rest, while the call runs and for a minute after it
 //! ended, also when its answer went out (the client may have lost the bytes after they left the
 //! gateway); see `replay.rs`. The ids are of the gateway's own form (`call-N-I`); a `GET` naming
-//! one is answered here, any other goes to rmcp. A `notifications/cancelled` for a call answered here is taken here too, and cancels it; so does a `DELETE` of its session, once
-//! rmcp accepted it. That `DELETE` is answered 204 No Content where rmcp says 202 Accepted (the
-//! session is gone, not pending, and the MCP Python SDK counts 202 as a failed end).
+//! one is answered here, any other goes to rmcp. A `notifications/cancelled` for a call answered
+//! here is taken here too, and cancels it; so does a `DELETE` of its session, once rmcp accepted
+//! it. That `DELETE` is answered 204 No Content where rmcp says 202 Accepted (the session is
+//! gone, not pending, and the MCP Python SDK counts 202 as a failed end).
 //!
 //! ```no_run
 //! # fn wire(rmcp_service: axum::Router, meta: muster_gateway::meta::MetaTools) {

@@ -68,6 +68,8 @@ mod tests;
 
 use outbox::{EventId, Outbox, Reader};
 
+use super::kept::Ended;
+
 /// How long a session nobody uses lives (rmcp's default).
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(300);
 
@@ -337,6 +339,8 @@ struct Routes {
     next_stream: u64,
     /// The request streams, open and recently ended.
     streams: HashMap<u64, RequestStream>,
+    /// The order they ended in. Their events are typed messages, not counted in bytes.
+    ended: Ended,
     /// The open request streams by the id and the progress token of their request.
     by_request: HashMap<RequestId, u64>,
     by_progress: HashMap<ProgressToken, u64>,
@@ -406,7 +410,8 @@ impl Session {
     /// past [`RETAIN`], and the oldest over [`MAX_ENDED`], are forgotten.
     fn open_request(&self, request: RequestId, progress: Option<ProgressToken>) -> Arc<Outbox> {
         let mut routes = self.routes();
-        super::kept::forget_ended(&mut routes.streams, |s| s.outbox.ended());
+        let Routes { ended, streams, .. } = &mut *routes;
+        ended.forget(Instant::now(), streams);
         let n = routes.next_stream;
         routes.next_stream += 1;
         let outbox = Outbox::request(n, self.retry);
@@ -455,6 +460,7 @@ impl Session {
                 let outbox = routes.streams.get(&stream).map(|s| Arc::clone(&s.outbox));
                 if last {
                     routes.unregister(stream);
+                    routes.ended(stream);
                 }
                 drop(routes);
                 match outbox {
@@ -565,12 +571,18 @@ impl Routes {
         }
     }
 
+    /// Notes that stream `n` ended (it is kept for a while; [`Ended`]).
+    fn ended(&mut self, n: u64) {
+        self.ended.push(Instant::now(), n, 0, &mut self.streams);
+    }
+
     /// Unregisters stream `n` and ends it.
     fn finish(&mut self, n: u64) {
         self.unregister(n);
         if let Some(stream) = self.streams.get(&n) {
             stream.outbox.end();
         }
+        self.ended(n);
     }
 }
 

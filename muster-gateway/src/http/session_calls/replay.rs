@@ -8,16 +8,13 @@
 //! When it reaches its end (the answer went out), its events are kept in a [`Replay`] registered
 //! in the session ([`Sent::finish`]); when it is dropped before (the client's connection broke),
 //! the call runs on and its events go on into a [`Replay`] registered at once
-//! ([`Sent::abandon`]). Either way the replay is kept for [`RETAIN`] after the call's end, at
-//! most [`MAX_ENDED`] of a session's and [`MAX_ENDED_BYTES`] of their events (the oldest ended go
-//! first, in the order they ended: no scan; the last one stays whatever its size). A `GET` of the session with `Last-Event-ID: call-N-I` then gets the events after `I`,
-//! and the rest as they come ([`resume`]), as often as the client asks, as rmcp's session manager
-//! answers for the calls it answers. A replay that is not there (more than [`RETAIN`] passed, or
-//! the gateway has not yet seen the connection go) gives an empty stream, as rmcp's resume of an
-//! unknown event does: the client asks again after `retry`, and stops after its last attempt.
-//!
-//! [`RETAIN`]: crate::http::kept::RETAIN
-//! [`MAX_ENDED`]: crate::http::kept::MAX_ENDED
+//! ([`Sent::abandon`]). Either way the replay is kept after the call's end as the session
+//! manager keeps its streams ([`Ended`]: for a minute, within a count and a size). A `GET` of the
+//! session with `Last-Event-ID: call-N-I` then gets the events after `I`, and the rest as they
+//! come ([`resume`]), as often as the client asks, as rmcp's session manager answers for the
+//! calls it answers. A replay that is not there (forgotten, or the gateway has not yet seen the
+//! connection go) gives an empty stream, as rmcp's resume of an unknown event does: the client
+//! asks again after `retry`, and stops after its last attempt.
 //!
 //! ```text
 //! data:
@@ -35,7 +32,7 @@
 //! and gets `call-12-2`, the answer.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     convert::Infallible,
     sync::{
         Arc, Mutex,
@@ -53,18 +50,11 @@ use rmcp::model::ServerJsonRpcMessage;
 use tokio::sync::Notify;
 
 use crate::http::{
-    kept::{Kept, MAX_ENDED, MAX_KEPT, RETAIN},
+    kept::{Ended, Kept, MAX_KEPT},
     sessions::DEFAULT_RETRY as RETRY,
 };
 
 const PREFIX: &str = "call-";
-
-/// At most this many bytes of events of a session's ended calls are kept: about a hundred
-/// small answers (an `echo`'s is 300 bytes), a few large ones (a `list_tools` page is 10 KB and
-/// more). A client resuming asks for the calls it had in flight when its connection broke: the
-/// last ones. Kept whole for 60 s, 64 answers of a busy session took 110 KB each of 50 sessions
-/// in the soak.
-pub(super) const MAX_ENDED_BYTES: usize = 32 * 1024;
 
 /// The call number and event index of an event id of ours (`call-N-I`).
 pub(super) fn replay_event_id(id: &str) -> Option<(u64, usize)> {
@@ -79,37 +69,11 @@ pub(super) struct Replays {
     open: Mutex<Open>,
 }
 
-/// The replays kept, and the order the calls ended in.
+/// The replays kept, and the order their calls ended in.
 #[derive(Debug, Default)]
 struct Open {
     replays: HashMap<u64, Arc<Replay>>,
-    /// Ended calls, the oldest first: when each ended, and the bytes of its events.
-    ended: VecDeque<(Instant, u64, usize)>,
-    /// The bytes of the events of the calls in `ended`.
-    ended_bytes: usize,
-}
-
-impl Open {
-    /// Forgets the replays of calls that ended more than [`RETAIN`] before `now`, and the oldest
-    /// ended over [`MAX_ENDED`] or [`MAX_ENDED_BYTES`] (but the last).
-    fn forget(&mut self, now: Instant) {
-        while let Some(&(at, n, bytes)) = self.ended.front() {
-            let over = self.ended.len() > MAX_ENDED || (self.ended_bytes > MAX_ENDED_BYTES && self.ended.len() > 1);
-            if !over && now.saturating_duration_since(at) <= RETAIN {
-                break;
-            }
-            self.ended.pop_front();
-            self.ended_bytes -= bytes;
-            self.replays.remove(&n);
-        }
-    }
-
-    /// Notes that call `n`, whose events take `bytes`, ended `at`.
-    fn ended(&mut self, at: Instant, n: u64, bytes: usize) {
-        self.ended.push_back((at, n, bytes));
-        self.ended_bytes += bytes;
-        self.forget(at);
-    }
+    ended: Ended,
 }
 
 impl Replays {
@@ -124,7 +88,8 @@ impl Replays {
     /// Notes that `replay`'s call sent its last event.
     pub(super) fn end(&self, replay: &Replay) {
         let (at, bytes) = replay.end();
-        self.open().ended(at, replay.n, bytes);
+        let open = &mut *self.open();
+        open.ended.push(at, replay.n, bytes, &mut open.replays);
     }
 }
 
@@ -174,7 +139,7 @@ impl Sent {
     }
 
     fn register(self, replays: &Replays, ended: Option<Instant>) -> Arc<Replay> {
-        let bytes = ended.map(|_| size(&self.events));
+        let bytes = size(&self.events);
         let replay = Arc::new(Replay {
             n: self.n,
             state: Mutex::new(State {
@@ -183,11 +148,11 @@ impl Sent {
             }),
             grown: Notify::new(),
         });
-        let mut open = replays.open();
+        let open = &mut *replays.open();
         open.replays.insert(replay.n, Arc::clone(&replay));
-        match (ended, bytes) {
-            (Some(at), Some(bytes)) => open.ended(at, replay.n, bytes),
-            _ => open.forget(Instant::now()),
+        match ended {
+            Some(at) => open.ended.push(at, replay.n, bytes, &mut open.replays),
+            None => open.ended.forget(Instant::now(), &mut open.replays),
         }
         replay
     }
@@ -343,6 +308,7 @@ mod tests {
     use rmcp::model::NumberOrString;
 
     use super::*;
+    use crate::http::kept::{MAX_ENDED, MAX_ENDED_BYTES, RETAIN};
 
     fn message(n: i64) -> ServerJsonRpcMessage {
         ServerJsonRpcMessage::response(
@@ -439,7 +405,7 @@ mod tests {
         let open = replays.open();
         let kept: Vec<u64> = ended.iter().copied().filter(|n| open.replays.contains_key(n)).collect();
         assert_eq!(kept, ended[7..], "three of a quarter of the budget and a bit each");
-        assert!(open.ended_bytes <= MAX_ENDED_BYTES, "{}", open.ended_bytes);
+        assert!(open.ended.bytes() <= MAX_ENDED_BYTES, "{}", open.ended.bytes());
         drop(open);
         // One over the budget alone is kept all the same, until the next.
         let mut sent = Sent::new(&replays);
@@ -459,13 +425,15 @@ mod tests {
         let replays = Replays::default();
         let mut sent = Sent::new(&replays);
         sent.event(&message(1), false);
+        let before = Instant::now();
         sent.finish(&replays);
-        let mut open = replays.open();
-        let ended_at = open.ended.front().expect("ended").0;
-        open.forget(ended_at + RETAIN);
+        let after = Instant::now();
+        let open = &mut *replays.open();
+        open.ended.forget(before + RETAIN, &mut open.replays);
         assert_eq!(open.replays.len(), 1, "kept for all of RETAIN");
-        open.forget(ended_at + RETAIN + Duration::from_millis(1));
-        assert!(open.replays.is_empty() && open.ended.is_empty(), "forgotten after");
+        open.ended
+            .forget(after + RETAIN + Duration::from_millis(1), &mut open.replays);
+        assert!(open.replays.is_empty(), "forgotten after");
     }
 
     #[tokio::test]

@@ -25,7 +25,7 @@ use std::{
     pin::Pin,
     sync::{Arc, Mutex, MutexGuard},
     task::{Context, Poll, Waker},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use futures::Stream;
@@ -85,8 +85,8 @@ pub(super) struct Outbox {
 #[derive(Debug, Default)]
 struct State {
     events: Kept<ServerSseMessage>,
-    /// When the last event was pushed (a request stream's answer), or the session ended.
-    ended: Option<Instant>,
+    /// The last event was pushed (a request stream's answer), or the session ended.
+    ended: bool,
     /// The reader events go to.
     primary: Option<u64>,
     /// The index of the next event the primary reads.
@@ -150,17 +150,10 @@ impl Outbox {
     /// Ends the stream: its readers end once they have read what is there.
     pub(super) fn end(&self) {
         let mut state = self.state();
-        if state.ended.is_none() {
-            state.ended = Some(Instant::now());
-        }
+        state.ended = true;
         let wakers: Vec<Waker> = state.readers.values_mut().filter_map(Option::take).collect();
         drop(state);
         wakers.into_iter().for_each(Waker::wake);
-    }
-
-    /// When the stream ended.
-    pub(super) fn ended(&self) -> Option<Instant> {
-        self.state().ended
     }
 
     /// Whether a reader (a response streaming this) is attached.
@@ -258,7 +251,7 @@ impl Stream for Reader {
             state.unread_from = this.next;
             return Poll::Ready(Some(event));
         }
-        if state.ended.is_some() {
+        if state.ended {
             return Poll::Ready(None);
         }
         state.readers.insert(this.id, Some(cx.waker().clone()));
