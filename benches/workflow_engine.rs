@@ -78,9 +78,9 @@ fn noop_tools() -> BoxToolService {
             "kb" => kb.to_string(),
             _ => OK_TEXT.to_owned(),
         };
-        std::future::ready(Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(
-            text,
-        )])))
+        std::future::ready(Ok::<_, ToolError>(
+            CallToolResult::success(vec![ContentBlock::text(text)]).into(),
+        ))
     }))
 }
 

@@ -24,7 +24,7 @@
 //! gateway.start().await;
 //! let call = ToolCall::new("core_service_list", JsonObject::new(), CallContext::default());
 //! let services = gateway.tools().oneshot(call).await?;
-//! assert_ne!(services.is_error, Some(true));
+//! assert!(!services.is_error());
 //! gateway.shutdown().await;
 //! # Ok(()) }
 //! ```

@@ -352,3 +352,103 @@ async fn a_call_whose_client_goes_still_runs_to_its_end() {
     assert!(seen, "the call finished downstream and was counted: {finished}");
     h.stop().await;
 }
+
+/// A stdio MCP server, in Python, whose results are written as rmcp would never write them:
+/// spaces, keys out of order, `\u` escapes. `plain` answers such a result; `complete` one with
+/// `resultType: "complete"` and array structured content (what a 2026-07-28 server may send);
+/// `broken` one whose text block has no text.
+const ODD_SERVER: &str = r#"
+import json, sys
+RESULTS = {
+    "plain": '{ "isError" : false, "content" : [ {"text":"caf\\u00e9 \\"odd\\"","type":"text"} ] }',
+    "complete": '{"resultType":"complete","structuredContent":[1,2],"content":[]}',
+    "broken": '{"content":[{"type":"text"}]}',
+}
+for line in sys.stdin:
+    message = json.loads(line)
+    method, id = message.get("method"), message.get("id")
+    if id is None:
+        continue
+    if method == "initialize":
+        result = json.dumps({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                             "serverInfo": {"name": "odd", "version": "1"}})
+    elif method == "tools/list":
+        result = json.dumps({"tools": [{"name": name, "inputSchema": {"type": "object"}} for name in RESULTS]})
+    elif method == "tools/call":
+        result = RESULTS[message["params"]["name"]]
+    else:
+        result = "{}"
+    sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":%s}\n' % (json.dumps(id), result))
+    sys.stdout.flush()
+"#;
+
+#[tokio::test]
+async fn a_downstream_result_goes_out_byte_for_byte_when_the_client_reads_it_the_same() {
+    use muster::core::{
+        config::Exposure,
+        crd::{MCPServer, MCPServerSpec, ServerType},
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("odd.py");
+    std::fs::write(&script, ODD_SERVER).expect("written");
+    let odd = MCPServer::new(
+        "odd",
+        MCPServerSpec {
+            server_type: Some(ServerType::Stdio),
+            auto_start: true,
+            command: Some("python3".into()),
+            args: vec![script.display().to_string()],
+            timeout: 20,
+            ..MCPServerSpec::default()
+        },
+    );
+    let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_exposure(Exposure::Both));
+    let h = Harness::start_with(config, vec![odd]).await;
+    let session = RawSession::open(&h.url).await;
+    let native =
+        |id: u64, tool: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool}});
+
+    // Called natively, in front of rmcp: the server's bytes, spliced into the response.
+    let plain = session.post(native(1, "x_odd_plain"), &[]).await;
+    assert!(!plain.answered_by_rmcp(), "{plain:?}");
+    let data: Vec<&String> = plain
+        .events
+        .iter()
+        .flatten()
+        .filter(|l| l.starts_with("data: {"))
+        .collect();
+    assert_eq!(
+        data,
+        [
+            r#"data: {"jsonrpc":"2.0","id":1,"result":{ "isError" : false, "content" : [ {"text":"caf\u00e9 \"odd\"","type":"text"} ] }}"#
+        ],
+        "{plain:?}"
+    );
+    // A result this client (2025-06-18) reads otherwise goes out as rmcp writes it for it.
+    let complete = session.post(native(2, "x_odd_complete"), &[]).await;
+    let answer = complete.messages().pop().expect("an answer");
+    assert_eq!(
+        answer["result"],
+        json!({"content": [{"type": "text", "text": "[1,2]"}]}),
+        "{answer}"
+    );
+    // A result that is not one is the call's error, naming what is wrong.
+    let broken = session.post(native(3, "x_odd_broken"), &[]).await;
+    let answer = broken.messages().pop().expect("an answer");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let why = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("server odd") && why.contains("missing field `text`"),
+        "{why}"
+    );
+    // Through call_tool, the envelope reads the result.
+    let enveloped = session
+        .post(RawSession::call(4, "x_odd_plain", json!({}), None), &[])
+        .await;
+    assert_eq!(
+        result_text(enveloped.messages().last().expect("an answer")),
+        "café \"odd\""
+    );
+    session.end().await;
+    h.stop().await;
+}

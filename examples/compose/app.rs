@@ -24,7 +24,7 @@ use muster::{
         toolset::{DeclaredToolset, InlineToolset, Presets, ToolsetHeaderLayer, ToolsetLayer, resolve},
     },
     core::{
-        BoxError, BoxToolService, CallContext, SessionId, ToolCall, ToolEntry,
+        BoxError, BoxToolService, CallContext, SessionId, ToolCall, ToolEntry, ToolOutput,
         config::MusterConfig,
         crd::{MCPServer, MCPServerSpec, ServerType},
     },
@@ -305,7 +305,9 @@ impl ServerHandler for Front {
             // Through the whole stack; a refusal (unknown tool, outside the toolset, server
             // down) is a JSON-RPC error from muster-core's one table.
             let call = ToolCall::new(request.name.to_string(), arguments, call_ctx);
-            self.tools.clone().oneshot(call).await.map_err(McpError::from)?
+            // A downstream's result comes as its JSON; this front writes typed messages.
+            let output = self.tools.clone().oneshot(call).await;
+            output.and_then(ToolOutput::into_result).map_err(McpError::from)?
         };
         if let Some(progress) = progress {
             progress.flush().await;

@@ -15,8 +15,7 @@ use std::{
 };
 
 use futures::future::{BoxFuture, Either};
-use muster::core::{BoxToolService, SessionId, ToolCall, ToolError};
-use rmcp::model::CallToolResult;
+use muster::core::{BoxToolService, SessionId, ToolCall, ToolError, ToolOutput};
 use tower::{Layer, Service, ServiceExt};
 
 /// One call, as [`AuditLayer`] saw it.
@@ -81,13 +80,13 @@ pub(crate) struct Audit<S> {
 
 impl<S> Service<ToolCall> for Audit<S>
 where
-    S: Service<ToolCall, Response = CallToolResult, Error = ToolError>,
+    S: Service<ToolCall, Response = ToolOutput, Error = ToolError>,
     S::Future: Send + 'static,
 {
-    type Response = CallToolResult;
+    type Response = ToolOutput;
     // The layer adds no failure of its own, so it keeps the inner error type.
     type Error = ToolError;
-    type Future = BoxFuture<'static, Result<CallToolResult, ToolError>>;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
         self.inner.poll_ready(cx)
@@ -101,7 +100,7 @@ where
         Box::pin(async move {
             let result = answer.await;
             let outcome = match &result {
-                Ok(r) if r.is_error == Some(true) => "tool error".to_owned(),
+                Ok(output) if output.is_error() => "tool error".to_owned(),
                 Ok(_) => "ok".to_owned(),
                 Err(e) => e.to_string(),
             };
@@ -153,9 +152,9 @@ pub(crate) struct CoreTool<S> {
 
 impl<S> Service<ToolCall> for CoreTool<S>
 where
-    S: Service<ToolCall, Response = CallToolResult, Error = ToolError>,
+    S: Service<ToolCall, Response = ToolOutput, Error = ToolError>,
 {
-    type Response = CallToolResult;
+    type Response = ToolOutput;
     type Error = ToolError;
     type Future = Either<S::Future, tower::util::Oneshot<BoxToolService, ToolCall>>;
 

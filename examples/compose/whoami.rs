@@ -35,6 +35,6 @@ pub(crate) fn service() -> BoxToolService {
             "principal": ctx.principal.as_ref().map(|p| json!({"subject": p.subject, "issuer": p.issuer})),
             "toolset": ctx.toolset.as_deref(),
         });
-        Ok::<_, ToolError>(CallToolResult::structured(answer))
+        Ok::<_, ToolError>(CallToolResult::structured(answer).into())
     }))
 }

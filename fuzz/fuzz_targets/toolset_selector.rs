@@ -80,7 +80,7 @@ fn presets(raw: &[u8]) -> Presets {
 fn layer_allows(presets: &Arc<Presets>, declared: &InlineToolset, name: &str) -> bool {
     let catalog = Arc::clone(&CATALOG);
     let source = Arc::new(move || Arc::clone(&catalog)) as Arc<dyn CatalogSource>;
-    let inner = service_fn(|_call: ToolCall| async { Ok::<_, ToolError>(CallToolResult::success(Vec::new())) });
+    let inner = service_fn(|_call: ToolCall| async { Ok::<_, ToolError>(CallToolResult::success(Vec::new()).into()) });
     let service = ToolsetLayer::new(source, Arc::clone(presets)).layer(inner);
     let ctx = CallContext::default().with_toolset(declared.declared().to_vec());
     let call = ToolCall::new(name.to_owned(), Default::default(), ctx);

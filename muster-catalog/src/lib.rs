@@ -49,7 +49,7 @@
 //! }
 //! let catalog = Arc::new(builder.build());
 //! let source: Arc<dyn CatalogSource> = Arc::new(move || Arc::clone(&catalog));
-//! let run = tower::service_fn(|_: ToolCall| async { Ok::<_, ToolError>(CallToolResult::success(vec![])) });
+//! let run = tower::service_fn(|_: ToolCall| async { Ok::<_, ToolError>(CallToolResult::success(vec![]).into()) });
 //! let tools = BoxToolService::new(
 //!     ServiceBuilder::new().layer(ToolsetLayer::new(source, Arc::new(Presets::default()))).service(run),
 //! );

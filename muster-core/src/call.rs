@@ -14,22 +14,23 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! let echo = service_fn(|call: ToolCall| async move {
 //!     let text = call.arguments.get("message").and_then(|m| m.as_str()).unwrap_or_default().to_owned();
-//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(text)]))
+//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(text)]).into())
 //! });
 //! let svc = BoxToolService::new(echo);
 //! let args = serde_json::json!({"message": "hi"}).as_object().cloned().unwrap_or_default();
-//! let result = svc.oneshot(ToolCall::new("echo", args, CallContext::default())).await.unwrap();
+//! let output = svc.oneshot(ToolCall::new("echo", args, CallContext::default())).await.unwrap();
+//! let result = output.into_result().unwrap();
 //! assert_eq!(result.content[0].as_text().map(|t| t.text.as_str()), Some("hi"));
 //! # }
 //! ```
 
 use std::{fmt, sync::Arc, time::Instant};
 
-use rmcp::model::{CallToolResult, JsonObject, ProtocolVersion};
+use rmcp::model::{JsonObject, ProtocolVersion};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
-use crate::error::ToolError;
+use crate::{error::ToolError, output::ToolOutput};
 
 /// One tool call: the exposed name, the arguments, and the context it runs in.
 #[derive(Debug, Clone)]
@@ -268,20 +269,22 @@ impl CallContext {
     }
 }
 
-/// Anything that runs tool calls: `Service<ToolCall, Response = CallToolResult, Error = ToolError>`,
-/// cloneable and sendable. Implemented for every such service.
+/// Anything that runs tool calls: `Service<ToolCall, Response = ToolOutput, Error = ToolError>`,
+/// cloneable and sendable. Implemented for every such service. A tool built in the process
+/// answers a `CallToolResult` (`.into()` makes it a [`ToolOutput`]); a downstream server's
+/// result is passed on as it came.
 pub trait ToolService:
-    Service<ToolCall, Response = CallToolResult, Error = ToolError, Future: Send + 'static> + Clone + Send + 'static
+    Service<ToolCall, Response = ToolOutput, Error = ToolError, Future: Send + 'static> + Clone + Send + 'static
 {
 }
 
 impl<S> ToolService for S where
-    S: Service<ToolCall, Response = CallToolResult, Error = ToolError, Future: Send + 'static> + Clone + Send + 'static
+    S: Service<ToolCall, Response = ToolOutput, Error = ToolError, Future: Send + 'static> + Clone + Send + 'static
 {
 }
 
 /// A type-erased [`ToolService`], cloneable and shareable between threads.
-pub type BoxToolService = tower::util::BoxCloneSyncService<ToolCall, CallToolResult, ToolError>;
+pub type BoxToolService = tower::util::BoxCloneSyncService<ToolCall, ToolOutput, ToolError>;
 
 #[cfg(test)]
 mod tests {

@@ -97,6 +97,15 @@ pub enum ToolError {
         #[source]
         source: BoxError,
     },
+    /// A result passed on from a downstream server as it came
+    /// ([`ToolOutput::from_json`](crate::ToolOutput::from_json)) does not read as a typed
+    /// `CallToolResult`, where one was needed: a detail the shape check leaves to rmcp is wrong.
+    #[error("the tool's result does not read as a CallToolResult: {source}")]
+    UnreadableResult {
+        /// Why it does not read.
+        #[source]
+        source: serde_json::Error,
+    },
     /// Anything else: a bug or an unexpected state, reported rather than hidden.
     #[error("internal error: {source}")]
     Internal {
@@ -164,7 +173,7 @@ impl ToolError {
     /// | `Cancelled` | -32800 request cancelled |
     /// | `Busy` | -32000 server busy |
     /// | `Downstream` | the downstream's own code and data |
-    /// | `ServerUnavailable`, `Transport`, `Internal` | -32603 internal error |
+    /// | `ServerUnavailable`, `Transport`, `UnreadableResult`, `Internal` | -32603 internal error |
     pub fn to_error_data(&self) -> ErrorData {
         let message = self.to_string();
         match self {
@@ -175,9 +184,10 @@ impl ToolError {
             Self::Cancelled => ErrorData::new(ErrorCode(-32800), message, None),
             Self::Busy { .. } => ErrorData::new(BUSY, message, None),
             Self::Downstream { error, .. } => error.clone(),
-            Self::ServerUnavailable { .. } | Self::Transport { .. } | Self::Internal { .. } => {
-                ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None)
-            }
+            Self::ServerUnavailable { .. }
+            | Self::Transport { .. }
+            | Self::UnreadableResult { .. }
+            | Self::Internal { .. } => ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None),
         }
     }
 

@@ -6,6 +6,8 @@
 //! - [`naming`]: the exposed-name rules (`x_<prefix>_<tool>`, `core_*`, `workflow_<name>`).
 //! - [`call`]: the one abstraction, a tool call as a tower [`Service`](tower::Service):
 //!   [`ToolCall`], [`CallContext`] and [`ToolService`].
+//! - [`output`]: [`ToolOutput`], what a call returns: a result built in the process, or a
+//!   downstream's passed on as it came.
 //! - [`error`]: [`ToolError`] and the one table mapping it to JSON-RPC errors.
 //! - [`crd`]: the CRD-compatible resources (MCPServer, Workflow, WorkflowExecution) and their
 //!   validation.
@@ -23,12 +25,12 @@
 //! # async fn main() -> Result<(), ToolError> {
 //! // A tool: any Service<ToolCall>, here a closure that answers the session it runs in.
 //! let whoami = tower::service_fn(|call: ToolCall| async move {
-//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(call.ctx.session.to_string())]))
+//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(call.ctx.session.to_string())]).into())
 //! });
 //! // A stack over it: tower's concurrency limit here; muster's layers compose the same way.
 //! let tools = BoxToolService::new(ServiceBuilder::new().concurrency_limit(8).service(whoami));
 //! let call = ToolCall::new("core_whoami", JsonObject::new(), CallContext::default());
-//! let result = tools.oneshot(call).await?;
+//! let result = tools.oneshot(call).await?.into_result()?;
 //! assert_eq!(result.content[0].as_text().map(|t| t.text.as_str()), Some("default"));
 //! # Ok(()) }
 //! ```
@@ -51,6 +53,7 @@ pub mod entry;
 pub mod error;
 pub mod fs;
 pub mod naming;
+pub mod output;
 
 pub use call::{
     BoxToolService, CallContext, Principal, ProgressSink, ProgressUpdate, SessionId, ToolCall, ToolService,
@@ -59,6 +62,7 @@ pub use compact::{CompactTool, SchemaText};
 pub use entry::{FamilyRoute, PromptEntry, ResourceEntry, ToolEntry, ToolKind};
 pub use error::ToolError;
 pub use naming::NameRules;
+pub use output::ToolOutput;
 
 /// A JSON object, as tool arguments travel (re-exported from rmcp's model).
 pub use rmcp::model::JsonObject;

@@ -16,6 +16,7 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use muster_catalog::{Catalog, CatalogSource, toolset::Presets};
+use muster_core::ToolOutput;
 use muster_core::{BoxToolService, SessionId, crd::ValidationErrors};
 use muster_core::{
     NameRules, ToolCall, ToolError, ToolKind,
@@ -29,7 +30,6 @@ use muster_workflow::{
     engine::{CompiledWorkflow, WorkflowEngine},
     record::{ExecutionStore, MemoryExecutionStore},
 };
-use rmcp::model::CallToolResult;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::{mpsc, oneshot};
 
@@ -1119,7 +1119,7 @@ impl Registry {
     }
 
     /// Runs `call`: a downstream tool on its server, a core tool here.
-    pub async fn dispatch(self: &Arc<Self>, call: ToolCall) -> Result<CallToolResult, ToolError> {
+    pub async fn dispatch(self: &Arc<Self>, call: ToolCall) -> Result<ToolOutput, ToolError> {
         let catalog = self.catalog_for(&call.ctx.session);
         let entry = catalog
             .tool(&call.name)
@@ -1170,8 +1170,8 @@ impl Registry {
                 conn.call_tool(&tool, arguments, &call.ctx).await
             }
             // Boxed: both are large futures, and a downstream call's future should not carry them.
-            ToolKind::Core => Box::pin(core_tools::call(self, &call)).await,
-            ToolKind::Workflow => Box::pin(workflows::run(self, call)).await,
+            ToolKind::Core => Box::pin(core_tools::call(self, &call)).await.map(Into::into),
+            ToolKind::Workflow => Box::pin(workflows::run(self, call)).await.map(Into::into),
         }
     }
 

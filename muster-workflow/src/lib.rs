@@ -32,7 +32,7 @@
 //! let tools = BoxToolService::new(tower::service_fn(|call: ToolCall| async move {
 //!     let text = call.arguments["text"].as_str().unwrap_or_default().to_uppercase();
 //!     let answer = json!({ "text": text }).to_string();
-//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(answer)]))
+//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(answer)]).into())
 //! }));
 //! let workflow = serde_json::from_value(json!({
 //!     "metadata": {"name": "shout"},

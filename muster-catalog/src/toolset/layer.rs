@@ -33,8 +33,7 @@ use std::{
 
 use futures::future::{Either, Ready, ready};
 use http::HeaderMap;
-use muster_core::{ToolCall, ToolError};
-use rmcp::model::CallToolResult;
+use muster_core::{ToolCall, ToolError, ToolOutput};
 use tower::{Layer, Service};
 
 use super::{InlineToolset, Presets, ToolsetError, selects};
@@ -173,11 +172,11 @@ impl<S> ToolsetService<S> {
 
 impl<S> Service<ToolCall> for ToolsetService<S>
 where
-    S: Service<ToolCall, Response = CallToolResult, Error = ToolError>,
+    S: Service<ToolCall, Response = ToolOutput, Error = ToolError>,
 {
-    type Response = CallToolResult;
+    type Response = ToolOutput;
     type Error = ToolError;
-    type Future = Either<S::Future, Ready<Result<CallToolResult, ToolError>>>;
+    type Future = Either<S::Future, Ready<Result<ToolOutput, ToolError>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

@@ -201,9 +201,7 @@ async fn the_layer_refuses_a_call_outside_the_toolset_and_passes_the_rest() {
     };
     let layer = ToolsetLayer::new(source, Arc::new(Presets::default()));
     let inner = service_fn(|call: ToolCall| async move {
-        Ok::<_, ToolError>(CallToolResult::success(vec![rmcp::model::ContentBlock::text(
-            call.name,
-        )]))
+        Ok::<_, ToolError>(CallToolResult::success(vec![rmcp::model::ContentBlock::text(call.name)]).into())
     });
     let svc = layer.layer(inner);
     let ctx = CallContext::default().with_toolset(vec!["preset:read-only".to_owned()]);

@@ -81,6 +81,8 @@ use tokio_util::sync::CancellationToken;
 
 #[cfg(doc)]
 use crate::meta::MetaTools;
+use answer::Outgoing;
+pub use answer::{AnswersCalls, CallAnswer};
 
 /// How long after rmcp last saw a session its calls may still be answered here. Well under the
 /// five minutes after which the session manager ends an idle session.
@@ -358,7 +360,7 @@ type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Sen
 
 impl<S, H, B> tower::Service<Request<Body>> for SessionCalls<S, H>
 where
-    H: rmcp::Service<RoleServer> + Send + Sync + 'static,
+    H: AnswersCalls + Send + Sync + 'static,
     S: tower::Service<Request<Body>, Response = http::Response<B>, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send,
     B: HttpBody<Data = Bytes> + Send + 'static,
@@ -489,7 +491,7 @@ impl CallStream {
 }
 
 /// Answers the call with its SSE stream ([`CallBody`]), once the stream's first event is there.
-async fn answer<H: rmcp::Service<RoleServer> + Send + Sync + 'static>(
+async fn answer<H: AnswersCalls + Send + Sync + 'static>(
     handler: Arc<H>,
     session: Arc<LiveSession>,
     parts: http::request::Parts,
@@ -511,11 +513,15 @@ async fn answer<H: rmcp::Service<RoleServer> + Send + Sync + 'static>(
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let replays = Arc::clone(&session.replays);
     let call = Box::pin(async move {
-        let result = rmcp::Service::handle_request(&*handler, request, ctx).await;
+        let answer = handler
+            .answer_call(request, ctx)
+            .await
+            .and_then(CallAnswer::for_legacy_client);
         session.calls.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-        match result {
-            Ok(result) => ServerJsonRpcMessage::response(result, id),
-            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+        match answer {
+            Ok(CallAnswer::Typed(result)) => Outgoing::Message(ServerJsonRpcMessage::response(result, id)),
+            Ok(CallAnswer::Passed(output)) => Outgoing::Passed(id, output),
+            Err(error) => Outgoing::Message(ServerJsonRpcMessage::error(error, Some(id))),
         }
     });
     let mut body = CallBody::new(call, outbox, replays);
@@ -524,7 +530,7 @@ async fn answer<H: rmcp::Service<RoleServer> + Send + Sync + 'static>(
     replay::sse_response(Body::from_stream(body))
 }
 
-type CallFuture = Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>;
+type CallFuture = Pin<Box<dyn Future<Output = Outgoing> + Send>>;
 
 /// The SSE stream of a call answered in front: a priming event, the call's progress as it
 /// reports it, then its answer, each with its id ([`replay`]), and a comment every
@@ -575,19 +581,19 @@ impl CallBody {
 struct CallEvents {
     call: Option<CallFuture>,
     /// The answer, held until the progress reported before it has gone out.
-    answer: Option<ServerJsonRpcMessage>,
+    answer: Option<Outgoing>,
     outbox: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
 }
 
 impl CallEvents {
     /// The next message; `None` once the answer went.
-    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<ServerJsonRpcMessage>> {
+    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Outgoing>> {
         if let Some(answer) = self.answer.take() {
             // The call's context, and every sender with it, is gone: what is queued is all.
             return Poll::Ready(Some(match self.outbox.try_recv() {
                 Ok(progress) => {
                     self.answer = Some(answer);
-                    progress
+                    Outgoing::Message(progress)
                 }
                 Err(_) => answer,
             }));
@@ -596,7 +602,7 @@ impl CallEvents {
             return Poll::Ready(None);
         };
         if let Poll::Ready(Some(progress)) = self.outbox.poll_recv(cx) {
-            return Poll::Ready(Some(progress));
+            return Poll::Ready(Some(Outgoing::Message(progress)));
         }
         if let Poll::Ready(answer) = call.as_mut().poll(cx) {
             self.call = None;
@@ -673,6 +679,7 @@ impl Drop for CallBody {
     }
 }
 
+mod answer;
 mod replay;
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@ use muster_catalog::{
     toolset::{DeclaredToolset, InlineToolset, Presets, Rule, Selector, resolve},
 };
 use muster_core::{
-    BoxToolService, CallContext, JsonObject, Principal, ProgressSink, SessionId, ToolCall, ToolError,
+    BoxToolService, CallContext, JsonObject, Principal, ProgressSink, SessionId, ToolCall, ToolError, ToolOutput,
     call::ProgressUpdate,
 };
 use rmcp::{
@@ -96,7 +96,7 @@ impl MetaTools {
         let result = self.run_meta(tool, args, ctx).await;
         self.registry.metrics().record_call(
             &CallTarget::meta(tool.name()),
-            Outcome::of_result(&result),
+            Outcome::answered(result.is_error == Some(true)),
             started.elapsed(),
         );
         Some(result)
@@ -183,7 +183,9 @@ impl MetaTools {
             return result;
         };
         let dispatched = DispatchedTool::of(entry, &arguments);
-        match self.tools.clone().oneshot(ToolCall::new(name, arguments, ctx)).await {
+        let called = self.tools.clone().oneshot(ToolCall::new(name, arguments, ctx)).await;
+        // The envelope reads the result: a downstream's is read here.
+        match called.and_then(ToolOutput::into_result) {
             Ok(result) => envelope(result, &dispatched),
             Err(e @ ToolError::OutsideToolset { .. }) => error_result(e.to_string()),
             Err(e) => error_result(format!("Tool execution failed: {e}")),

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use muster_core::{CallContext, JsonObject, ToolCall, ToolError};
+use muster_core::{CallContext, JsonObject, ToolCall, ToolError, ToolOutput};
 use rmcp::{
     ErrorData as McpError,
     model::{
@@ -93,7 +93,7 @@ impl MetaTools {
         name: &str,
         arguments: JsonObject,
         ctx: CallContext,
-    ) -> Option<CallToolResult> {
+    ) -> Option<ToolOutput> {
         if scoped.view.tool(name).is_none() {
             let started = std::time::Instant::now();
             let (outcome, answer) = self.refuse_native(scoped, name, &ctx).await;
@@ -102,7 +102,7 @@ impl MetaTools {
                 let target = CallTarget::of(scoped.view.catalog(), name, &arguments);
                 self.registry.metrics().record_call(&target, outcome, started.elapsed());
             }
-            return answer;
+            return answer.map(Into::into);
         }
         Some(
             match self
@@ -111,8 +111,8 @@ impl MetaTools {
                 .oneshot(ToolCall::new(name.to_owned(), arguments, ctx))
                 .await
             {
-                Ok(result) => result,
-                Err(e) => error_result(e.to_string()),
+                Ok(output) => output,
+                Err(e) => error_result(e.to_string()).into(),
             },
         )
     }

@@ -14,11 +14,11 @@
     reason = "logging/setLevel and resource subscriptions are what clients of the current protocols send"
 )]
 
-use muster_core::{CallContext, JsonObject};
+use muster_core::{CallContext, JsonObject, ToolOutput};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+        CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequestParams, CompleteResult,
         GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
         ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
         ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig, SetLevelRequestParams,
@@ -34,6 +34,7 @@ use tracing::{Instrument, Span, field::Empty};
 use super::{AUTH_STATUS_URI, INSTRUCTIONS, MetaTool, MetaTools, call_context, definitions, native::page, session_of};
 use crate::{
     auth::challenge::{self, ChallengeSlot},
+    http::session_calls::{AnswersCalls, CallAnswer},
     metrics::{CallTarget, Outcome, REQUEST_SPAN, log_session},
 };
 
@@ -53,12 +54,12 @@ impl MetaTools {
     }
 
     /// Runs tool `name` as the exposure allows: a meta-tool, or an aggregated tool directly.
-    async fn run(&self, name: &str, args: JsonObject, ctx: CallContext) -> Result<CallToolResult, McpError> {
+    async fn run(&self, name: &str, args: JsonObject, ctx: CallContext) -> Result<ToolOutput, McpError> {
         let exposure = self.exposure();
         let started = std::time::Instant::now();
         if exposure.meta() && MetaTool::from_name(name).is_some() {
             if let Some(result) = self.call(name, args, ctx).await {
-                return Ok(result);
+                return Ok(result.into());
             }
         } else if exposure.native() {
             let scoped = self.scoped(&ctx).await.map_err(|e| McpError::invalid_params(e, None))?;
@@ -135,11 +136,55 @@ async fn traced<T>(
     result
 }
 
-fn call_outcome(response: &CallToolResponse) -> &'static str {
-    match response {
-        CallToolResponse::Complete(result) => Outcome::of_result(result).as_str(),
-        CallToolResponse::InputRequired(_) => "input_required",
-        _ => "task",
+/// How a `tools/call` was answered: with the tool's output, or with what a sign-in challenge
+/// made of it.
+enum Answered {
+    Output(ToolOutput),
+    Challenged(CallToolResponse),
+}
+
+impl Answered {
+    /// The answer as rmcp's typed response. A tool's output passed on as it came is read here,
+    /// and one that does not read is the tool's error result, as an unreadable answer is.
+    fn into_response(self) -> CallToolResponse {
+        match self {
+            Self::Output(output) => output
+                .into_result()
+                .unwrap_or_else(|e| super::error_result(e.to_string()))
+                .into(),
+            Self::Challenged(response) => response,
+        }
+    }
+}
+
+fn call_outcome(answered: &Answered) -> &'static str {
+    match answered {
+        Answered::Output(output) => Outcome::answered(output.is_error()).as_str(),
+        Answered::Challenged(CallToolResponse::Complete(result)) => {
+            Outcome::answered(result.is_error == Some(true)).as_str()
+        }
+        Answered::Challenged(CallToolResponse::InputRequired(_)) => "input_required",
+        Answered::Challenged(_) => "task",
+    }
+}
+
+/// Calls answered in front of rmcp pass a downstream's result on as it came, when the client
+/// reads it the same way.
+impl AnswersCalls for MetaTools {
+    async fn answer_call(
+        &self,
+        request: ClientRequest,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallAnswer, McpError> {
+        let ClientRequest::CallToolRequest(request) = request else {
+            return rmcp::Service::handle_request(self, request, ctx)
+                .await
+                .map(CallAnswer::Typed);
+        };
+        Ok(match self.traced_call_tool(request.params, ctx).await? {
+            Answered::Output(output) if output.passes_to_legacy_clients() => CallAnswer::Passed(output),
+            answered => CallAnswer::Typed(answered.into_response().into()),
+        })
     }
 }
 
@@ -168,14 +213,26 @@ impl MetaTools {
         Ok(result)
     }
 
+    /// `tools/call` in its span, as rmcp's handler and the calls answered in front of it
+    /// ([`AnswersCalls`]) both answer it.
+    async fn traced_call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Answered, McpError> {
+        let span = request_span("tools/call", &ctx);
+        span.record("tool", &*request.name);
+        traced(span, Box::pin(self.handle_call_tool(request, ctx)), call_outcome).await
+    }
+
     async fn handle_call_tool(
         &self,
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
+    ) -> Result<Answered, McpError> {
         let (mut call_ctx, progress) = call_context(&ctx);
         if let Some(declined) = self.await_sign_in_retry(&request, &call_ctx).await {
-            return Ok(declined.into());
+            return Ok(Answered::Output(declined.into()));
         }
         // A sign-in retry's wait above holds none of the session's call slots.
         let _slot = self
@@ -197,15 +254,18 @@ impl MetaTools {
         if let Some(progress) = progress {
             progress.flush().await;
         }
-        let result = result?;
+        let output = result?;
         match slot.take() {
             Some(challenge) => challenge::answer(
                 challenge,
-                result,
+                output
+                    .into_result()
+                    .unwrap_or_else(|e| super::error_result(e.to_string())),
                 ctx.protocol_version().as_ref(),
                 ctx.client_capabilities().as_ref(),
-            ),
-            None => Ok(result.into()),
+            )
+            .map(Answered::Challenged),
+            None => Ok(Answered::Output(output)),
         }
     }
 
@@ -408,9 +468,7 @@ impl ServerHandler for MetaTools {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let span = request_span("tools/call", &ctx);
-        span.record("tool", &*request.name);
-        traced(span, Box::pin(self.handle_call_tool(request, ctx)), call_outcome).await
+        self.traced_call_tool(request, ctx).await.map(Answered::into_response)
     }
 
     async fn list_resources(

@@ -24,7 +24,7 @@
 //! let tools = ServiceBuilder::new()
 //!     .layer(MetricsLayer::new(Arc::clone(&metrics), catalog))
 //!     .service_fn(|_call: ToolCall| async {
-//!         Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text("hi")]))
+//!         Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text("hi")]).into())
 //!     });
 //! let call = ToolCall::new("nope".to_owned(), Default::default(), CallContext::default());
 //! tools.oneshot(call).await.expect("answered");
@@ -45,9 +45,8 @@ use std::{
 };
 
 use muster_catalog::CatalogSource;
-use muster_core::{SessionId, ToolCall, ToolError};
+use muster_core::{SessionId, ToolCall, ToolError, ToolOutput};
 use pin_project_lite::pin_project;
-use rmcp::model::CallToolResult;
 use tower::{Layer, Service};
 use tracing::{Instrument, Span, instrument::Instrumented};
 
@@ -141,9 +140,9 @@ impl<S> Metered<S> {
 
 impl<S> Service<ToolCall> for Metered<S>
 where
-    S: Service<ToolCall, Response = CallToolResult, Error = ToolError>,
+    S: Service<ToolCall, Response = ToolOutput, Error = ToolError>,
 {
-    type Response = CallToolResult;
+    type Response = ToolOutput;
     type Error = ToolError;
     type Future = ResponseFuture<S::Future>;
 
@@ -202,7 +201,7 @@ impl<F> std::fmt::Debug for ResponseFuture<F> {
 
 impl<F> Future for ResponseFuture<F>
 where
-    F: Future<Output = Result<CallToolResult, ToolError>>,
+    F: Future<Output = Result<ToolOutput, ToolError>>,
 {
     type Output = F::Output;
 

@@ -55,7 +55,7 @@ use std::{
 };
 
 use muster_catalog::Catalog;
-use muster_core::{JsonObject, ToolError, ToolKind, crd::MCPServerState};
+use muster_core::{JsonObject, ToolError, ToolKind, ToolOutput, crd::MCPServerState};
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
@@ -68,7 +68,6 @@ use prometheus_client::{
     },
     registry::Registry as PromRegistry,
 };
-use rmcp::model::CallToolResult;
 
 pub use layer::{Metered, MetricsLayer, REQUEST_SPAN, ResponseFuture, TOOL_CALL_SPAN, log_session};
 pub use source::{GaugeSnapshot, MetricsSource};
@@ -170,13 +169,9 @@ impl Outcome {
         }
     }
 
-    /// The outcome of a tool result.
-    pub fn of_result(result: &CallToolResult) -> Self {
-        if result.is_error == Some(true) {
-            Self::ToolError
-        } else {
-            Self::Ok
-        }
+    /// The outcome of a tool's answer: a tool error when it reported a failure (`isError`).
+    pub fn answered(is_error: bool) -> Self {
+        if is_error { Self::ToolError } else { Self::Ok }
     }
 
     /// The outcome of a tool error.
@@ -194,9 +189,9 @@ impl Outcome {
     }
 
     /// The outcome of what a tool service answered.
-    pub fn of(result: &Result<CallToolResult, ToolError>) -> Self {
+    pub fn of(result: &Result<ToolOutput, ToolError>) -> Self {
         match result {
-            Ok(result) => Self::of_result(result),
+            Ok(output) => Self::answered(output.is_error()),
             Err(error) => Self::of_error(error),
         }
     }

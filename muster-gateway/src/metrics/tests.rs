@@ -43,8 +43,8 @@ async fn the_layer_counts_each_call_by_tool_server_kind_and_outcome() {
         .layer(MetricsLayer::new(Arc::clone(&metrics), catalog))
         .service_fn(|call: ToolCall| async move {
             match call.name.as_str() {
-                "x_demo_echo" => Ok(CallToolResult::success(vec![ContentBlock::text("ok")])),
-                "x_demo_fail" => Ok(CallToolResult::error(vec![ContentBlock::text("no")])),
+                "x_demo_echo" => Ok(CallToolResult::success(vec![ContentBlock::text("ok")]).into()),
+                "x_demo_fail" => Ok(CallToolResult::error(vec![ContentBlock::text("no")]).into()),
                 _ => Err(ToolError::not_found(&call.name)),
             }
         });
@@ -83,7 +83,7 @@ async fn a_call_dropped_before_it_ends_is_counted_as_cancelled() {
         .layer(MetricsLayer::new(Arc::clone(&metrics), catalog))
         .service_fn(|_call: ToolCall| async {
             tokio::time::sleep(Duration::from_secs(60)).await;
-            Ok::<_, ToolError>(CallToolResult::success(vec![]))
+            Ok::<_, ToolError>(CallToolResult::success(vec![]).into())
         });
     let answered = tokio::time::timeout(Duration::from_millis(20), service.oneshot(call("x_demo_sleep"))).await;
     assert!(answered.is_err(), "the call should not have finished");
@@ -297,7 +297,7 @@ async fn call_seen(level: tracing::Level, around: Option<&'static str>) -> Vec<S
             Arc::new(GatewayMetrics::new()),
             catalog_with(vec![downstream("x_demo_echo", "demo")]),
         ))
-        .service_fn(|_call: ToolCall| async { Ok::<_, ToolError>(CallToolResult::success(Vec::new())) });
+        .service_fn(|_call: ToolCall| async { Ok::<_, ToolError>(CallToolResult::success(Vec::new()).into()) });
     let called = service.oneshot(call("x_demo_echo"));
     match around {
         Some(REQUEST_SPAN) => called.instrument(tracing::info_span!(REQUEST_SPAN)).await,

@@ -57,10 +57,8 @@ use http::{
     HeaderMap, HeaderName, HeaderValue, StatusCode,
     header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE},
 };
-use muster_core::ProgressSink;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, LoggingMessageNotificationParam, ProgressToken, ServerJsonRpcMessage,
-};
+use muster_core::{ProgressSink, ToolOutput};
+use rmcp::model::{CallToolRequestParams, LoggingMessageNotificationParam, ProgressToken, ServerJsonRpcMessage};
 use tokio::{sync::mpsc, time::Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -216,7 +214,7 @@ impl HttpLane {
         progress: Option<ProgressSink>,
         client: Option<ClientPeer>,
         cancel: &CancellationToken,
-    ) -> Result<CallToolResult, Failure> {
+    ) -> Result<ToolOutput, Failure> {
         let Some(session) = self.session.current() else {
             tracing::debug!("no session recorded yet for the HTTP lane; the call goes through rmcp");
             return Err(Failure::Fallback);
@@ -269,11 +267,7 @@ struct Outstanding<'a> {
 }
 
 impl Outstanding<'_> {
-    async fn run(
-        &mut self,
-        request: http::Request<Bytes>,
-        cancel: &CancellationToken,
-    ) -> Result<CallToolResult, Failure> {
+    async fn run(&mut self, request: http::Request<Bytes>, cancel: &CancellationToken) -> Result<ToolOutput, Failure> {
         let sent = self.lane.senders.send(self.session.plain, request);
         let response = match self.bounded(sent, cancel).await? {
             Ok(response) => response,
@@ -347,7 +341,7 @@ impl Outstanding<'_> {
         &mut self,
         response: http::Response<ResponseBody>,
         cancel: &CancellationToken,
-    ) -> Result<CallToolResult, Failure> {
+    ) -> Result<ToolOutput, Failure> {
         let mut events = EventStream::new(BodyDataStream::new(response.into_body()), DEFAULT_MAX_EVENT_SIZE);
         let mut resumes = 0;
         loop {
@@ -405,7 +399,7 @@ impl Outstanding<'_> {
 
     /// Takes one message of the stream: the call's answer, when it is; its progress and log
     /// lines are relayed, anything else goes to rmcp.
-    async fn take(&mut self, data: &str) -> Option<Result<CallToolResult, Failure>> {
+    async fn take(&mut self, data: &str) -> Option<Result<ToolOutput, Failure>> {
         match read(data.as_bytes()) {
             Read::Answer(m, answer) if m == self.n => return Some(answer),
             Read::Progress(m, params) if m == self.n => {

@@ -8,9 +8,9 @@
 //! - the id ([`lane_id`], [`lane_number`]);
 //! - the request as written ([`CallRequestLine`]), rmcp's typed params without rmcp's detour
 //!   through a `serde_json::Value`;
-//! - one reading of a downstream message ([`read`]): a lane call's answer (its result read as a
-//!   `CallToolResult` in the one pass), a lane call's progress, another notification, or
-//!   something else;
+//! - one reading of a downstream message ([`read`]): a lane call's answer (its result checked
+//!   for a `CallToolResult`'s shape and kept as it came, a [`ToolOutput`]), a lane call's
+//!   progress, another notification, or something else;
 //! - the budget of a call ([`CallBudget`], [`Clock`]): `idle` for the answer, restarted by each
 //!   progress notification, `max_total` in all, running out with rmcp's reasons;
 //! - why a call has no result ([`Failure`]);
@@ -27,10 +27,11 @@
 
 use std::{borrow::Cow, fmt, time::Duration};
 
+use muster_core::ToolOutput;
 use rmcp::{
     RoleClient,
     model::{
-        CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
+        CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
         ClientNotification, ErrorData, JsonRpcMessage, NumberOrString, ProgressNotificationParam, RequestId,
     },
     service::RequestHandle,
@@ -47,7 +48,7 @@ pub(crate) const ID_PREFIX: &str = "muster-";
 pub(crate) enum Failure {
     /// The server answered with a JSON-RPC error.
     Refused(ErrorData),
-    /// The server's answer is not a `CallToolResult`.
+    /// The server's answer is not a `CallToolResult` (why).
     Unreadable(serde_json::Error),
     /// The request could not be sent.
     Send(Box<dyn std::error::Error + Send + Sync>),
@@ -166,7 +167,7 @@ impl<'a> CallRequestLine<'a> {
 #[derive(Debug)]
 pub(crate) enum Read<'a> {
     /// The answer to lane call `n`: its result, or why there is none.
-    Answer(u64, Result<CallToolResult, Failure>),
+    Answer(u64, Result<ToolOutput, Failure>),
     /// A progress notification of lane call `n`.
     Progress(u64, ProgressNotificationParam),
     /// Another notification: its method and params.
@@ -175,7 +176,8 @@ pub(crate) enum Read<'a> {
     Other,
 }
 
-/// Reads `message` (one JSON-RPC message) in one pass, a lane call's result as a call's.
+/// Reads `message` (one JSON-RPC message), a lane call's result checked as a call's and kept as
+/// it came.
 pub(crate) fn read(message: &[u8]) -> Read<'_> {
     match serde_json::from_slice::<Message<'_>>(message) {
         Ok(Message {
@@ -185,7 +187,7 @@ pub(crate) fn read(message: &[u8]) -> Read<'_> {
             error,
             ..
         }) => match (result, error) {
-            (Some(result), _) => Read::Answer(n, Ok(result)),
+            (Some(result), _) => Read::Answer(n, ToolOutput::from_json(result).map_err(Failure::Unreadable)),
             (None, Some(error)) => Read::Answer(n, Err(Failure::Refused(error))),
             (None, None) => Read::Other,
         },
@@ -205,8 +207,8 @@ pub(crate) fn read(message: &[u8]) -> Read<'_> {
             }
         }
         Ok(_) => Read::Other,
-        // It may still be the answer to a call, one that does not read as a result: the call
-        // fails with why, rather than at its timeout.
+        // It may still be the answer to a call, one whose error does not read: the call fails
+        // with why, rather than at its timeout.
         Err(e) => match serde_json::from_slice::<Envelope<'_>>(message) {
             Ok(Envelope {
                 id: Some(LaneId(Some(n))),
@@ -217,15 +219,15 @@ pub(crate) fn read(message: &[u8]) -> Read<'_> {
     }
 }
 
-/// A message as a lane reads it: an answer's result as a call's, in the one pass.
+/// A message as a lane reads it: an answer's result as it came, to be checked as a call's.
 #[derive(Deserialize)]
 struct Message<'a> {
     #[serde(default)]
     id: Option<LaneId>,
     #[serde(default, borrow)]
     method: Option<Cow<'a, str>>,
-    #[serde(default)]
-    result: Option<CallToolResult>,
+    #[serde(default, borrow)]
+    result: Option<&'a RawValue>,
     #[serde(default)]
     error: Option<ErrorData>,
     #[serde(default, borrow)]

@@ -36,15 +36,15 @@ pub(crate) mod transport;
 use std::{sync::Arc, time::Duration};
 
 use muster_core::{
-    CallContext, CompactTool, ToolError,
+    CallContext, CompactTool, ToolError, ToolOutput,
     crd::{MCPServer, ServerType},
 };
 use rmcp::{
     Peer, RoleClient, ServiceExt,
     model::{
-        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest,
-        CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, Implementation, JsonObject,
-        Prompt, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerResult,
+        CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, CompleteRequestParams,
+        CompleteResult, GetPromptRequestParams, GetPromptResult, Implementation, JsonObject, Prompt,
+        ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerResult,
         SubscribeRequestParams, UnsubscribeRequestParams,
     },
     service::{PeerRequestOptions, ServiceError},
@@ -418,7 +418,7 @@ impl UpstreamConnection {
         tool: &str,
         arguments: JsonObject,
         ctx: &CallContext,
-    ) -> Result<CallToolResult, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let _slot = self.slot(ctx).await?;
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         // The call's trace context goes down in `_meta` (SEP-414), and over streamable HTTP as
@@ -477,7 +477,7 @@ impl UpstreamConnection {
             }
         };
         match response {
-            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(ServerResult::CallToolResult(result)) => Ok(result.into()),
             Ok(other) => Err(self.unexpected_answer(format!("{other:?}"))),
             Err(ServiceError::Timeout { timeout }) => Err(ToolError::Timeout { after: timeout }),
             Err(e) => Err(self.service_error(e)),
@@ -492,7 +492,7 @@ impl UpstreamConnection {
         budget: CallBudget,
         client: Option<ClientPeer>,
         ctx: &CallContext,
-    ) -> Result<CallToolResult, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let outcome = async {
             let mut call = lane.prepare(ctx.progress.clone())?;
             // Registered before it is written: a sampling request the call causes finds its client.

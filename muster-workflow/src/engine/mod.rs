@@ -30,7 +30,7 @@
 //! // A tool service that echoes its arguments back as JSON text.
 //! let tools = BoxToolService::new(tower::service_fn(|call: ToolCall| async move {
 //!     let text = serde_json::Value::Object(call.arguments).to_string();
-//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(text)]))
+//!     Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(text)]).into())
 //! }));
 //! let workflow = serde_json::from_value(json!({
 //!     "metadata": {"name": "hello"},

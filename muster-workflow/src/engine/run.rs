@@ -5,7 +5,7 @@ use std::{collections::HashMap, time::Instant};
 
 use chrono::Utc;
 use muster_core::{
-    BoxToolService, CallContext, JsonObject, ToolCall,
+    BoxToolService, CallContext, JsonObject, ToolCall, ToolOutput,
     call::ProgressUpdate,
     crd::{ExecutionStatus, WorkflowExecution, WorkflowExecutionStep},
 };
@@ -109,7 +109,7 @@ impl<'a> Run<'a> {
             other => return Err(format!("arguments must render to an object, not {other}")),
         };
         let call = ToolCall::new(tool, arguments, self.ctx.clone());
-        match self.tools.clone().oneshot(call).await {
+        match self.tools.clone().oneshot(call).await.and_then(ToolOutput::into_result) {
             Ok(result) if result.is_error == Some(true) => Err(error_text(&result)),
             Ok(result) => Ok(result_value(&result)),
             Err(e) => Err(e.to_string()),

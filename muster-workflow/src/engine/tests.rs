@@ -27,7 +27,7 @@ impl Tools {
         let tools = Arc::clone(self);
         BoxToolService::new(tower::service_fn(move |call: ToolCall| {
             let tools = Arc::clone(&tools);
-            async move { tools.call(call).await }
+            async move { tools.call(call).await.map(Into::into) }
         }))
     }
 

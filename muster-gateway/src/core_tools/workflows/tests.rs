@@ -1,6 +1,6 @@
 use std::{path::Path, sync::Arc};
 
-use muster_core::{CallContext, ToolCall, ToolError, config::MusterConfig};
+use muster_core::{CallContext, ToolCall, ToolError, ToolOutput, config::MusterConfig};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
@@ -44,6 +44,7 @@ async fn call(registry: &Arc<Registry>, tool: &str, args: Value) -> Result<CallT
     registry
         .dispatch(ToolCall::new(tool, arguments, CallContext::default()))
         .await
+        .and_then(ToolOutput::into_result)
 }
 
 fn text(result: &CallToolResult) -> String {

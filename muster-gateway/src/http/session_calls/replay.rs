@@ -46,7 +46,7 @@ use axum::{
     response::Response,
 };
 use http::{HeaderValue, header};
-use rmcp::model::ServerJsonRpcMessage;
+use serde::Serialize;
 use tokio::sync::Notify;
 
 use crate::http::{
@@ -112,7 +112,7 @@ impl Sent {
 
     /// `message` as the stream's next event, after the priming event when `primed` is false
     /// (kept without it: a client resuming has had it).
-    pub(super) fn event(&mut self, message: &ServerJsonRpcMessage, primed: bool) -> Bytes {
+    pub(super) fn event(&mut self, message: &impl Serialize, primed: bool) -> Bytes {
         let (frame, priming) = frame(self.n, self.events.next_index(), message, primed);
         self.events.push(frame.slice(priming..), MAX_KEPT);
         frame
@@ -165,7 +165,7 @@ fn size(events: &Kept<Bytes>) -> usize {
 
 /// Event `index` of call `n`: `message`, after the priming event when `primed` is false; and
 /// the length of the priming event in it.
-fn frame(n: u64, index: usize, message: &ServerJsonRpcMessage, primed: bool) -> (Bytes, usize) {
+fn frame(n: u64, index: usize, message: &impl Serialize, primed: bool) -> (Bytes, usize) {
     let mut frame = Vec::with_capacity(256);
     if !primed {
         write_priming(&mut frame, n);
@@ -228,7 +228,7 @@ struct State {
 
 impl Replay {
     /// Adds `message` as the stream's next event (the stream was primed).
-    pub(super) fn push(&self, message: &ServerJsonRpcMessage) {
+    pub(super) fn push(&self, message: &impl Serialize) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let (event, _) = frame(self.n, state.events.next_index(), message, true);
         state.events.push(event, MAX_KEPT);
@@ -305,7 +305,7 @@ const X_ACCEL_BUFFERING: header::HeaderName = header::HeaderName::from_static("x
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::NumberOrString;
+    use rmcp::model::{NumberOrString, ServerJsonRpcMessage};
 
     use super::*;
     use crate::http::kept::{MAX_ENDED, MAX_ENDED_BYTES, RETAIN};

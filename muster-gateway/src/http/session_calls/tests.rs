@@ -47,6 +47,8 @@ impl ServerHandler for WhoAnswered {
     }
 }
 
+impl AnswersCalls for WhoAnswered {}
+
 /// Serves [`WhoAnswered`] on loopback, the session manager ending sessions idle for `idle`, the table
 /// sending them to rmcp once per `touch`: its URL, and what releases a `held` call.
 async fn serve(idle: Duration, touch: Duration) -> (String, Arc<tokio::sync::Semaphore>) {
@@ -332,7 +334,10 @@ async fn a_call_whose_stream_is_dropped_runs_on_into_its_replay() {
     let (progress, outbox) = mpsc::unbounded_channel();
     let call: CallFuture = Box::pin(async move {
         let _ = answered.await;
-        ServerJsonRpcMessage::response(rmcp::model::ServerResult::empty(()), RequestId::Number(7))
+        Outgoing::Message(ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::empty(()),
+            RequestId::Number(7),
+        ))
     });
     let mut body = CallBody::new(call, outbox, Arc::clone(&replays));
     progress

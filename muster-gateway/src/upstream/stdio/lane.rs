@@ -44,8 +44,8 @@ use std::{
     },
 };
 
-use muster_core::ProgressSink;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam, ProgressToken};
+use muster_core::{ProgressSink, ToolOutput};
+use rmcp::model::{CallToolRequestParams, ProgressNotificationParam, ProgressToken};
 use tokio::{sync::oneshot, time::Instant};
 
 use super::writer::StdinWriter;
@@ -57,7 +57,7 @@ use crate::upstream::{
 
 /// A call waiting for its answer.
 struct Waiting {
-    answer: oneshot::Sender<Result<CallToolResult, Failure>>,
+    answer: oneshot::Sender<Result<ToolOutput, Failure>>,
     progress: Option<ProgressSink>,
     /// When its last progress notification was read.
     progressed: Option<Instant>,
@@ -155,7 +155,7 @@ impl StdioLane {
 
     /// Hands `answer` to call `n`. Taken even when the call stopped waiting (timed out,
     /// cancelled): nobody listens, and rmcp has no request of that id either.
-    fn answer(&self, n: u64, answer: Result<CallToolResult, Failure>) -> bool {
+    fn answer(&self, n: u64, answer: Result<ToolOutput, Failure>) -> bool {
         if let Some(waiting) = self.calls().waiting.remove(&n) {
             let _ = waiting.answer.send(answer);
         }
@@ -208,7 +208,7 @@ pub(crate) struct LaneCall {
     lane: Arc<StdioLane>,
     n: u64,
     token: ProgressToken,
-    rx: oneshot::Receiver<Result<CallToolResult, Failure>>,
+    rx: oneshot::Receiver<Result<ToolOutput, Failure>>,
     done: bool,
 }
 
@@ -254,7 +254,7 @@ impl LaneCall {
         mut self,
         budget: CallBudget,
         cancel: &tokio_util::sync::CancellationToken,
-    ) -> Result<CallToolResult, Failure> {
+    ) -> Result<ToolOutput, Failure> {
         let clock = Clock::start(budget);
         let wake = tokio::time::sleep_until(clock.due(None));
         tokio::pin!(wake);

@@ -9,10 +9,11 @@
 //! difference that matters on the call path: **`tools/call` goes past rmcp's service loop**, on
 //! the transport's [`lane`]. The lane writes a call from the calling task, and the reader hands its
 //! answer and its progress straight to the call; every other message goes to rmcp as before.
-//! An answer is parsed once, as the `CallToolResult` it must be, where rmcp's parser tries it
-//! against every kind of result in turn (`CallToolResult` is the sixteenth), building and
-//! throwing away an error for each miss (46k of the gateway's 312k instructions per call in an
-//! early callgrind profile; `benches/README.md`).
+//! An answer is read once, checked for the shape of the `CallToolResult` it must be and kept as
+//! it came ([`ToolOutput`](muster_core::ToolOutput)), where rmcp's parser tries it against every
+//! kind of result in turn (`CallToolResult` is the sixteenth), building and throwing away an
+//! error for each miss (46k of the gateway's 312k instructions per call in an early callgrind
+//! profile; `benches/README.md`), and the gateway then writes it out again.
 //!
 //! It also lets go of the memory of a large message: the line buffer shrinks back after a line
 //! over 64 KiB (a `tools/list` answer), where rmcp's keeps the largest size it ever read.

@@ -32,7 +32,7 @@ fn params(name: &str) -> CallToolRequestParams {
 }
 
 /// One call of `name` through `lane`, start to end, within [`BUDGET`].
-async fn call(lane: &Arc<StdioLane>, name: &str) -> Result<CallToolResult, Failure> {
+async fn call(lane: &Arc<StdioLane>, name: &str) -> Result<ToolOutput, Failure> {
     let mut call = lane.prepare(None)?;
     call.send(params(name)).await?;
     call.answer(BUDGET, &CancellationToken::new()).await
@@ -71,7 +71,13 @@ async fn a_call_is_written_with_its_token_and_its_answer_reaches_it_not_rmcp() {
     let answer =
         r#"{"jsonrpc":"2.0","id":"ID","result":{"content":[{"type":"text","text":"hi"}],"structuredContent":{"n":1}}}"#;
     let (lane, mut to_rmcp) = serve(&echoing(answer, &log));
-    let result = call(&lane, "echo").await.expect("answered");
+    let output = call(&lane, "echo").await.expect("answered");
+    // Passed on as the server wrote it.
+    assert_eq!(
+        output.json().map(|json| json.get()),
+        Some(r#"{"content":[{"type":"text","text":"hi"}],"structuredContent":{"n":1}}"#)
+    );
+    let result = output.into_result().expect("a result");
     assert_eq!(result.structured_content, Some(json!({"n": 1})));
     let written = &lines_in(&log, 1).await[0];
     assert_eq!(written["method"], "tools/call");
