@@ -13,7 +13,7 @@
 //!   string `src`).
 //!
 //! Left to rmcp's reading, when the typed result is asked for: the fields of an icon other than
-//! `src`. Nothing is copied: strings are checked where they lie.
+//! `src`. Nothing is copied or decoded: strings are checked where they lie.
 //!
 //! ```
 //! use muster_core::output::shape::check;
@@ -27,7 +27,7 @@ use std::fmt;
 
 use serde::{
     Deserialize, Deserializer,
-    de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor},
+    de::{self, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor},
 };
 use serde_json::value::RawValue;
 
@@ -222,24 +222,76 @@ enum Role {
     Assistant,
 }
 
-/// A string, checked where it lies and not kept.
+/// A string, checked where it lies and not kept: skipped as serde_json skips a value it
+/// ignores (its escapes well formed, not decoded), then checked to be a string whose `\u`
+/// escapes pair their surrogates, as decoding it would.
 struct Str;
 
 impl<'de> Deserialize<'de> for Str {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl Visitor<'_> for Visit {
-            type Value = Str;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Str, E> {
-                Ok(Str)
-            }
+        let raw = <&RawValue>::deserialize(deserializer)?;
+        if !raw.get().starts_with('"') {
+            return Err(de::Error::invalid_type(unexpected(raw.get()), &"a string"));
         }
-        deserializer.deserialize_str(Visit)
+        paired_surrogates(raw.get()).map_err(de::Error::custom)?;
+        Ok(Str)
+    }
+}
+
+/// Whether the `\u` escapes of `string`, a JSON string whose escapes are well formed, give
+/// UTF-16 surrogates only in pairs, a leading one then a trailing one; else the error
+/// serde_json gives when it decodes the string.
+fn paired_surrogates(string: &str) -> Result<(), &'static str> {
+    const LONE: &str = "lone leading surrogate in hex escape";
+    const END: &str = "unexpected end of hex escape";
+    if !string.contains("\\u") {
+        return Ok(());
+    }
+    let bytes = string.as_bytes();
+    let hex = |at: usize| {
+        std::str::from_utf8(bytes.get(at..at + 4).unwrap_or_default())
+            .ok()
+            .and_then(|digits| u16::from_str_radix(digits, 16).ok())
+    };
+    let mut at = 0;
+    while let Some(found) = string[at..].find('\\') {
+        let escape = at + found;
+        if bytes.get(escape + 1) != Some(&b'u') {
+            at = escape + 2;
+            continue;
+        }
+        at = escape + 6;
+        match hex(escape + 2) {
+            Some(0xDC00..=0xDFFF) => return Err(LONE),
+            Some(0xD800..=0xDBFF) => {
+                if bytes.get(at..at + 2) != Some(&b"\\u"[..]) {
+                    return Err(END);
+                }
+                if !matches!(hex(at + 2), Some(0xDC00..=0xDFFF)) {
+                    return Err(LONE);
+                }
+                at += 6;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// What `json` (a JSON value that is not a string) is, as serde names it in an error.
+fn unexpected(json: &str) -> Unexpected<'_> {
+    match json.as_bytes().first() {
+        Some(b't') => Unexpected::Bool(true),
+        Some(b'f') => Unexpected::Bool(false),
+        Some(b'n') => Unexpected::Unit,
+        Some(b'[') => Unexpected::Seq,
+        Some(b'{') => Unexpected::Map,
+        _ => match (json.parse::<u64>(), json.parse::<i64>(), json.parse::<f64>()) {
+            (Ok(n), _, _) => Unexpected::Unsigned(n),
+            (_, Ok(n), _) => Unexpected::Signed(n),
+            (_, _, Ok(n)) => Unexpected::Float(n),
+            _ => Unexpected::Other(json),
+        },
     }
 }
 

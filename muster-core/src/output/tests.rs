@@ -24,6 +24,8 @@ const RESULTS: &[&str] = &[
     r#"{"resultType":"complete","content":[]}"#,
     r#"{"content":[{"text":"tag last","type":"text"}],"extra":{"ignored":[1,2]}}"#,
     r#"{"content":[{"type":"text","text":"a","_meta":{"x":1}}],"_meta":null}"#,
+    r#"{"content":[{"type":"text","text":"\ud83d\ude00 \u00e9\n\t\/"}]}"#,
+    r#"{"content":[{"type":"text","text":"\\ud800 \\\ud83d\ude00\\"}]}"#,
     // Not results.
     r#"{}"#,
     r#"{"extra":1}"#,
@@ -33,6 +35,13 @@ const RESULTS: &[&str] = &[
     r#"{"content":[{"type":"text"}]}"#,
     r#"{"content":[{"type":"text","text":null}]}"#,
     r#"{"content":[{"type":"text","text":7}]}"#,
+    r#"{"content":[{"type":"text","text":"\ud800"}]}"#,
+    r#"{"content":[{"type":"text","text":"a\udc00b"}]}"#,
+    r#"{"content":[{"type":"text","text":"\ud83d\u0041"}]}"#,
+    r#"{"content":[{"type":"text","text":"\ud83d\n"}]}"#,
+    r#"{"content":[{"type":"text","text":"\ud83d"}]}"#,
+    r#"{"content":[{"type":"text","text":"\ud83d\ude00\udc00"}]}"#,
+    r#"{"content":[{"type":"resource_link","uri":"file:///a","name":"\udfff"}]}"#,
     r#"{"content":[{"text":"no type"}]}"#,
     r#"{"content":[{"type":"video","data":"x"}]}"#,
     r#"{"content":[{"type":"image","data":"aGk="}]}"#,
@@ -56,7 +65,7 @@ const RESULTS: &[&str] = &[
 fn the_shape_check_accepts_what_rmcp_reads_and_refuses_what_it_refuses() {
     for json in RESULTS {
         let rmcp = serde_json::from_str::<CallToolResult>(json);
-        let ours = ToolOutput::from_json(&raw(json));
+        let ours = ToolOutput::from_json(raw(json));
         assert_eq!(
             ours.is_ok(),
             rmcp.is_ok(),
@@ -75,7 +84,7 @@ fn the_shape_check_accepts_what_rmcp_reads_and_refuses_what_it_refuses() {
 fn a_result_passed_on_is_written_byte_for_byte() {
     // Spacing, key order and escapes as the server wrote them, which rmcp would rewrite.
     let json = r#"{ "isError" : false, "content" : [ {"text":"caf\u00e9","type":"text"} ] }"#;
-    let output = ToolOutput::from_json(&raw(json)).expect("a result");
+    let output = ToolOutput::from_json(raw(json)).expect("a result");
     assert_eq!(serde_json::to_string(&output).expect("writes"), json);
     assert_eq!(output.json().map(RawValue::get), Some(json));
     assert!(output.as_typed().is_none());
@@ -104,7 +113,7 @@ fn a_typed_result_is_written_as_rmcp_writes_it() {
 #[test]
 fn only_results_a_legacy_client_reads_unchanged_pass_to_one() {
     let passes = |json: &str| {
-        ToolOutput::from_json(&raw(json))
+        ToolOutput::from_json(raw(json))
             .expect("a result")
             .passes_to_legacy_clients()
     };
@@ -117,7 +126,7 @@ fn only_results_a_legacy_client_reads_unchanged_pass_to_one() {
 
 #[test]
 fn an_error_names_what_is_wrong() {
-    let error = |json: &str| ToolOutput::from_json(&raw(json)).expect_err("not a result").to_string();
+    let error = |json: &str| ToolOutput::from_json(raw(json)).expect_err("not a result").to_string();
     assert!(error(r#"{"content":[{"type":"image","data":"x"}]}"#).contains("missing field `mimeType`"));
     assert!(
         error(r#"{"content":[{"type":"text","text":7}]}"#).contains("invalid type: integer `7`, expected a string")
@@ -130,7 +139,7 @@ fn an_error_names_what_is_wrong() {
 fn a_result_whose_details_do_not_read_fails_when_the_typed_one_is_asked_for() {
     // An icon's fields other than `src` are left to rmcp's reading.
     let json = r#"{"content":[{"type":"resource_link","uri":"u","name":"n","icons":[{"src":"s","sizes":7}]}]}"#;
-    let output = ToolOutput::from_json(&raw(json)).expect("the shape is a result's");
+    let output = ToolOutput::from_json(raw(json)).expect("the shape is a result's");
     let error = output.into_result().expect_err("rmcp does not read it");
     assert!(matches!(error, ToolError::UnreadableResult { .. }), "{error:?}");
     assert!(
