@@ -41,6 +41,7 @@
 //! ```
 
 use std::{
+    borrow::Cow,
     collections::VecDeque,
     fmt,
     pin::Pin,
@@ -607,7 +608,7 @@ fn redact(url: &Url) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SseEvent {
     /// The event type; `message` when the event named none.
-    pub(crate) event: String,
+    pub(crate) event: Cow<'static, str>,
     /// The data lines, joined with `\n`.
     pub(crate) data: String,
     /// The last event id seen so far, if any.
@@ -641,7 +642,8 @@ impl SseParser {
         }
     }
 
-    /// Parses `chunk`, appending each event it completes to `out`.
+    /// Parses `chunk`, appending each event it completes to `out`. A line that is whole in
+    /// the chunk is read where it lies; only a line split across chunks is copied.
     fn feed(&mut self, mut chunk: &[u8], out: &mut VecDeque<SseEvent>) -> Result<(), SseTransportError> {
         while !chunk.is_empty() {
             if self.after_cr {
@@ -651,26 +653,32 @@ impl SseParser {
                     continue;
                 }
             }
-            match chunk.iter().position(|&b| b == b'\r' || b == b'\n') {
-                Some(end) => {
-                    self.line.extend_from_slice(&chunk[..end]);
-                    self.check_size()?;
-                    self.after_cr = chunk[end] == b'\r';
-                    chunk = &chunk[end + 1..];
-                    self.end_line(out)?;
-                }
-                None => {
-                    self.line.extend_from_slice(chunk);
-                    self.check_size()?;
-                    chunk = &[];
-                }
+            let Some(end) = memchr::memchr2(b'\r', b'\n', chunk) else {
+                self.line.extend_from_slice(chunk);
+                return self.check_size(self.line.len());
+            };
+            self.after_cr = chunk[end] == b'\r';
+            let (line, rest) = (&chunk[..end], &chunk[end + 1..]);
+            chunk = rest;
+            if self.line.is_empty() {
+                self.check_size(line.len())?;
+                self.take_line(line, out)?;
+            } else {
+                let mut buffer = std::mem::take(&mut self.line);
+                buffer.extend_from_slice(line);
+                self.check_size(buffer.len())?;
+                let taken = self.take_line(&buffer, out);
+                buffer.clear();
+                self.line = buffer;
+                taken?;
             }
         }
         Ok(())
     }
 
-    fn check_size(&self) -> Result<(), SseTransportError> {
-        if self.line.len().saturating_add(self.data.len()) > self.max_event_size {
+    /// Whether a line of `line` bytes fits in the event with the data read so far.
+    fn check_size(&self, line: usize) -> Result<(), SseTransportError> {
+        if line.saturating_add(self.data.len()) > self.max_event_size {
             return Err(SseTransportError::EventTooLarge {
                 max: self.max_event_size,
             });
@@ -678,9 +686,8 @@ impl SseParser {
         Ok(())
     }
 
-    fn end_line(&mut self, out: &mut VecDeque<SseEvent>) -> Result<(), SseTransportError> {
-        let mut buffer = std::mem::take(&mut self.line);
-        let mut line = buffer.as_slice();
+    /// Takes one whole `line` (without its end).
+    fn take_line(&mut self, mut line: &[u8], out: &mut VecDeque<SseEvent>) -> Result<(), SseTransportError> {
         if !self.bom_checked {
             self.bom_checked = true;
             line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
@@ -688,7 +695,7 @@ impl SseParser {
         if line.is_empty() {
             self.dispatch(out);
         } else if line[0] != b':' {
-            let (field, value) = match line.iter().position(|&b| b == b':') {
+            let (field, value) = match memchr::memchr(b':', line) {
                 Some(colon) => {
                     let value = &line[colon + 1..];
                     (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
@@ -699,17 +706,17 @@ impl SseParser {
             match field {
                 b"event" => self.event = value.into_owned(),
                 b"data" => {
+                    // With its line end: one allocation for the usual one-line event.
+                    self.data.reserve(value.len() + 1);
                     self.data.push_str(&value);
                     self.data.push('\n');
-                    self.check_size()?;
+                    self.check_size(0)?;
                 }
                 b"id" if !value.contains('\0') => self.id = Some(value.into_owned()),
                 // `retry` only matters to a reconnecting client; unknown fields are ignored.
                 _ => {}
             }
         }
-        buffer.clear();
-        self.line = buffer;
         Ok(())
     }
 
@@ -723,7 +730,11 @@ impl SseParser {
             data.pop();
         }
         out.push_back(SseEvent {
-            event: if event.is_empty() { "message".to_owned() } else { event },
+            event: if event.is_empty() {
+                Cow::Borrowed("message")
+            } else {
+                Cow::Owned(event)
+            },
             data,
             id: self.id.clone(),
         });
@@ -788,7 +799,7 @@ mod tests {
 
     fn event(event: &str, data: &str, id: Option<&str>) -> SseEvent {
         SseEvent {
-            event: event.to_owned(),
+            event: event.to_owned().into(),
             data: data.to_owned(),
             id: id.map(str::to_owned),
         }
