@@ -27,6 +27,7 @@ use muster::{
         BoxError, BoxToolService, CallContext, SessionId, ToolCall, ToolEntry, ToolOutput,
         config::MusterConfig,
         crd::{MCPServer, MCPServerSpec, ServerType},
+        output::ReadsTypedResult,
     },
     gateway::{
         dispatch::Dispatcher,
@@ -304,8 +305,10 @@ impl ServerHandler for Front {
         } else {
             // Through the whole stack; a refusal (unknown tool, outside the toolset, server
             // down) is a JSON-RPC error from muster-core's one table.
+            // This front writes typed messages: a downstream's result is read as one at once.
+            let mut call_ctx = call_ctx;
+            call_ctx.extensions.insert(ReadsTypedResult);
             let call = ToolCall::new(request.name.to_string(), arguments, call_ctx);
-            // A downstream's result comes as its JSON; this front writes typed messages.
             let output = self.tools.clone().oneshot(call).await;
             output.and_then(ToolOutput::into_result).map_err(McpError::from)?
         };

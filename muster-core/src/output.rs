@@ -21,7 +21,7 @@
 //!
 //! // Passed on: the downstream's JSON, written as it came.
 //! let json = r#"{"content":[{"type":"text","text":"boom"}],"isError":true}"#;
-//! let passed = ToolOutput::from_json(&RawValue::from_string(json.to_owned())?)?;
+//! let passed = ToolOutput::from_json(RawValue::from_string(json.to_owned())?)?;
 //! assert!(passed.is_error());
 //! assert_eq!(serde_json::to_string(&passed)?, json);
 //! let typed = passed.into_result()?;
@@ -29,7 +29,7 @@
 //!
 //! // Not a result: refused, naming what is wrong.
 //! let not_a_result = RawValue::from_string(r#"{"content":[{"type":"text"}]}"#.to_owned())?;
-//! let refused = ToolOutput::from_json(&not_a_result).unwrap_err();
+//! let refused = ToolOutput::from_json(not_a_result).unwrap_err();
 //! assert!(refused.to_string().contains("missing field `text`"), "{refused}");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -67,13 +67,10 @@ impl PartialEq for Repr {
 
 impl ToolOutput {
     /// A downstream server's result, `json`, checked for the shape of a `CallToolResult`
-    /// ([`shape::check`]) and kept as it came. The error names what is wrong.
-    pub fn from_json(json: &RawValue) -> Result<Self, serde_json::Error> {
+    /// ([`shape::check`]) and kept as it came (not copied). The error names what is wrong.
+    pub fn from_json(json: Box<RawValue>) -> Result<Self, serde_json::Error> {
         let shape = shape::read(json.get())?;
-        Ok(Self(Repr::Json {
-            json: json.to_owned(),
-            shape,
-        }))
+        Ok(Self(Repr::Json { json, shape }))
     }
 
     /// Whether the tool reported a failure (`isError: true`).
@@ -123,6 +120,20 @@ impl ToolOutput {
         }
     }
 }
+
+/// A mark in a call's [extensions](crate::CallContext::extensions): whoever made the call reads
+/// the typed result ([`ToolOutput::into_result`]), as the `call_tool` envelope and workflow steps
+/// do. A service that has a downstream's result as JSON then reads it as a `CallToolResult` at
+/// once, rather than check its shape and keep it, to be read again.
+///
+/// ```
+/// use muster_core::{CallContext, output::ReadsTypedResult};
+///
+/// let mut ctx = CallContext::default();
+/// ctx.extensions.insert(ReadsTypedResult);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadsTypedResult;
 
 impl From<CallToolResult> for ToolOutput {
     fn from(result: CallToolResult) -> Self {

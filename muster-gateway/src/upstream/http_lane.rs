@@ -43,6 +43,7 @@
 #![allow(deprecated)]
 
 use std::{
+    borrow::Cow,
     collections::HashMap,
     fmt,
     sync::{
@@ -67,7 +68,7 @@ use http_body_util::{BodyDataStream, BodyExt};
 use sender::{ResponseBody, Senders};
 
 use super::{
-    lane::{CallBudget, CallRequestLine, Clock, Failure, Read, cancelled, lane_id, read},
+    lane::{CallBudget, CallRequestLine, Clock, Failure, Read, Reading, cancelled, lane_id, read},
     progress::ProgressHook,
     relay::{CallRelay, ClientPeer, progress_update},
     sse::{DEFAULT_MAX_EVENT_SIZE, EventStream},
@@ -214,6 +215,7 @@ impl HttpLane {
         progress: Option<ProgressSink>,
         client: Option<ClientPeer>,
         cancel: &CancellationToken,
+        reading: Reading,
     ) -> Result<ToolOutput, Failure> {
         let Some(session) = self.session.current() else {
             tracing::debug!("no session recorded yet for the HTTP lane; the call goes through rmcp");
@@ -246,6 +248,7 @@ impl HttpLane {
             clock: Clock::start(budget),
             progressed: None,
             progress,
+            reading,
             done: false,
         };
         let answer = call.run(request, cancel).await;
@@ -262,6 +265,7 @@ struct Outstanding<'a> {
     clock: Clock,
     progressed: Option<Instant>,
     progress: Option<ProgressSink>,
+    reading: Reading,
     /// Answered, refused or already cancelled: nothing to tell the server.
     done: bool,
 }
@@ -328,7 +332,9 @@ impl Outstanding<'_> {
             )));
         }
         match read(&body) {
-            Read::Answer(m, answer) if m == self.n => answer,
+            Read::Answer(m, answer) if m == self.n => {
+                answer.and_then(|result| self.reading.output(Cow::Borrowed(result)))
+            }
             _ => Err(Failure::Lost(format!(
                 "the server's JSON answer is not the call's: {}",
                 String::from_utf8_lossy(&body[..body.len().min(MAX_ERROR_BODY)])
@@ -401,7 +407,9 @@ impl Outstanding<'_> {
     /// lines are relayed, anything else goes to rmcp.
     async fn take(&mut self, data: &str) -> Option<Result<ToolOutput, Failure>> {
         match read(data.as_bytes()) {
-            Read::Answer(m, answer) if m == self.n => return Some(answer),
+            Read::Answer(m, answer) if m == self.n => {
+                return Some(answer.and_then(|result| self.reading.output(Cow::Borrowed(result))));
+            }
             Read::Progress(m, params) if m == self.n => {
                 self.progressed = Some(Instant::now());
                 if let Some(sink) = &self.progress {

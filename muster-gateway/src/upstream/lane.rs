@@ -8,9 +8,11 @@
 //! - the id ([`lane_id`], [`lane_number`]);
 //! - the request as written ([`CallRequestLine`]), rmcp's typed params without rmcp's detour
 //!   through a `serde_json::Value`;
-//! - one reading of a downstream message ([`read`]): a lane call's answer (its result checked
-//!   for a `CallToolResult`'s shape and kept as it came, a [`ToolOutput`]), a lane call's
-//!   progress, another notification, or something else;
+//! - one reading of a downstream message ([`read`]): a lane call's answer (its result as it
+//!   lies), a lane call's progress, another notification, or something else;
+//! - how the result becomes the call's [`ToolOutput`] ([`Reading`]): checked for a
+//!   `CallToolResult`'s shape and kept as it came, or read as one for a caller that reads the
+//!   typed result anyway;
 //! - the budget of a call ([`CallBudget`], [`Clock`]): `idle` for the answer, restarted by each
 //!   progress notification, `max_total` in all, running out with rmcp's reasons;
 //! - why a call has no result ([`Failure`]);
@@ -27,11 +29,11 @@
 
 use std::{borrow::Cow, fmt, time::Duration};
 
-use muster_core::ToolOutput;
+use muster_core::{CallContext, ToolOutput, output::ReadsTypedResult};
 use rmcp::{
     RoleClient,
     model::{
-        CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
+        CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
         ClientNotification, ErrorData, JsonRpcMessage, NumberOrString, ProgressNotificationParam, RequestId,
     },
     service::RequestHandle,
@@ -163,11 +165,43 @@ impl<'a> CallRequestLine<'a> {
     }
 }
 
+/// How a lane call's result becomes its [`ToolOutput`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// Checked for a result's shape and kept as it came, to be passed on unchanged.
+    Passed,
+    /// Read as a `CallToolResult`: the caller reads the typed result anyway
+    /// ([`ReadsTypedResult`]), and the check would be work done twice.
+    Typed,
+}
+
+impl Reading {
+    /// How the result of a call made in `ctx` is read.
+    pub(crate) fn of(ctx: &CallContext) -> Self {
+        if ctx.extensions.get::<ReadsTypedResult>().is_some() {
+            Self::Typed
+        } else {
+            Self::Passed
+        }
+    }
+
+    /// The call's output from its `result`, borrowed where it lies in the server's message or
+    /// already taken out of it (copied only when it is kept and was borrowed).
+    pub(crate) fn output(self, result: Cow<'_, RawValue>) -> Result<ToolOutput, Failure> {
+        match self {
+            Self::Passed => ToolOutput::from_json(result.into_owned()),
+            Self::Typed => serde_json::from_str::<CallToolResult>(result.get()).map(ToolOutput::from),
+        }
+        .map_err(Failure::Unreadable)
+    }
+}
+
 /// A downstream message, as a lane reads it ([`read`]).
 #[derive(Debug)]
 pub(crate) enum Read<'a> {
-    /// The answer to lane call `n`: its result, or why there is none.
-    Answer(u64, Result<ToolOutput, Failure>),
+    /// The answer to lane call `n`: its result as it lies ([`Reading`] makes it the call's),
+    /// or why there is none.
+    Answer(u64, Result<&'a RawValue, Failure>),
     /// A progress notification of lane call `n`.
     Progress(u64, ProgressNotificationParam),
     /// Another notification: its method and params.
@@ -176,8 +210,7 @@ pub(crate) enum Read<'a> {
     Other,
 }
 
-/// Reads `message` (one JSON-RPC message), a lane call's result checked as a call's and kept as
-/// it came.
+/// Reads `message` (one JSON-RPC message), a lane call's result where it lies.
 pub(crate) fn read(message: &[u8]) -> Read<'_> {
     match serde_json::from_slice::<Message<'_>>(message) {
         Ok(Message {
@@ -187,7 +220,7 @@ pub(crate) fn read(message: &[u8]) -> Read<'_> {
             error,
             ..
         }) => match (result, error) {
-            (Some(result), _) => Read::Answer(n, ToolOutput::from_json(result).map_err(Failure::Unreadable)),
+            (Some(result), _) => Read::Answer(n, Ok(result)),
             (None, Some(error)) => Read::Answer(n, Err(Failure::Refused(error))),
             (None, None) => Read::Other,
         },
@@ -207,8 +240,8 @@ pub(crate) fn read(message: &[u8]) -> Read<'_> {
             }
         }
         Ok(_) => Read::Other,
-        // It may still be the answer to a call, one whose error does not read: the call fails
-        // with why, rather than at its timeout.
+        // It may still be the answer to a call, one that does not read: the call fails with
+        // why, rather than at its timeout.
         Err(e) => match serde_json::from_slice::<Envelope<'_>>(message) {
             Ok(Envelope {
                 id: Some(LaneId(Some(n))),
@@ -219,7 +252,7 @@ pub(crate) fn read(message: &[u8]) -> Read<'_> {
     }
 }
 
-/// A message as a lane reads it: an answer's result as it came, to be checked as a call's.
+/// A message as a lane reads it: an answer's result as it lies.
 #[derive(Deserialize)]
 struct Message<'a> {
     #[serde(default)]
@@ -273,5 +306,55 @@ impl<'de> Deserialize<'de> for LaneId {
             }
         }
         deserializer.deserialize_any(Visit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(line: &str) -> Result<&RawValue, Failure> {
+        match read(line.as_bytes()) {
+            Read::Answer(7, answer) => answer,
+            other => panic!("not the answer to muster-7: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_result_is_kept_as_it_came_unless_the_caller_reads_it_typed() {
+        let line = r#"{"jsonrpc":"2.0","id":"muster-7","result":{ "content" : [{"type":"text","text":"hi"}] }}"#;
+        let result = answer(line).expect("a result");
+        let passed = Reading::Passed.output(Cow::Borrowed(result)).expect("a result");
+        assert_eq!(
+            passed.json().map(RawValue::get),
+            Some(r#"{ "content" : [{"type":"text","text":"hi"}] }"#)
+        );
+        let typed = Reading::Typed.output(Cow::Borrowed(result)).expect("a result");
+        let text = typed
+            .as_typed()
+            .and_then(|r| r.content[0].as_text())
+            .map(|t| t.text.as_str());
+        assert_eq!(text, Some("hi"));
+
+        let mut ctx = CallContext::default();
+        assert_eq!(Reading::of(&ctx), Reading::Passed);
+        ctx.extensions.insert(ReadsTypedResult);
+        assert_eq!(Reading::of(&ctx), Reading::Typed);
+    }
+
+    #[test]
+    fn a_result_that_is_not_one_fails_the_call_either_way() {
+        let line = r#"{"jsonrpc":"2.0","id":"muster-7","result":{"content":[{"type":"text"}]}}"#;
+        for reading in [Reading::Passed, Reading::Typed] {
+            let failure = answer(line)
+                .and_then(|result| reading.output(Cow::Borrowed(result)))
+                .expect_err("not a result");
+            assert!(
+                matches!(&failure, Failure::Unreadable(e) if e.to_string().contains("missing field `text`")),
+                "{reading:?}: {failure:?}"
+            );
+        }
+        let refused = r#"{"jsonrpc":"2.0","id":"muster-7","error":{"code":-32602,"message":"bad"}}"#;
+        assert!(matches!(answer(refused), Err(Failure::Refused(e)) if e.message == "bad"));
     }
 }

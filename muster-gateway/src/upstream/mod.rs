@@ -56,7 +56,7 @@ pub use relay::{ClientPeer, ListChanged, UpstreamClient};
 pub use transport::TransportError;
 
 use http_lane::{HttpLane, SessionRecord};
-use lane::{CallBudget, Failure};
+use lane::{CallBudget, Failure, Reading};
 use progress::ProgressInOrder;
 use relay::CallRelay;
 use stdio::lane::StdioLane;
@@ -445,6 +445,7 @@ impl UpstreamConnection {
                         ctx.progress.clone(),
                         client.clone(),
                         &ctx.cancellation,
+                        Reading::of(ctx),
                     )
                     .await
                 {
@@ -499,7 +500,7 @@ impl UpstreamConnection {
             // Its progress goes through the lane.
             let _in_flight = self.relay.register(call.token().clone(), None, client);
             call.send(params).await?;
-            call.answer(budget, &ctx.cancellation).await
+            call.answer(budget, &ctx.cancellation, Reading::of(ctx)).await
         };
         outcome.await.map_err(|failure| self.lane_failure(failure))
     }

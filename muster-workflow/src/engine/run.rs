@@ -8,6 +8,7 @@ use muster_core::{
     BoxToolService, CallContext, JsonObject, ToolCall, ToolOutput,
     call::ProgressUpdate,
     crd::{ExecutionStatus, WorkflowExecution, WorkflowExecutionStep},
+    output::ReadsTypedResult,
 };
 use serde_json::{Map, Value};
 use tower::ServiceExt;
@@ -67,6 +68,9 @@ impl<'a> Run<'a> {
         input: Value,
         started: Instant,
     ) -> Self {
+        // Steps read their tools' typed results.
+        let mut ctx = ctx;
+        ctx.extensions.insert(ReadsTypedResult);
         Self {
             tools: engine.tools.clone(),
             observer: engine.observer.as_deref(),

@@ -107,7 +107,7 @@ mod tests {
     use super::*;
 
     fn passed(json: &str) -> ToolOutput {
-        ToolOutput::from_json(&RawValue::from_string(json.to_owned()).expect("JSON")).expect("a result")
+        ToolOutput::from_json(RawValue::from_string(json.to_owned()).expect("JSON")).expect("a result")
     }
 
     #[test]

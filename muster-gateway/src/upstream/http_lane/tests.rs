@@ -120,7 +120,17 @@ fn lane_at(url: &str, via: Via) -> (HttpLane, mpsc::UnboundedReceiver<ServerJson
 
 /// One call of `echo` through `lane`, within [`BUDGET`], never cancelled.
 async fn call_once(lane: &HttpLane) -> Result<ToolOutput, Failure> {
-    lane.call(&mut params(), BUDGET, None, None, &CancellationToken::new())
+    call_within(lane, &mut params(), BUDGET).await
+}
+
+/// A call of `params` through `lane` within `budget`, with no progress sink, never cancelled,
+/// its result passed on.
+async fn call_within(
+    lane: &HttpLane,
+    params: &mut CallToolRequestParams,
+    budget: CallBudget,
+) -> Result<ToolOutput, Failure> {
+    lane.call(params, budget, None, None, &CancellationToken::new(), Reading::Passed)
         .await
 }
 
@@ -217,10 +227,7 @@ async fn a_json_answer_is_read_and_the_request_carries_the_session() {
 async fn a_json_answer_via(via: Via) {
     let (lane, seen, _) = lane_via(via, |s| json_response(200, &answer(s, "hi back"))).await;
     let mut params = params();
-    let result = lane
-        .call(&mut params, BUDGET, None, None, &CancellationToken::new())
-        .await
-        .expect("answered");
+    let result = call_within(&lane, &mut params, BUDGET).await.expect("answered");
     assert_eq!(text(&result), "hi back");
     let seen = seen.lock().expect("lock")[0].clone();
     assert_eq!(seen.method, http::Method::POST);
@@ -279,7 +286,14 @@ async fn a_streamed_answer_follows_its_progress_and_the_rest_goes_to_rmcp() {
         ProgressSink::new(move |u: muster_core::call::ProgressUpdate| reports.lock().expect("lock").push(u.progress))
     };
     let result = lane
-        .call(&mut params(), BUDGET, Some(sink), None, &CancellationToken::new())
+        .call(
+            &mut params(),
+            BUDGET,
+            Some(sink),
+            None,
+            &CancellationToken::new(),
+            Reading::Passed,
+        )
         .await
         .expect("answered");
     assert_eq!(text(&result), "done");
@@ -312,15 +326,12 @@ async fn progress_restarts_the_wait_and_each_timeout_cancels_the_call_with_rmcps
         sse(events, Duration::from_millis(200))
     })
     .await;
-    let result = slow
-        .call(&mut params(), budget, None, None, &CancellationToken::new())
-        .await;
+    let result = call_within(&slow, &mut params(), budget).await;
     assert_eq!(text(&result.expect("progress kept the call alive")), "late");
 
     // Silence: the idle wait runs out.
     let (silent, seen, _) = lane(calls_with(|_| sse_then_silence(Vec::new()))).await;
-    let failure = silent
-        .call(&mut params(), budget, None, None, &CancellationToken::new())
+    let failure = call_within(&silent, &mut params(), budget)
         .await
         .expect_err("timed out");
     assert!(
@@ -346,10 +357,7 @@ async fn progress_restarts_the_wait_and_each_timeout_cancels_the_call_with_rmcps
         )
     }))
     .await;
-    let failure = chatty
-        .call(&mut params(), total, None, None, &CancellationToken::new())
-        .await
-        .expect_err("timed out");
+    let failure = call_within(&chatty, &mut params(), total).await.expect_err("timed out");
     assert!(
         matches!(failure, Failure::TimedOut(t) if t == total.max_total),
         "{failure:?}"
@@ -371,7 +379,7 @@ async fn a_call_cancelled_or_dropped_is_cancelled_downstream() {
         canceller.cancel();
     });
     let failure = lane_a
-        .call(&mut params(), BUDGET, None, None, &cancel)
+        .call(&mut params(), BUDGET, None, None, &cancel, Reading::Passed)
         .await
         .expect_err("cancelled");
     assert!(matches!(failure, Failure::Cancelled), "{failure:?}");
@@ -384,11 +392,7 @@ async fn a_call_cancelled_or_dropped_is_cancelled_downstream() {
     );
 
     let (lane_b, seen, _) = lane(script()).await;
-    let dropped = tokio::time::timeout(
-        Duration::from_millis(200),
-        lane_b.call(&mut params(), BUDGET, None, None, &CancellationToken::new()),
-    )
-    .await;
+    let dropped = tokio::time::timeout(Duration::from_millis(200), call_within(&lane_b, &mut params(), BUDGET)).await;
     assert!(dropped.is_err(), "still waiting when dropped");
     assert_eq!(
         cancelled(&seen).await["reason"],
@@ -405,10 +409,7 @@ async fn a_request_turned_away_goes_to_rmcp_with_its_params_as_they_were() {
             .meta
             .get_or_insert_default()
             .set_progress_token(ProgressToken(NumberOrString::Number(77)));
-        let failure = lane
-            .call(&mut params, BUDGET, None, None, &CancellationToken::new())
-            .await
-            .expect_err("turned away");
+        let failure = call_within(&lane, &mut params, BUDGET).await.expect_err("turned away");
         assert!(matches!(failure, Failure::Fallback), "{status}: {failure:?}");
         assert_eq!(
             params.meta.as_ref().and_then(|m| m.get_progress_token()),

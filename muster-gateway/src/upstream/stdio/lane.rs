@@ -32,10 +32,11 @@
 //! ```ignore
 //! let call = lane.prepare(ctx.progress.clone())?;
 //! call.send(params).await?;
-//! let result = call.answer(CallBudget { idle, max_total }, &ctx.cancellation).await?;
+//! let result = call.answer(CallBudget { idle, max_total }, &ctx.cancellation, Reading::of(ctx)).await?;
 //! ```
 
 use std::{
+    borrow::Cow,
     collections::HashMap,
     fmt, io,
     sync::{
@@ -46,18 +47,20 @@ use std::{
 
 use muster_core::{ProgressSink, ToolOutput};
 use rmcp::model::{CallToolRequestParams, ProgressNotificationParam, ProgressToken};
+use serde_json::value::RawValue;
 use tokio::{sync::oneshot, time::Instant};
 
 use super::writer::StdinWriter;
 pub(crate) use crate::upstream::lane::{CallBudget, Failure};
 use crate::upstream::{
-    lane::{CallRequestLine, Clock, Read, cancelled, lane_id, read},
+    lane::{CallRequestLine, Clock, Read, Reading, cancelled, lane_id, read},
     relay::progress_update,
 };
 
 /// A call waiting for its answer.
 struct Waiting {
-    answer: oneshot::Sender<Result<ToolOutput, Failure>>,
+    /// The result as it came (the waiting call reads it), or why there is none.
+    answer: oneshot::Sender<Result<Box<RawValue>, Failure>>,
     progress: Option<ProgressSink>,
     /// When its last progress notification was read.
     progressed: Option<Instant>,
@@ -155,9 +158,11 @@ impl StdioLane {
 
     /// Hands `answer` to call `n`. Taken even when the call stopped waiting (timed out,
     /// cancelled): nobody listens, and rmcp has no request of that id either.
-    fn answer(&self, n: u64, answer: Result<ToolOutput, Failure>) -> bool {
-        if let Some(waiting) = self.calls().waiting.remove(&n) {
-            let _ = waiting.answer.send(answer);
+    fn answer(&self, n: u64, answer: Result<&RawValue, Failure>) -> bool {
+        let waiting = self.calls().waiting.remove(&n);
+        // Copied out of the line outside the lock.
+        if let Some(waiting) = waiting {
+            let _ = waiting.answer.send(answer.map(ToOwned::to_owned));
         }
         true
     }
@@ -208,7 +213,7 @@ pub(crate) struct LaneCall {
     lane: Arc<StdioLane>,
     n: u64,
     token: ProgressToken,
-    rx: oneshot::Receiver<Result<ToolOutput, Failure>>,
+    rx: oneshot::Receiver<Result<Box<RawValue>, Failure>>,
     done: bool,
 }
 
@@ -249,11 +254,13 @@ impl LaneCall {
         Ok(())
     }
 
-    /// Waits for the answer within `budget`, or until `cancel`.
+    /// Waits for the answer within `budget`, or until `cancel`, and reads its result as
+    /// `reading` says (here, in the calling task, not in the reader of the server's output).
     pub(crate) async fn answer(
         mut self,
         budget: CallBudget,
         cancel: &tokio_util::sync::CancellationToken,
+        reading: Reading,
     ) -> Result<ToolOutput, Failure> {
         let clock = Clock::start(budget);
         let wake = tokio::time::sleep_until(clock.due(None));
@@ -263,7 +270,8 @@ impl LaneCall {
                 biased;
                 answer = &mut self.rx => {
                     self.done = true;
-                    return answer.unwrap_or(Err(Failure::Closed));
+                    let result = answer.unwrap_or(Err(Failure::Closed))?;
+                    return reading.output(Cow::Owned(result));
                 }
                 () = cancel.cancelled() => {
                     self.stop("cancelled by the client");

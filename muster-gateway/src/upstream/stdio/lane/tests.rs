@@ -35,7 +35,7 @@ fn params(name: &str) -> CallToolRequestParams {
 async fn call(lane: &Arc<StdioLane>, name: &str) -> Result<ToolOutput, Failure> {
     let mut call = lane.prepare(None)?;
     call.send(params(name)).await?;
-    call.answer(BUDGET, &CancellationToken::new()).await
+    call.answer(BUDGET, &CancellationToken::new(), Reading::Passed).await
 }
 
 /// The lines a server wrote to `file`, once it holds `count` of them.
@@ -191,7 +191,7 @@ async fn progress_reaches_the_sink_in_order_and_restarts_the_wait() {
         idle: Duration::from_millis(600),
         max_total: Duration::from_secs(10),
     };
-    call.answer(budget, &CancellationToken::new())
+    call.answer(budget, &CancellationToken::new(), Reading::Passed)
         .await
         .expect("a 1.5 s call reporting every 0.2 s outlives a 0.6 s timeout");
     assert_eq!(*seen.lock().expect("lock"), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
@@ -224,7 +224,7 @@ async fn each_timeout_fails_the_call_and_cancels_it_downstream() {
         let mut call = lane.prepare(None).expect("open");
         call.send(params("slow")).await.expect("written");
         let failure = call
-            .answer(budget, &CancellationToken::new())
+            .answer(budget, &CancellationToken::new(), Reading::Passed)
             .await
             .expect_err("timed out");
         assert!(matches!(failure, Failure::TimedOut(t) if t == after), "{failure:?}");
@@ -253,7 +253,7 @@ async fn a_cancelled_or_dropped_call_is_cancelled_downstream() {
     first.send(params("a")).await.expect("written");
     let waiting = tokio::spawn({
         let cancel = cancel.clone();
-        async move { first.answer(BUDGET, &cancel).await }
+        async move { first.answer(BUDGET, &cancel, Reading::Passed).await }
     });
     let mut second = lane.prepare(None).expect("open");
     second.send(params("b")).await.expect("written");
