@@ -11,7 +11,9 @@
 //!
 //! It is the cost of one MCP hop that the gateway is measured against, so it does nothing but
 //! that: the tool router is built once (not per request, as `#[tool_handler]` does by default),
-//! and `echo` deserializes its argument and answers one text item. The synthetic tools
+//! and `echo` deserializes its argument and answers one text item: the `message`, followed by
+//! `pad` bytes of a JSON listing (`{"name":"pod-0",...},...`, built once) when the call asks for a
+//! larger result, as tools that answer JSON as text write it. The synthetic tools
 //! (`--tools N` makes N tools in all) have seeded names and one-line descriptions drawn from a
 //! small vocabulary, so that `filter_tools` has something to rank; calling one answers its name.
 //! Over HTTP it sets TCP_NODELAY on every connection (see `--nagle`).
@@ -23,7 +25,11 @@
 //! 0.3 over HTTP. That measured tokio's blocking pool more than an MCP hop. Otherwise (a
 //! terminal, a file, or `--blocking-stdio`) it uses rmcp's `stdio()`.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{
+    fmt::Write as _,
+    net::SocketAddr,
+    sync::{Arc, OnceLock},
+};
 
 use axum::serve::ListenerExt;
 use clap::Parser;
@@ -75,6 +81,32 @@ struct Cli {
 struct EchoArgs {
     /// The text to echo back.
     message: String,
+    /// Bytes of a JSON listing to add after the message, for a larger result (at most 1 MiB).
+    #[serde(default)]
+    pad: usize,
+}
+
+/// The most `pad` bytes an echo adds.
+const MAX_PAD: usize = 1 << 20;
+
+/// The listing an echo's `pad` is taken from: [`MAX_PAD`] bytes of JSON objects, ASCII only.
+fn listing() -> &'static str {
+    static LISTING: OnceLock<String> = OnceLock::new();
+    LISTING.get_or_init(|| {
+        let mut listing = String::with_capacity(MAX_PAD + 64);
+        for i in 0.. {
+            if listing.len() >= MAX_PAD {
+                break;
+            }
+            let _ = write!(
+                listing,
+                r#"{{"name":"pod-{i}","namespace":"default","ready":{}}},"#,
+                i % 3 != 0
+            );
+        }
+        listing.truncate(MAX_PAD);
+        listing
+    })
 }
 
 /// The arguments every synthetic tool declares (and ignores).
@@ -100,7 +132,11 @@ impl Echo {
         annotations(read_only_hint = true)
     )]
     fn echo(&self, Parameters(args): Parameters<EchoArgs>) -> String {
-        args.message
+        let mut text = args.message;
+        if args.pad > 0 {
+            text.push_str(&listing()[..args.pad.min(MAX_PAD)]);
+        }
+        text
     }
 }
 

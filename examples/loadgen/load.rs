@@ -69,9 +69,14 @@ pub(crate) enum Call {
 }
 
 impl Call {
-    /// The request that echoes `message`.
-    pub(crate) fn request(&self, message: &str) -> CallToolRequestParams {
-        let echo = object(json!({ "message": message }));
+    /// The request that echoes `message`, with `pad` bytes of the echo server's listing after it
+    /// in the answer.
+    pub(crate) fn request(&self, message: &str, pad: usize) -> CallToolRequestParams {
+        let echo = if pad == 0 {
+            object(json!({ "message": message }))
+        } else {
+            object(json!({ "message": message, "pad": pad }))
+        };
         match self {
             Self::Echo => CallToolRequestParams::new("echo").with_arguments(echo),
             Self::ViaCallTool { server } => CallToolRequestParams::new("call_tool")
@@ -80,8 +85,9 @@ impl Call {
         }
     }
 
-    /// Whether `result` is the echo of `message` (for `call_tool`, the envelope holds it).
-    pub(crate) fn answered(&self, result: &CallToolResult, message: &str) -> bool {
+    /// Whether `result` is the echo of `message` and `pad` bytes (for `call_tool`, the envelope
+    /// holds it).
+    pub(crate) fn answered(&self, result: &CallToolResult, message: &str, pad: usize) -> bool {
         if result.is_error == Some(true) {
             return false;
         }
@@ -92,7 +98,9 @@ impl Call {
             .map(|t| t.text.as_str())
             .unwrap_or_default();
         match self {
-            Self::Echo | Self::Native { .. } => text == message,
+            Self::Echo | Self::Native { .. } => text.len() == message.len() + pad && text.starts_with(message),
+            // The listing starts with `{`.
+            Self::ViaCallTool { .. } if pad > 0 => text.contains(&format!("\"{message}{{")),
             Self::ViaCallTool { .. } => text.contains(&format!("\"{message}\"")),
         }
     }
@@ -137,6 +145,8 @@ pub(crate) struct LoadSpec {
     pub(crate) warmup: usize,
     /// The tool called.
     pub(crate) call: Call,
+    /// Bytes of the echo server's listing added to each answer (0: the message alone).
+    pub(crate) pad: usize,
     /// Sessions stop issuing calls after this long (the rest count as not issued).
     pub(crate) max_time: Duration,
     /// The processes whose CPU time is measured.
@@ -230,8 +240,15 @@ struct SessionTally {
     first_error: Option<String>,
 }
 
-/// Issues `calls` calls on `session`, one after the other, until `deadline`.
-async fn drive(session: &Session, call: &Call, tag: usize, calls: usize, deadline: Option<Instant>) -> SessionTally {
+/// Issues `calls` calls of `call` (answers of `pad` more bytes) on `session`, one after the
+/// other, until `deadline`.
+async fn drive(
+    session: &Session,
+    (call, pad): (&Call, usize),
+    tag: usize,
+    calls: usize,
+    deadline: Option<Instant>,
+) -> SessionTally {
     let mut tally = SessionTally {
         latencies: Vec::with_capacity(calls),
         ..SessionTally::default()
@@ -242,12 +259,12 @@ async fn drive(session: &Session, call: &Call, tag: usize, calls: usize, deadlin
             break;
         }
         let message = format!("s{tag}-c{i}");
-        let request = call.request(&message);
+        let request = call.request(&message, pad);
         let started = Instant::now();
         let outcome = tokio::time::timeout(CALL_TIMEOUT, session.call_tool(request)).await;
         tally.latencies.push(started.elapsed());
         let error = match outcome {
-            Ok(Ok(result)) if call.answered(&result, &message) => None,
+            Ok(Ok(result)) if call.answered(&result, &message, pad) => None,
             Ok(Ok(result)) => Some(format!("unexpected answer: {:?}", result.content.first())),
             Ok(Err(e)) => Some(e.to_string()),
             Err(_) => Some(format!("no answer in {CALL_TIMEOUT:?}")),
@@ -285,8 +302,8 @@ pub(crate) async fn run(http: &reqwest::Client, spec: &LoadSpec) -> Result<LoadR
 
     // Warm up every session (connection pools, first-call allocations), not counted.
     let warmups = sessions.iter().enumerate().map(|(tag, s)| {
-        let (s, call, n) = (Arc::clone(s), spec.call.clone(), spec.warmup);
-        tokio::spawn(async move { drive(&s, &call, tag + 100_000, n, None).await })
+        let (s, call, pad, n) = (Arc::clone(s), spec.call.clone(), spec.pad, spec.warmup);
+        tokio::spawn(async move { drive(&s, (&call, pad), tag + 100_000, n, None).await })
     });
     for warmup in futures::future::join_all(warmups).await {
         let tally = warmup?;
@@ -304,8 +321,8 @@ pub(crate) async fn run(http: &reqwest::Client, spec: &LoadSpec) -> Result<LoadR
         .iter()
         .enumerate()
         .map(|(tag, s)| {
-            let (s, call, n) = (Arc::clone(s), spec.call.clone(), spec.calls);
-            tokio::spawn(async move { drive(&s, &call, tag, n, Some(deadline)).await })
+            let (s, call, pad, n) = (Arc::clone(s), spec.call.clone(), spec.pad, spec.calls);
+            tokio::spawn(async move { drive(&s, (&call, pad), tag, n, Some(deadline)).await })
         })
         .collect();
     let tallies = futures::future::join_all(tasks).await;

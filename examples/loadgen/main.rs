@@ -7,6 +7,8 @@
 //! cargo run --release --example loadgen -- matrix --reps 1 --scale 10 --skip-extras   # smoke test
 //! cargo run --release --example loadgen -- run --url http://127.0.0.1:8090/mcp \
 //!     --sessions 10 --calls 2000 --call-tool echo --pid gateway=1234
+//! cargo run --release --example loadgen -- run --url http://127.0.0.1:8090/mcp \
+//!     --native echo --pad 4096               # 4 KiB more in each answer (a JSON listing as text)
 //! cargo run --release --example loadgen -- soak            # issue 8: 100 sessions, 5 minutes
 //! ```
 //!
@@ -129,6 +131,10 @@ struct RunArgs {
     /// Call `x_<SERVER>_echo` directly (the gateway's native exposure).
     #[arg(long, value_name = "SERVER")]
     native: Option<String>,
+    /// Ask the echo server for this many bytes of a JSON listing after each echoed message (a
+    /// larger result; at most 1 MiB).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1 << 20))]
+    pad: u32,
     /// A process whose CPU time is measured, as name=PID (repeatable).
     #[arg(long = "pid", value_name = "NAME=PID")]
     pids: Vec<String>,
@@ -223,6 +229,7 @@ async fn run_one(args: RunArgs) -> Result<(), BoxError> {
         calls: args.calls,
         warmup: args.warmup,
         call,
+        pad: args.pad as usize,
         max_time: Duration::from_secs(args.max_secs),
         measured,
     };

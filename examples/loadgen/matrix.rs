@@ -295,6 +295,7 @@ async fn run_target(ctx: &Ctx, target: Target, shapes: &[(usize, usize)], runs: 
             calls,
             warmup: WARMUP,
             call: call.clone(),
+            pad: 0,
             max_time: ctx.opts.max_time,
             measured: measured.clone(),
         };

@@ -281,9 +281,9 @@ pub(crate) async fn issue(session: &Session, target: Target, tag: usize, i: u64)
             let call = Call::ViaCallTool {
                 server: server.to_owned(),
             };
-            let request = call.request(&message);
+            let request = call.request(&message, 0);
             let message = message.clone();
-            (request, Box::new(move |r| call.answered(r, &message)))
+            (request, Box::new(move |r| call.answered(r, &message, 0)))
         }
         Target::DemoAdd => {
             let (a, b) = (i % 1000, tag as u64);
