@@ -43,7 +43,6 @@
 #![allow(deprecated)]
 
 use std::{
-    borrow::Cow,
     collections::HashMap,
     fmt,
     sync::{
@@ -306,7 +305,7 @@ impl Outstanding<'_> {
         }
         if !status.is_success() {
             let body = self.bounded(read_body(response, MAX_ERROR_BODY), cancel).await?;
-            return Err(match read(&body) {
+            return Err(match read(&body, self.reading_of()) {
                 Read::Answer(m, Err(refused)) if m == self.n => refused,
                 _ => Failure::Lost(format!("HTTP {status}: {}", String::from_utf8_lossy(&body))),
             });
@@ -331,10 +330,8 @@ impl Outstanding<'_> {
                 "the answer is larger than {MAX_JSON_ANSWER} bytes"
             )));
         }
-        match read(&body) {
-            Read::Answer(m, answer) if m == self.n => {
-                answer.and_then(|result| self.reading.output(Cow::Borrowed(result)))
-            }
+        match read(&body, self.reading_of()) {
+            Read::Answer(m, answer) if m == self.n => answer.and_then(|found| found.output(self.reading)),
             _ => Err(Failure::Lost(format!(
                 "the server's JSON answer is not the call's: {}",
                 String::from_utf8_lossy(&body[..body.len().min(MAX_ERROR_BODY)])
@@ -403,13 +400,18 @@ impl Outstanding<'_> {
         Ok(response)
     }
 
+    /// How [`read`] reads the result of an answer to lane call `n`: as this call says when it
+    /// is this call's.
+    fn reading_of(&self) -> impl Fn(u64) -> Reading + use<> {
+        let (call, reading) = (self.n, self.reading);
+        move |n| if n == call { reading } else { Reading::Passed }
+    }
+
     /// Takes one message of the stream: the call's answer, when it is; its progress and log
     /// lines are relayed, anything else goes to rmcp.
     async fn take(&mut self, data: &str) -> Option<Result<ToolOutput, Failure>> {
-        match read(data.as_bytes()) {
-            Read::Answer(m, answer) if m == self.n => {
-                return Some(answer.and_then(|result| self.reading.output(Cow::Borrowed(result))));
-            }
+        match read(data.as_bytes(), self.reading_of()) {
+            Read::Answer(m, answer) if m == self.n => return Some(answer.and_then(|found| found.output(self.reading))),
             Read::Progress(m, params) if m == self.n => {
                 self.progressed = Some(Instant::now());
                 if let Some(sink) = &self.progress {

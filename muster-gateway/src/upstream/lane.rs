@@ -8,11 +8,11 @@
 //! - the id ([`lane_id`], [`lane_number`]);
 //! - the request as written ([`CallRequestLine`]), rmcp's typed params without rmcp's detour
 //!   through a `serde_json::Value`;
-//! - one reading of a downstream message ([`read`]): a lane call's answer (its result as it
-//!   lies), a lane call's progress, another notification, or something else;
-//! - how the result becomes the call's [`ToolOutput`] ([`Reading`]): checked for a
-//!   `CallToolResult`'s shape and kept as it came, or read as one for a caller that reads the
-//!   typed result anyway;
+//! - one reading of a downstream message ([`read`]), in one pass: a lane call's answer, a lane
+//!   call's progress, another notification, or something else;
+//! - how a call's result becomes its [`ToolOutput`] ([`Reading`]): checked for a
+//!   `CallToolResult`'s shape and kept as it came, or, for a caller that reads the typed result
+//!   anyway, read as one in the message's pass ([`Found`]);
 //! - the budget of a call ([`CallBudget`], [`Clock`]): `idle` for the answer, restarted by each
 //!   progress notification, `max_total` in all, running out with rmcp's reasons;
 //! - why a call has no result ([`Failure`]);
@@ -21,8 +21,8 @@
 //! ```ignore
 //! let id = lane_id(7);
 //! let bytes = serde_json::to_vec(&CallRequestLine::new(&id, &params))?;
-//! match read(answer_bytes) {
-//!     Read::Answer(7, Ok(result)) => { /* the call's result */ }
+//! match read(answer_bytes, |_| Reading::Passed) {
+//!     Read::Answer(7, Ok(found)) => { /* the call's result: found.output(Reading::Passed) */ }
 //!     _ => { /* rmcp's */ }
 //! }
 //! ```
@@ -38,7 +38,10 @@ use rmcp::{
     },
     service::RequestHandle,
 };
-use serde::{Deserialize, Serialize, de};
+use serde::{
+    Deserialize, Serialize,
+    de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor},
+};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
@@ -185,12 +188,34 @@ impl Reading {
         }
     }
 
-    /// The call's output from its `result`, borrowed where it lies in the server's message or
-    /// already taken out of it (copied only when it is kept and was borrowed).
-    pub(crate) fn output(self, result: Cow<'_, RawValue>) -> Result<ToolOutput, Failure> {
+}
+
+/// A lane call's result, as [`read`] found it.
+#[derive(Debug)]
+pub(crate) enum Found<'a> {
+    /// As it lies in the message (or taken out of it).
+    Json(Cow<'a, RawValue>),
+    /// Read as a `CallToolResult` in the message's pass: the call reads it [typed](Reading::Typed),
+    /// and the message's `id` came before its `result`.
+    Typed(CallToolResult),
+}
+
+impl Found<'_> {
+    /// The result, no longer borrowed from the message.
+    pub(crate) fn into_owned(self) -> Found<'static> {
         match self {
-            Self::Passed => ToolOutput::from_json(result.into_owned()),
-            Self::Typed => serde_json::from_str::<CallToolResult>(result.get()).map(ToolOutput::from),
+            Self::Json(json) => Found::Json(Cow::Owned(json.into_owned())),
+            Self::Typed(result) => Found::Typed(result),
+        }
+    }
+
+    /// The call's output, the result read as `reading` says (copied only when it is kept and
+    /// was borrowed).
+    pub(crate) fn output(self, reading: Reading) -> Result<ToolOutput, Failure> {
+        match (self, reading) {
+            (Self::Typed(result), _) => Ok(result.into()),
+            (Self::Json(json), Reading::Passed) => ToolOutput::from_json(json.into_owned()),
+            (Self::Json(json), Reading::Typed) => serde_json::from_str::<CallToolResult>(json.get()).map(ToolOutput::from),
         }
         .map_err(Failure::Unreadable)
     }
@@ -199,9 +224,9 @@ impl Reading {
 /// A downstream message, as a lane reads it ([`read`]).
 #[derive(Debug)]
 pub(crate) enum Read<'a> {
-    /// The answer to lane call `n`: its result as it lies ([`Reading`] makes it the call's),
-    /// or why there is none.
-    Answer(u64, Result<&'a RawValue, Failure>),
+    /// The answer to lane call `n`: its result ([`Found::output`] makes it the call's), or why
+    /// there is none.
+    Answer(u64, Result<Found<'a>, Failure>),
     /// A progress notification of lane call `n`.
     Progress(u64, ProgressNotificationParam),
     /// Another notification: its method and params.
@@ -210,9 +235,15 @@ pub(crate) enum Read<'a> {
     Other,
 }
 
-/// Reads `message` (one JSON-RPC message), a lane call's result where it lies.
-pub(crate) fn read(message: &[u8]) -> Read<'_> {
-    match serde_json::from_slice::<Message<'_>>(message) {
+/// Reads `message` (one JSON-RPC message) in one pass. The result of an answer to lane call
+/// `n` is read as `reading(n)` says when the message's `id` comes before it (as rmcp, the
+/// Python and the TypeScript SDKs write it), and left where it lies otherwise.
+pub(crate) fn read(message: &[u8], reading: impl Fn(u64) -> Reading) -> Read<'_> {
+    let mut deserializer = serde_json::Deserializer::from_slice(message);
+    let read = MessageSeed(reading)
+        .deserialize(&mut deserializer)
+        .and_then(|message| deserializer.end().map(|()| message));
+    match read {
         Ok(Message {
             id: Some(LaneId(Some(n))),
             method: None,
@@ -241,7 +272,9 @@ pub(crate) fn read(message: &[u8]) -> Read<'_> {
         }
         Ok(_) => Read::Other,
         // It may still be the answer to a call, one that does not read: the call fails with
-        // why, rather than at its timeout.
+        // why, rather than at its timeout. (Only an object: a derived reading would take an
+        // array's items as the fields.)
+        Err(_) if message.trim_ascii_start().first() != Some(&b'{') => Read::Other,
         Err(e) => match serde_json::from_slice::<Envelope<'_>>(message) {
             Ok(Envelope {
                 id: Some(LaneId(Some(n))),
@@ -252,19 +285,114 @@ pub(crate) fn read(message: &[u8]) -> Read<'_> {
     }
 }
 
-/// A message as a lane reads it: an answer's result as it lies.
-#[derive(Deserialize)]
+/// A message as a lane reads it ([`MessageSeed`]).
+#[derive(Default)]
 struct Message<'a> {
-    #[serde(default)]
     id: Option<LaneId>,
-    #[serde(default, borrow)]
     method: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    result: Option<&'a RawValue>,
-    #[serde(default)]
+    result: Option<Found<'a>>,
     error: Option<ErrorData>,
-    #[serde(default, borrow)]
     params: Option<&'a RawValue>,
+}
+
+/// Reads a [`Message`], an answer's result as the reading of its call says once its id is
+/// known. Like a derived reading: other fields are skipped, a field twice is an error.
+struct MessageSeed<F>(F);
+
+impl<'de, F: Fn(u64) -> Reading> DeserializeSeed<'de> for MessageSeed<F> {
+    type Value = Message<'de>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Message<'de>, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, F: Fn(u64) -> Reading> Visitor<'de> for MessageSeed<F> {
+    type Value = Message<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message<'de>, A::Error> {
+        let mut message = Message::default();
+        let mut seen = [false; Field::Other as usize];
+        while let Some(field) = map.next_key::<Field>()? {
+            if field != Field::Other && std::mem::replace(&mut seen[field as usize], true) {
+                return Err(de::Error::duplicate_field(field.name()));
+            }
+            match field {
+                Field::Id => message.id = map.next_value()?,
+                Field::Method => message.method = map.next_value::<Option<Text<'de>>>()?.map(|text| text.0),
+                Field::Result => {
+                    let typed = matches!(message.id, Some(LaneId(Some(n))) if (self.0)(n) == Reading::Typed);
+                    message.result = if typed {
+                        map.next_value::<Option<CallToolResult>>()?.map(Found::Typed)
+                    } else {
+                        map.next_value::<Option<&'de RawValue>>()?
+                            .map(|json| Found::Json(Cow::Borrowed(json)))
+                    };
+                }
+                Field::Error => message.error = map.next_value()?,
+                Field::Params => message.params = map.next_value()?,
+                Field::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(message)
+    }
+}
+
+/// The fields of a message that a lane reads.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Field {
+    Id,
+    Method,
+    Result,
+    Error,
+    Params,
+    #[serde(other)]
+    Other,
+}
+
+impl Field {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Id => "id",
+            Self::Method => "method",
+            Self::Result => "result",
+            Self::Error => "error",
+            Self::Params => "params",
+            Self::Other => "",
+        }
+    }
+}
+
+/// A string borrowed from the message, or decoded when it has escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Text<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(s)))
+            }
+
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(s.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(Visit)
+    }
 }
 
 /// What a lane reads of a message that is not a [`Message`]: whether it answers a lane call.
@@ -313,28 +441,35 @@ impl<'de> Deserialize<'de> for LaneId {
 mod tests {
     use super::*;
 
-    fn answer(line: &str) -> Result<&RawValue, Failure> {
-        match read(line.as_bytes()) {
+    /// The answer to lane call 7 in `line`, its result read for a call that reads as `reading`.
+    fn answer(line: &str, reading: Reading) -> Result<Found<'_>, Failure> {
+        match read(line.as_bytes(), |n| if n == 7 { reading } else { Reading::Passed }) {
             Read::Answer(7, answer) => answer,
             other => panic!("not the answer to muster-7: {other:?}"),
         }
     }
 
+    fn text(output: &ToolOutput) -> Option<&str> {
+        output
+            .as_typed()
+            .and_then(|r| r.content[0].as_text())
+            .map(|t| t.text.as_str())
+    }
+
     #[test]
     fn a_result_is_kept_as_it_came_unless_the_caller_reads_it_typed() {
         let line = r#"{"jsonrpc":"2.0","id":"muster-7","result":{ "content" : [{"type":"text","text":"hi"}] }}"#;
-        let result = answer(line).expect("a result");
-        let passed = Reading::Passed.output(Cow::Borrowed(result)).expect("a result");
+        let passed = answer(line, Reading::Passed).expect("a result");
+        assert!(matches!(passed, Found::Json(_)), "{passed:?}");
+        let passed = passed.output(Reading::Passed).expect("a result");
         assert_eq!(
             passed.json().map(RawValue::get),
             Some(r#"{ "content" : [{"type":"text","text":"hi"}] }"#)
         );
-        let typed = Reading::Typed.output(Cow::Borrowed(result)).expect("a result");
-        let text = typed
-            .as_typed()
-            .and_then(|r| r.content[0].as_text())
-            .map(|t| t.text.as_str());
-        assert_eq!(text, Some("hi"));
+        // Read as a CallToolResult in the message's pass.
+        let typed = answer(line, Reading::Typed).expect("a result");
+        assert!(matches!(typed, Found::Typed(_)), "{typed:?}");
+        assert_eq!(text(&typed.output(Reading::Typed).expect("a result")), Some("hi"));
 
         let mut ctx = CallContext::default();
         assert_eq!(Reading::of(&ctx), Reading::Passed);
@@ -343,11 +478,26 @@ mod tests {
     }
 
     #[test]
+    fn a_result_before_its_id_is_found_where_it_lies_and_read_typed_after() {
+        let line = r#"{"result":{"content":[{"type":"text","text":"late id"}]},"jsonrpc":"2.0","id":"muster-7"}"#;
+        let found = answer(line, Reading::Typed).expect("a result");
+        assert!(matches!(found, Found::Json(_)), "{found:?}");
+        let output = found.into_owned().output(Reading::Typed).expect("a result");
+        assert_eq!(text(&output), Some("late id"));
+        // Another call's answer is not read typed for call 7's sake.
+        let other = r#"{"jsonrpc":"2.0","id":"muster-8","result":{"content":[]}}"#;
+        assert!(matches!(
+            read(other.as_bytes(), |n| if n == 7 { Reading::Typed } else { Reading::Passed }),
+            Read::Answer(8, Ok(Found::Json(_)))
+        ));
+    }
+
+    #[test]
     fn a_result_that_is_not_one_fails_the_call_either_way() {
         let line = r#"{"jsonrpc":"2.0","id":"muster-7","result":{"content":[{"type":"text"}]}}"#;
         for reading in [Reading::Passed, Reading::Typed] {
-            let failure = answer(line)
-                .and_then(|result| reading.output(Cow::Borrowed(result)))
+            let failure = answer(line, reading)
+                .and_then(|found| found.output(reading))
                 .expect_err("not a result");
             assert!(
                 matches!(&failure, Failure::Unreadable(e) if e.to_string().contains("missing field `text`")),
@@ -355,6 +505,40 @@ mod tests {
             );
         }
         let refused = r#"{"jsonrpc":"2.0","id":"muster-7","error":{"code":-32602,"message":"bad"}}"#;
-        assert!(matches!(answer(refused), Err(Failure::Refused(e)) if e.message == "bad"));
+        assert!(matches!(answer(refused, Reading::Typed), Err(Failure::Refused(e)) if e.message == "bad"));
+    }
+
+    #[test]
+    fn a_message_reads_as_a_derived_reading_would() {
+        fn read(line: &str) -> Read<'_> {
+            super::read(line.as_bytes(), |_| Reading::Typed)
+        }
+        // Unknown fields skipped, a null id is no id, escaped method names decoded.
+        assert!(matches!(
+            read(r#"{"jsonrpc":"2.0","id":"muster-7","extra":[1,{"a":2}],"result":{"content":[]}}"#),
+            Read::Answer(7, Ok(Found::Typed(_)))
+        ));
+        assert!(matches!(
+            read(r#"{"jsonrpc":"2.0","id":null,"result":{"content":[]}}"#),
+            Read::Other
+        ));
+        match read(r#"{"jsonrpc":"2.0","method":"notifications\/message","params":{"level":"info","data":1}}"#) {
+            Read::Notification(method, params) => {
+                assert_eq!(method, "notifications/message");
+                assert_eq!(params.get(), r#"{"level":"info","data":1}"#);
+            }
+            other => panic!("{other:?}"),
+        }
+        let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"muster-7","progress":2}}"#;
+        assert!(matches!(read(progress), Read::Progress(7, p) if p.progress == 2.0));
+        // A field twice, trailing bytes, not an object: not a message a lane takes.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":"muster-7","id":"muster-8","result":{"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"id":"muster-7","result":{"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":"muster-7","result":{"content":[]}} x"#,
+            r#"["muster-7"]"#,
+        ] {
+            assert!(matches!(read(line), Read::Other), "{line}");
+        }
     }
 }

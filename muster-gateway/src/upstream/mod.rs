@@ -495,12 +495,12 @@ impl UpstreamConnection {
         ctx: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let outcome = async {
-            let mut call = lane.prepare(ctx.progress.clone())?;
+            let mut call = lane.prepare(ctx.progress.clone(), Reading::of(ctx))?;
             // Registered before it is written: a sampling request the call causes finds its client.
             // Its progress goes through the lane.
             let _in_flight = self.relay.register(call.token().clone(), None, client);
             call.send(params).await?;
-            call.answer(budget, &ctx.cancellation, Reading::of(ctx)).await
+            call.answer(budget, &ctx.cancellation).await
         };
         outcome.await.map_err(|failure| self.lane_failure(failure))
     }

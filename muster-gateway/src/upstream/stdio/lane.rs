@@ -30,13 +30,12 @@
 //! 2026-07-28 every request carries client context in its `_meta`, which rmcp adds.
 //!
 //! ```ignore
-//! let call = lane.prepare(ctx.progress.clone())?;
+//! let call = lane.prepare(ctx.progress.clone(), Reading::of(ctx))?;
 //! call.send(params).await?;
-//! let result = call.answer(CallBudget { idle, max_total }, &ctx.cancellation, Reading::of(ctx)).await?;
+//! let result = call.answer(CallBudget { idle, max_total }, &ctx.cancellation).await?;
 //! ```
 
 use std::{
-    borrow::Cow,
     collections::HashMap,
     fmt, io,
     sync::{
@@ -47,20 +46,21 @@ use std::{
 
 use muster_core::{ProgressSink, ToolOutput};
 use rmcp::model::{CallToolRequestParams, ProgressNotificationParam, ProgressToken};
-use serde_json::value::RawValue;
 use tokio::{sync::oneshot, time::Instant};
 
 use super::writer::StdinWriter;
 pub(crate) use crate::upstream::lane::{CallBudget, Failure};
 use crate::upstream::{
-    lane::{CallRequestLine, Clock, Read, Reading, cancelled, lane_id, read},
+    lane::{CallRequestLine, Clock, Found, Read, Reading, cancelled, lane_id, read},
     relay::progress_update,
 };
 
 /// A call waiting for its answer.
 struct Waiting {
-    /// The result as it came (the waiting call reads it), or why there is none.
-    answer: oneshot::Sender<Result<Box<RawValue>, Failure>>,
+    /// The result as it was found (the waiting call makes it its output), or why there is none.
+    answer: oneshot::Sender<Result<Found<'static>, Failure>>,
+    /// How the call reads its result.
+    reading: Reading,
     progress: Option<ProgressSink>,
     /// When its last progress notification was read.
     progressed: Option<Instant>,
@@ -99,9 +99,14 @@ impl StdioLane {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a call, whose progress goes to `progress`; it is written by
-    /// [`LaneCall::send`]. Fails when the server's output has ended.
-    pub(crate) fn prepare(self: &Arc<Self>, progress: Option<ProgressSink>) -> Result<LaneCall, Failure> {
+    /// Registers a call, whose progress goes to `progress` and whose result is read as
+    /// `reading` says; it is written by [`LaneCall::send`]. Fails when the server's output has
+    /// ended.
+    pub(crate) fn prepare(
+        self: &Arc<Self>,
+        progress: Option<ProgressSink>,
+        reading: Reading,
+    ) -> Result<LaneCall, Failure> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let (answer, rx) = oneshot::channel();
         {
@@ -113,6 +118,7 @@ impl StdioLane {
                 n,
                 Waiting {
                     answer,
+                    reading,
                     progress,
                     progressed: None,
                 },
@@ -123,6 +129,7 @@ impl StdioLane {
             n,
             token: ProgressToken(lane_id(n)),
             rx,
+            reading,
             done: false,
         })
     }
@@ -149,7 +156,7 @@ impl StdioLane {
         if self.calls().waiting.is_empty() {
             return false;
         }
-        match read(line) {
+        match read(line, |n| self.reading_of(n)) {
             Read::Answer(n, answer) => self.answer(n, answer),
             Read::Progress(n, params) => self.progress(n, &params),
             Read::Notification(..) | Read::Other => false,
@@ -158,13 +165,21 @@ impl StdioLane {
 
     /// Hands `answer` to call `n`. Taken even when the call stopped waiting (timed out,
     /// cancelled): nobody listens, and rmcp has no request of that id either.
-    fn answer(&self, n: u64, answer: Result<&RawValue, Failure>) -> bool {
+    fn answer(&self, n: u64, answer: Result<Found<'_>, Failure>) -> bool {
         let waiting = self.calls().waiting.remove(&n);
         // Copied out of the line outside the lock.
         if let Some(waiting) = waiting {
-            let _ = waiting.answer.send(answer.map(ToOwned::to_owned));
+            let _ = waiting.answer.send(answer.map(Found::into_owned));
         }
         true
+    }
+
+    /// How call `n` reads its result (as passed on once it stopped waiting: nobody reads it).
+    fn reading_of(&self, n: u64) -> Reading {
+        self.calls()
+            .waiting
+            .get(&n)
+            .map_or(Reading::Passed, |waiting| waiting.reading)
     }
 
     /// Hands progress notification `params` of call `n` to the call's sink and restarts the
@@ -213,7 +228,8 @@ pub(crate) struct LaneCall {
     lane: Arc<StdioLane>,
     n: u64,
     token: ProgressToken,
-    rx: oneshot::Receiver<Result<Box<RawValue>, Failure>>,
+    rx: oneshot::Receiver<Result<Found<'static>, Failure>>,
+    reading: Reading,
     done: bool,
 }
 
@@ -254,13 +270,12 @@ impl LaneCall {
         Ok(())
     }
 
-    /// Waits for the answer within `budget`, or until `cancel`, and reads its result as
-    /// `reading` says (here, in the calling task, not in the reader of the server's output).
+    /// Waits for the answer within `budget`, or until `cancel`. A result passed on is checked
+    /// here, in the calling task, not in the reader of the server's output.
     pub(crate) async fn answer(
         mut self,
         budget: CallBudget,
         cancel: &tokio_util::sync::CancellationToken,
-        reading: Reading,
     ) -> Result<ToolOutput, Failure> {
         let clock = Clock::start(budget);
         let wake = tokio::time::sleep_until(clock.due(None));
@@ -270,8 +285,7 @@ impl LaneCall {
                 biased;
                 answer = &mut self.rx => {
                     self.done = true;
-                    let result = answer.unwrap_or(Err(Failure::Closed))?;
-                    return reading.output(Cow::Owned(result));
+                    return answer.unwrap_or(Err(Failure::Closed))?.output(self.reading);
                 }
                 () = cancel.cancelled() => {
                     self.stop("cancelled by the client");

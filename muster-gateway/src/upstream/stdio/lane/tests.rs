@@ -33,9 +33,9 @@ fn params(name: &str) -> CallToolRequestParams {
 
 /// One call of `name` through `lane`, start to end, within [`BUDGET`].
 async fn call(lane: &Arc<StdioLane>, name: &str) -> Result<ToolOutput, Failure> {
-    let mut call = lane.prepare(None)?;
+    let mut call = lane.prepare(None, Reading::Passed)?;
     call.send(params(name)).await?;
-    call.answer(BUDGET, &CancellationToken::new(), Reading::Passed).await
+    call.answer(BUDGET, &CancellationToken::new()).await
 }
 
 /// The lines a server wrote to `file`, once it holds `count` of them.
@@ -185,13 +185,13 @@ async fn progress_reaches_the_sink_in_order_and_restarts_the_wait() {
         let seen = Arc::clone(&seen);
         ProgressSink::new(move |u: muster_core::call::ProgressUpdate| seen.lock().expect("lock").push(u.progress))
     };
-    let mut call = lane.prepare(Some(sink)).expect("open");
+    let mut call = lane.prepare(Some(sink), Reading::Passed).expect("open");
     call.send(params("slow")).await.expect("written");
     let budget = CallBudget {
         idle: Duration::from_millis(600),
         max_total: Duration::from_secs(10),
     };
-    call.answer(budget, &CancellationToken::new(), Reading::Passed)
+    call.answer(budget, &CancellationToken::new())
         .await
         .expect("a 1.5 s call reporting every 0.2 s outlives a 0.6 s timeout");
     assert_eq!(*seen.lock().expect("lock"), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
@@ -221,10 +221,10 @@ async fn each_timeout_fails_the_call_and_cancels_it_downstream() {
     ] {
         let log = dir.path().join(reason);
         let (lane, _rx) = serve(&reporting(&log));
-        let mut call = lane.prepare(None).expect("open");
+        let mut call = lane.prepare(None, Reading::Passed).expect("open");
         call.send(params("slow")).await.expect("written");
         let failure = call
-            .answer(budget, &CancellationToken::new(), Reading::Passed)
+            .answer(budget, &CancellationToken::new())
             .await
             .expect_err("timed out");
         assert!(matches!(failure, Failure::TimedOut(t) if t == after), "{failure:?}");
@@ -249,13 +249,13 @@ async fn a_cancelled_or_dropped_call_is_cancelled_downstream() {
         log.display()
     ));
     let cancel = CancellationToken::new();
-    let mut first = lane.prepare(None).expect("open");
+    let mut first = lane.prepare(None, Reading::Passed).expect("open");
     first.send(params("a")).await.expect("written");
     let waiting = tokio::spawn({
         let cancel = cancel.clone();
-        async move { first.answer(BUDGET, &cancel, Reading::Passed).await }
+        async move { first.answer(BUDGET, &cancel).await }
     });
-    let mut second = lane.prepare(None).expect("open");
+    let mut second = lane.prepare(None, Reading::Passed).expect("open");
     second.send(params("b")).await.expect("written");
     cancel.cancel();
     let failure = waiting.await.expect("joined").expect_err("cancelled");
@@ -282,14 +282,14 @@ async fn calls_waiting_fail_when_the_server_exits_and_later_ones_at_once() {
         .expect("not left waiting")
         .expect_err("no answer");
     assert!(matches!(failure, Failure::Closed), "{failure:?}");
-    assert!(matches!(lane.prepare(None), Err(Failure::Closed)));
+    assert!(matches!(lane.prepare(None, Reading::Passed), Err(Failure::Closed)));
 }
 
 #[tokio::test]
 async fn a_call_to_a_server_that_closed_its_input_fails_as_closed() {
     let (lane, _rx) = serve("exec 0<&-; exec sleep 30");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut call = lane.prepare(None).expect("its output is open");
+    let mut call = lane.prepare(None, Reading::Passed).expect("its output is open");
     let failure = call.send(params("x")).await.expect_err("nobody reads");
     assert!(matches!(failure, Failure::Closed), "{failure:?}");
     assert!(lane.calls().waiting.is_empty());
@@ -307,7 +307,7 @@ async fn a_lane_that_outlives_its_transport_holds_no_pipe_open() {
     let lane = transport.lane();
     drop(transport);
     assert_eq!(open_fds(), before, "the child's stdin closed with the transport");
-    assert!(matches!(lane.prepare(None), Err(Failure::Closed)));
+    assert!(matches!(lane.prepare(None, Reading::Passed), Err(Failure::Closed)));
 }
 
 #[tokio::test]
@@ -316,7 +316,7 @@ async fn a_request_whose_write_is_dropped_part_way_is_still_written_whole() {
     let log = dir.path().join("log");
     // The server reads nothing for a while: a request larger than the pipe blocks part way.
     let (lane, _rx) = serve(&format!("sleep 1; cat > '{}'", log.display()));
-    let mut big = lane.prepare(None).expect("open");
+    let mut big = lane.prepare(None, Reading::Passed).expect("open");
     let arguments = json!({"pad": "x".repeat(1 << 20)})
         .as_object()
         .cloned()
@@ -327,7 +327,7 @@ async fn a_request_whose_write_is_dropped_part_way_is_still_written_whole() {
         "the write blocked"
     );
     drop(big);
-    let mut small = lane.prepare(None).expect("open");
+    let mut small = lane.prepare(None, Reading::Passed).expect("open");
     small.send(params("small")).await.expect("written after the big one");
     drop(small);
     let lines = lines_in(&log, 4).await;
