@@ -187,7 +187,6 @@ impl Reading {
             Self::Passed
         }
     }
-
 }
 
 /// A lane call's result, as [`read`] found it.
@@ -215,7 +214,9 @@ impl Found<'_> {
         match (self, reading) {
             (Self::Typed(result), _) => Ok(result.into()),
             (Self::Json(json), Reading::Passed) => ToolOutput::from_json(json.into_owned()),
-            (Self::Json(json), Reading::Typed) => serde_json::from_str::<CallToolResult>(json.get()).map(ToolOutput::from),
+            (Self::Json(json), Reading::Typed) => {
+                serde_json::from_str::<CallToolResult>(json.get()).map(ToolOutput::from)
+            }
         }
         .map_err(Failure::Unreadable)
     }
@@ -487,7 +488,11 @@ mod tests {
         // Another call's answer is not read typed for call 7's sake.
         let other = r#"{"jsonrpc":"2.0","id":"muster-8","result":{"content":[]}}"#;
         assert!(matches!(
-            read(other.as_bytes(), |n| if n == 7 { Reading::Typed } else { Reading::Passed }),
+            read(other.as_bytes(), |n| if n == 7 {
+                Reading::Typed
+            } else {
+                Reading::Passed
+            }),
             Read::Answer(8, Ok(Found::Json(_)))
         ));
     }
@@ -529,7 +534,8 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"muster-7","progress":2}}"#;
+        let progress =
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"muster-7","progress":2}}"#;
         assert!(matches!(read(progress), Read::Progress(7, p) if p.progress == 2.0));
         // A field twice, trailing bytes, not an object: not a message a lane takes.
         for line in [
