@@ -27,7 +27,6 @@ use muster::{
         BoxError, BoxToolService, CallContext, SessionId, ToolCall, ToolEntry, ToolOutput,
         config::MusterConfig,
         crd::{MCPServer, MCPServerSpec, ServerType},
-        output::ReadsTypedResult,
     },
     gateway::{
         dispatch::Dispatcher,
@@ -306,9 +305,7 @@ impl ServerHandler for Front {
             // Through the whole stack; a refusal (unknown tool, outside the toolset, server
             // down) is a JSON-RPC error from muster-core's one table.
             // This front writes typed messages: a downstream's result is read as one at once.
-            let mut call_ctx = call_ctx;
-            call_ctx.extensions.insert(ReadsTypedResult);
-            let call = ToolCall::new(request.name.to_string(), arguments, call_ctx);
+            let call = ToolCall::new(request.name.to_string(), arguments, call_ctx.reading_typed_result());
             let output = self.tools.clone().oneshot(call).await;
             output.and_then(ToolOutput::into_result).map_err(McpError::from)?
         };

@@ -30,7 +30,10 @@ use rmcp::model::{JsonObject, ProtocolVersion};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
-use crate::{error::ToolError, output::ToolOutput};
+use crate::{
+    error::ToolError,
+    output::{ReadsTypedResult, ToolOutput},
+};
 
 /// One tool call: the exposed name, the arguments, and the context it runs in.
 #[derive(Debug, Clone)]
@@ -266,6 +269,17 @@ impl CallContext {
     pub fn with_deadline(mut self, deadline: Instant) -> Self {
         self.deadline = Some(deadline);
         self
+    }
+
+    /// Marks the call as made by one that reads the typed result ([`ReadsTypedResult`]).
+    pub fn reading_typed_result(mut self) -> Self {
+        self.extensions.insert(ReadsTypedResult);
+        self
+    }
+
+    /// Whether the call's maker reads the typed result ([`Self::reading_typed_result`]).
+    pub fn reads_typed_result(&self) -> bool {
+        self.extensions.get::<ReadsTypedResult>().is_some()
     }
 }
 

@@ -7,8 +7,9 @@
 //! text is copied twice. A [`ToolOutput`] read with [`ToolOutput::from_json`] keeps the answer's
 //! JSON instead, checked for the shape a client reads ([`shape`]), and is written out byte for
 //! byte. What needs the typed result asks for it ([`ToolOutput::into_result`]: the `call_tool`
-//! envelope, a workflow step, a transport that writes typed messages); what only needs to know
-//! whether the tool failed reads [`ToolOutput::is_error`].
+//! envelope, a workflow step, a transport that writes typed messages), and marks its calls
+//! ([`ReadsTypedResult`]) so that a downstream's result is read typed where it arrives; what only
+//! needs to know whether the tool failed reads [`ToolOutput::is_error`].
 //!
 //! ```
 //! use muster_core::ToolOutput;
@@ -124,13 +125,16 @@ impl ToolOutput {
 /// A mark in a call's [extensions](crate::CallContext::extensions): whoever made the call reads
 /// the typed result ([`ToolOutput::into_result`]), as the `call_tool` envelope and workflow steps
 /// do. A service that has a downstream's result as JSON then reads it as a `CallToolResult` at
-/// once, rather than check its shape and keep it, to be read again.
+/// once, rather than check its shape and keep it, to be read again. Set and read with
+/// [`CallContext::reading_typed_result`](crate::CallContext::reading_typed_result) and
+/// [`CallContext::reads_typed_result`](crate::CallContext::reads_typed_result).
 ///
 /// ```
-/// use muster_core::{CallContext, output::ReadsTypedResult};
+/// use muster_core::CallContext;
 ///
-/// let mut ctx = CallContext::default();
-/// ctx.extensions.insert(ReadsTypedResult);
+/// let ctx = CallContext::default().reading_typed_result();
+/// assert!(ctx.reads_typed_result());
+/// assert!(!CallContext::default().reads_typed_result());
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReadsTypedResult;

@@ -22,7 +22,7 @@ use muster_catalog::{
 };
 use muster_core::{
     BoxToolService, CallContext, JsonObject, Principal, ProgressSink, SessionId, ToolCall, ToolError, ToolOutput,
-    call::ProgressUpdate, output::ReadsTypedResult,
+    call::ProgressUpdate,
 };
 use rmcp::{
     RoleServer,
@@ -184,9 +184,8 @@ impl MetaTools {
         };
         let dispatched = DispatchedTool::of(entry, &arguments);
         // The envelope reads the typed result: a downstream's is read as one where it arrives.
-        let mut ctx = ctx;
-        ctx.extensions.insert(ReadsTypedResult);
-        let called = self.tools.clone().oneshot(ToolCall::new(name, arguments, ctx)).await;
+        let call = ToolCall::new(name, arguments, ctx.reading_typed_result());
+        let called = self.tools.clone().oneshot(call).await;
         match called.and_then(ToolOutput::into_result) {
             Ok(result) => envelope(result, &dispatched),
             Err(e @ ToolError::OutsideToolset { .. }) => error_result(e.to_string()),

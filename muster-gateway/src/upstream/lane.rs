@@ -29,7 +29,7 @@
 
 use std::{borrow::Cow, fmt, time::Duration};
 
-use muster_core::{CallContext, ToolOutput, output::ReadsTypedResult};
+use muster_core::{CallContext, ToolOutput};
 use rmcp::{
     RoleClient,
     model::{
@@ -174,14 +174,14 @@ pub(crate) enum Reading {
     /// Checked for a result's shape and kept as it came, to be passed on unchanged.
     Passed,
     /// Read as a `CallToolResult`: the caller reads the typed result anyway
-    /// ([`ReadsTypedResult`]), and the check would be work done twice.
+    /// ([`CallContext::reads_typed_result`]), and the check would be work done twice.
     Typed,
 }
 
 impl Reading {
     /// How the result of a call made in `ctx` is read.
     pub(crate) fn of(ctx: &CallContext) -> Self {
-        if ctx.extensions.get::<ReadsTypedResult>().is_some() {
+        if ctx.reads_typed_result() {
             Self::Typed
         } else {
             Self::Passed
@@ -472,10 +472,11 @@ mod tests {
         assert!(matches!(typed, Found::Typed(_)), "{typed:?}");
         assert_eq!(text(&typed.output(Reading::Typed).expect("a result")), Some("hi"));
 
-        let mut ctx = CallContext::default();
-        assert_eq!(Reading::of(&ctx), Reading::Passed);
-        ctx.extensions.insert(ReadsTypedResult);
-        assert_eq!(Reading::of(&ctx), Reading::Typed);
+        assert_eq!(Reading::of(&CallContext::default()), Reading::Passed);
+        assert_eq!(
+            Reading::of(&CallContext::default().reading_typed_result()),
+            Reading::Typed
+        );
     }
 
     #[test]

@@ -8,7 +8,6 @@ use muster_core::{
     BoxToolService, CallContext, JsonObject, ToolCall, ToolOutput,
     call::ProgressUpdate,
     crd::{ExecutionStatus, WorkflowExecution, WorkflowExecutionStep},
-    output::ReadsTypedResult,
 };
 use serde_json::{Map, Value};
 use tower::ServiceExt;
@@ -69,8 +68,7 @@ impl<'a> Run<'a> {
         started: Instant,
     ) -> Self {
         // Steps read their tools' typed results.
-        let mut ctx = ctx;
-        ctx.extensions.insert(ReadsTypedResult);
+        let ctx = ctx.reading_typed_result();
         Self {
             tools: engine.tools.clone(),
             observer: engine.observer.as_deref(),
