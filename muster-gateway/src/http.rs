@@ -84,11 +84,13 @@ pub fn router(
         aggregator.limits.max_request_body_bytes,
     );
     let sign_in = crate::auth::routes(Arc::clone(&registry));
+    let mcp = tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp);
+    // The paths `nest_service` would take, without its rewriting of each request's URI and its
+    // `NestedPath` extension (2.5k instructions a call), which nothing behind reads.
     let mut mcp_router = Router::new()
-        .nest_service(
-            MCP_PATH,
-            tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp),
-        )
+        .route_service(MCP_PATH, mcp.clone())
+        .route_service(&format!("{MCP_PATH}/"), mcp.clone())
+        .route_service(&format!("{MCP_PATH}/{{*rest}}"), mcp)
         .layer(axum::middleware::from_fn_with_state(request_guard, guard::guard));
     if let Some((layer, metadata)) = front_door(&registry.config().aggregator.oauth.server) {
         mcp_router = mcp_router.layer(layer).merge(metadata);

@@ -249,38 +249,33 @@ pub fn top_level_id(json: &[u8]) -> Option<serde_json::Value> {
     None
 }
 
-/// The index of the quote that ends the string starting at `start`.
-fn string_end(json: &[u8], start: usize) -> Option<usize> {
-    let mut escaped = false;
-    for (offset, &byte) in json[start..].iter().enumerate() {
-        match byte {
-            _ if escaped => escaped = false,
-            b'\\' => escaped = true,
-            b'"' => return Some(start + offset),
-            _ => {}
+/// The index of the quote that ends the string whose text starts at `start`, when it ends: the
+/// string is skipped to its next quote or backslash at a time (memchr), not byte by byte.
+fn string_end(json: &[u8], mut start: usize) -> Option<usize> {
+    loop {
+        let rest = json.get(start..)?;
+        let at = memchr::memchr2(b'"', b'\\', rest)?;
+        if rest[at] == b'"' {
+            return Some(start + at);
         }
+        // A backslash: the byte after it is escaped.
+        start += at + 2;
     }
-    None
 }
 
 /// Whether the arrays and objects of `json` nest deeper than `max` (strings, escapes included,
 /// are skipped; the text need not be valid JSON). One pass, no allocation.
 pub fn json_depth_exceeds(json: &[u8], max: usize) -> bool {
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &byte in json {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    let mut i = 0;
+    while let Some(&byte) = json.get(i) {
+        i += 1;
         match byte {
-            b'"' => in_string = true,
+            b'"' => match string_end(json, i) {
+                Some(end) => i = end + 1,
+                // Unterminated: nothing after it nests.
+                None => return false,
+            },
             b'[' | b'{' => {
                 depth += 1;
                 if depth > max {
@@ -324,6 +319,59 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         assert!(json_depth_exceeds(deep.as_bytes(), 64));
         assert!(!json_depth_exceeds(b"not json at all", 1));
+    }
+
+    /// The depth check read byte by byte, as it was before strings were skipped with memchr.
+    fn depth_exceeds_bytewise(json: &[u8], max: usize) -> bool {
+        let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        for &byte in json {
+            if in_string {
+                match byte {
+                    _ if escaped => escaped = false,
+                    b'\\' => escaped = true,
+                    b'"' => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match byte {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > max {
+                        return true;
+                    }
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn skipping_strings_agrees_with_reading_every_byte() {
+        // Every text of up to 6 of these bytes: quotes, escapes, brackets, a letter.
+        let alphabet = b"[{]}\"\\a";
+        let mut texts: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut last = texts.clone();
+        for _ in 0..6 {
+            last = last
+                .iter()
+                .flat_map(|t| alphabet.iter().map(move |&b| [t.as_slice(), &[b]].concat()))
+                .collect();
+            texts.extend(last.iter().cloned());
+        }
+        for text in &texts {
+            for max in 0..3 {
+                assert_eq!(
+                    json_depth_exceeds(text, max),
+                    depth_exceeds_bytewise(text, max),
+                    "{:?} at {max}",
+                    String::from_utf8_lossy(text)
+                );
+            }
+        }
     }
 
     #[test]

@@ -481,12 +481,18 @@ where
 /// The sending end of a call's own stream to its client, answered in front of rmcp: what the
 /// call reports before its answer (progress) goes here ([`crate::meta::call_context`]).
 #[derive(Debug, Clone)]
-pub struct CallStream(mpsc::UnboundedSender<ServerJsonRpcMessage>);
+pub struct CallStream(mpsc::UnboundedSender<Queued>);
+
+/// A message queued on a call's stream, boxed: tokio's unbounded channel allocates its first
+/// block of 32 slots with the channel, which for unboxed messages is 12 KB a call (a large chunk
+/// of the allocator's, not one it keeps at hand), where most calls send nothing before their
+/// answer.
+type Queued = Box<ServerJsonRpcMessage>;
 
 impl CallStream {
     /// Sends `message` on the request's stream (nothing when the client has gone).
     pub fn send(&self, message: ServerJsonRpcMessage) {
-        let _ = self.0.send(message);
+        let _ = self.0.send(Box::new(message));
     }
 }
 
@@ -498,15 +504,13 @@ async fn answer<H: AnswersCalls + Send + Sync + 'static>(
     id: RequestId,
     mut params: CallToolRequestParams,
 ) -> Response {
-    let (messages, outbox) = mpsc::unbounded_channel::<ServerJsonRpcMessage>();
-    let ct = CancellationToken::new();
+    let (messages, outbox) = mpsc::unbounded_channel::<Queued>();
+    let mut ctx = RequestContext::new(id.clone(), session.peer.clone());
     session
         .calls
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(id.clone(), ct.clone());
-    let mut ctx = RequestContext::new(id.clone(), session.peer.clone());
-    ctx.ct = ct;
+        .insert(id.clone(), ctx.ct.clone());
     ctx.meta = params.meta.take().unwrap_or_default();
     ctx.extensions.insert(parts);
     ctx.extensions.insert(CallStream(messages));
@@ -556,11 +560,7 @@ struct CallBody {
 
 impl CallBody {
     /// The stream of `call`, whose progress comes on `outbox`, kept in a replay of `replays`.
-    fn new(
-        call: CallFuture,
-        outbox: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
-        replays: Arc<replay::Replays>,
-    ) -> Self {
+    fn new(call: CallFuture, outbox: mpsc::UnboundedReceiver<Queued>, replays: Arc<replay::Replays>) -> Self {
         Self {
             events: CallEvents {
                 call: Some(call),
@@ -582,7 +582,7 @@ struct CallEvents {
     call: Option<CallFuture>,
     /// The answer, held until the progress reported before it has gone out.
     answer: Option<Outgoing>,
-    outbox: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
+    outbox: mpsc::UnboundedReceiver<Queued>,
 }
 
 impl CallEvents {
@@ -593,7 +593,7 @@ impl CallEvents {
             return Poll::Ready(Some(match self.outbox.try_recv() {
                 Ok(progress) => {
                     self.answer = Some(answer);
-                    Outgoing::Message(progress)
+                    Outgoing::Message(*progress)
                 }
                 Err(_) => answer,
             }));
@@ -602,7 +602,7 @@ impl CallEvents {
             return Poll::Ready(None);
         };
         if let Poll::Ready(Some(progress)) = self.outbox.poll_recv(cx) {
-            return Poll::Ready(Some(Outgoing::Message(progress)));
+            return Poll::Ready(Some(Outgoing::Message(*progress)));
         }
         if let Poll::Ready(answer) = call.as_mut().poll(cx) {
             self.call = None;

@@ -63,13 +63,39 @@ pub fn content_summary(item: &ContentBlock) -> Value {
     }
 }
 
+/// A content item in the envelope's JSON: [`content_summary`]'s JSON of it, a plain text block
+/// (no annotations, no `_meta`: the usual one) written as that JSON is (`{"text":…,"type":"text"}`,
+/// its keys in sorted order) without building it.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ItemJson<'a> {
+    Text {
+        text: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Summary(Value),
+}
+
+impl<'a> ItemJson<'a> {
+    fn of(item: &'a ContentBlock) -> Self {
+        match item {
+            ContentBlock::Text(text) if text.annotations.is_none() && text.meta.is_none() => Self::Text {
+                text: &text.text,
+                kind: "text",
+            },
+            other => Self::Summary(content_summary(other)),
+        }
+    }
+}
+
 /// The envelope's JSON, written from the result as it is (no copy of its structured content or
 /// `_meta`). The fields are in sorted order, the order of a JSON object of them.
 #[derive(Serialize)]
 struct EnvelopeJson<'a> {
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     meta: Option<&'a muster_core::JsonObject>,
-    content: Vec<Value>,
+    content: Vec<ItemJson<'a>>,
     #[serde(rename = "isError")]
     is_error: bool,
     #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
@@ -82,7 +108,7 @@ pub fn envelope(inner: CallToolResult, tool: &DispatchedTool) -> CallToolResult 
     let is_error = inner.is_error.unwrap_or(false);
     let text = serde_json::to_string(&EnvelopeJson {
         meta: inner.meta.as_ref().map(|m| &m.0),
-        content: inner.content.iter().map(content_summary).collect(),
+        content: inner.content.iter().map(ItemJson::of).collect(),
         is_error,
         structured_content: inner.structured_content.as_ref(),
         tool,
@@ -112,6 +138,8 @@ pub fn envelope(inner: CallToolResult, tool: &DispatchedTool) -> CallToolResult 
 
 #[cfg(test)]
 mod tests {
+    use rmcp::model::{Annotations, TextContent};
+
     use super::*;
 
     fn tool() -> DispatchedTool {
@@ -204,5 +232,29 @@ mod tests {
             "tool": {"name": "x_k8s_list_pods", "server": "k8s", "serverTool": "list_pods"},
         });
         assert_eq!(text, object.to_string());
+    }
+
+    #[test]
+    fn a_plain_text_item_is_written_as_its_summary_is() {
+        let mut annotated = TextContent::new("with \"quotes\" and \u{e9}");
+        annotated.annotations = Some(Annotations::for_resource(0.5, chrono::Utc::now()));
+        let mut with_meta = TextContent::new("meta");
+        with_meta.meta = Some(MetaObject::default());
+        let items = [
+            ContentBlock::text("plain"),
+            ContentBlock::text("with \"quotes\", \\ and \n"),
+            ContentBlock::Text(annotated),
+            ContentBlock::Text(with_meta),
+            ContentBlock::image("aGVsbG8=", "image/png"),
+        ];
+        for item in &items {
+            assert_eq!(
+                serde_json::to_string(&ItemJson::of(item)).expect("written"),
+                content_summary(item).to_string(),
+                "{item:?}"
+            );
+        }
+        assert!(matches!(ItemJson::of(&items[0]), ItemJson::Text { .. }));
+        assert!(matches!(ItemJson::of(&items[2]), ItemJson::Summary(_)));
     }
 }

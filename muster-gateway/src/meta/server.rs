@@ -97,19 +97,33 @@ fn auth_status_resource() -> Resource {
         .with_mime_type("application/json")
 }
 
+/// What an MCP request names, as its span records it.
+#[derive(Debug, Clone, Copy)]
+enum Subject<'a> {
+    Tool(&'a str),
+    Uri(&'a str),
+    Prompt(&'a str),
+}
+
 /// The span of one MCP request: its method, the session (as [`log_session`] shows it), what it
-/// names (`tool`, `uri` or `prompt`) and, once answered, its `outcome` (`ok`, `tool_error`,
+/// names (`tool`, `uri` or `prompt`, written with the span: recorded afterwards, each field cost
+/// every layer a second pass) and, once answered, its `outcome` (`ok`, `tool_error`,
 /// `input_required`, `task` or `error`). With the `otel` feature, a `traceparent` header of the
 /// HTTP request makes it a child of the caller's trace.
-fn request_span(method: &'static str, ctx: &RequestContext<RoleServer>) -> Span {
+fn request_span(method: &'static str, subject: Subject<'_>, ctx: &RequestContext<RoleServer>) -> Span {
     let parts = ctx.extensions.get::<http::request::Parts>();
+    let (tool, uri, prompt) = match subject {
+        Subject::Tool(name) => (Some(name), None, None),
+        Subject::Uri(uri) => (None, Some(uri), None),
+        Subject::Prompt(name) => (None, None, Some(name)),
+    };
     let span = tracing::info_span!(
         REQUEST_SPAN,
         method,
         session = %log_session(&session_of(parts)),
-        tool = Empty,
-        uri = Empty,
-        prompt = Empty,
+        tool,
+        uri,
+        prompt,
         outcome = Empty,
     );
     #[cfg(feature = "otel")]
@@ -129,10 +143,13 @@ async fn traced<T>(
         Err(_) => "error",
     };
     span.record("outcome", answered);
-    span.in_scope(|| match &result {
-        Ok(_) => tracing::debug!(outcome = answered, "request answered"),
-        Err(e) => tracing::debug!(outcome = answered, code = e.code.0, error = %e.message, "request failed"),
-    });
+    // Entering the span costs its layers even when the events inside are off.
+    if tracing::level_enabled!(tracing::Level::DEBUG) {
+        span.in_scope(|| match &result {
+            Ok(_) => tracing::debug!(outcome = answered, "request answered"),
+            Err(e) => tracing::debug!(outcome = answered, code = e.code.0, error = %e.message, "request failed"),
+        });
+    }
     result
 }
 
@@ -220,8 +237,7 @@ impl MetaTools {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Answered, McpError> {
-        let span = request_span("tools/call", &ctx);
-        span.record("tool", &*request.name);
+        let span = request_span("tools/call", Subject::Tool(&request.name), &ctx);
         traced(span, Box::pin(self.handle_call_tool(request, ctx)), call_outcome).await
     }
 
@@ -484,8 +500,7 @@ impl ServerHandler for MetaTools {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let span = request_span("resources/read", &ctx);
-        span.record("uri", request.uri.as_str());
+        let span = request_span("resources/read", Subject::Uri(&request.uri), &ctx);
         traced(span, Box::pin(self.handle_read_resource(request, ctx)), |_| "ok").await
     }
 
@@ -550,8 +565,7 @@ impl ServerHandler for MetaTools {
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let span = request_span("prompts/get", &ctx);
-        span.record("prompt", request.name.as_str());
+        let span = request_span("prompts/get", Subject::Prompt(&request.name), &ctx);
         traced(span, Box::pin(self.handle_get_prompt(request, ctx)), |_| "ok").await
     }
 }

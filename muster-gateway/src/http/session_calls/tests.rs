@@ -341,9 +341,9 @@ async fn a_call_whose_stream_is_dropped_runs_on_into_its_replay() {
     });
     let mut body = CallBody::new(call, outbox, Arc::clone(&replays));
     progress
-        .send(ServerJsonRpcMessage::notification(
+        .send(Box::new(ServerJsonRpcMessage::notification(
             rmcp::model::ServerNotification::ToolListChangedNotification(Default::default()),
-        ))
+        )))
         .expect("queued");
     let first = body.next().await.expect("an event").expect("bytes");
     assert!(String::from_utf8_lossy(&first).ends_with("id: call-0-1\n\n"));
