@@ -194,7 +194,8 @@ impl AnswersCalls for MetaTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallAnswer, McpError> {
         let ClientRequest::CallToolRequest(request) = request else {
-            return rmcp::Service::handle_request(self, request, ctx)
+            // Boxed: rmcp's dispatch of every request is large, and a call's future would carry it.
+            return Box::pin(rmcp::Service::handle_request(self, request, ctx))
                 .await
                 .map(CallAnswer::Typed);
         };

@@ -455,6 +455,20 @@ impl UpstreamConnection {
             }
             None => {}
         }
+        // Boxed: rmcp's request machinery is large, and it is the way of a session's first call
+        // and of fallbacks, not of the lanes' calls, whose futures would carry it.
+        Box::pin(self.call_through_rmcp(params, budget, client, ctx)).await
+    }
+
+    /// A call sent through rmcp's client: a downstream without a lane, or a call its lane
+    /// turned back ([`Failure::Fallback`]).
+    async fn call_through_rmcp(
+        &self,
+        params: CallToolRequestParams,
+        budget: CallBudget,
+        client: Option<ClientPeer>,
+        ctx: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let options = PeerRequestOptions::with_timeout(budget.idle)
             .reset_timeout_on_progress()
