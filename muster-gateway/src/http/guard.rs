@@ -321,32 +321,22 @@ mod tests {
         assert!(!json_depth_exceeds(b"not json at all", 1));
     }
 
-    /// The depth check read byte by byte, as it was before strings were skipped with memchr.
-    fn depth_exceeds_bytewise(json: &[u8], max: usize) -> bool {
-        let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    /// The deepest nesting of `json`, read byte by byte (a string ends at a quote no backslash
+    /// escapes).
+    fn deepest_bytewise(json: &[u8]) -> usize {
+        let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0, false, false);
         for &byte in json {
-            if in_string {
-                match byte {
-                    _ if escaped => escaped = false,
-                    b'\\' => escaped = true,
-                    b'"' => in_string = false,
-                    _ => {}
-                }
-                continue;
-            }
-            match byte {
-                b'"' => in_string = true,
-                b'[' | b'{' => {
-                    depth += 1;
-                    if depth > max {
-                        return true;
-                    }
-                }
-                b']' | b'}' => depth = depth.saturating_sub(1),
+            match (in_string, byte) {
+                (true, _) if escaped => escaped = false,
+                (true, b'\\') => escaped = true,
+                (_, b'"') => in_string = !in_string,
+                (false, b'[' | b'{') => depth += 1,
+                (false, b']' | b'}') => depth = depth.saturating_sub(1),
                 _ => {}
             }
+            deepest = deepest.max(depth);
         }
-        false
+        deepest
     }
 
     #[test]
@@ -366,7 +356,7 @@ mod tests {
             for max in 0..3 {
                 assert_eq!(
                     json_depth_exceeds(text, max),
-                    depth_exceeds_bytewise(text, max),
+                    deepest_bytewise(text) > max,
                     "{:?} at {max}",
                     String::from_utf8_lossy(text)
                 );
