@@ -468,6 +468,37 @@ async fn a_request_head_over_max_request_head_bytes_gets_431_and_the_gateway_kee
     stopped(stop, serving).await;
 }
 
+#[tokio::test]
+async fn the_gateway_s_own_server_takes_mcp_past_the_router_and_routes_every_other_path() {
+    let (url, stop, serving) = serve(MusterConfig::default(), demo_stdio("demo")).await;
+    let base = url.trim_end_matches("/mcp").to_owned();
+    let http = reqwest::Client::new();
+    for mcp in [url.clone(), format!("{url}/"), format!("{url}/under")] {
+        let (status, id, body) = initialize(&http, &mcp).await;
+        assert_eq!(status, 200, "{mcp}: {body}");
+        assert!(id.is_some(), "{mcp}: a session");
+    }
+    // The guard stands in front of it.
+    let (status, body) = post(&url, deep_call(200)).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("maxJsonDepth"), "{body}");
+    let health = http.get(format!("{base}/health")).send().await.expect("answers");
+    assert_eq!(health.status().as_u16(), 200);
+    let health: Value = health.json().await.expect("JSON");
+    assert_eq!(health["status"], "ok", "{health}");
+    let metrics = http.get(format!("{base}/metrics")).send().await.expect("answers");
+    assert_eq!(metrics.status().as_u16(), 200);
+    assert!(
+        metrics.text().await.expect("text").contains("muster_catalog_tools"),
+        "the metrics"
+    );
+    for elsewhere in ["/mcpx", "/nope", "/"] {
+        let response = http.get(format!("{base}{elsewhere}")).send().await.expect("answers");
+        assert_eq!(response.status().as_u16(), 404, "{elsewhere}");
+    }
+    stopped(stop, serving).await;
+}
+
 /// POSTs an `initialize` to `url`; the status, the session id given, and the body.
 async fn initialize(http: &reqwest::Client, url: &str) -> (u16, Option<String>, String) {
     let response = http

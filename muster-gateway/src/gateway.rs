@@ -240,7 +240,7 @@ impl Gateway {
         )
     }
 
-    /// Serves [`Gateway::router`] on `listener` until `signal` resolves, then shuts down
+    /// Serves the gateway's HTTP routes (those of [`Gateway::router`], as an [`http::Front`]) on `listener` until `signal` resolves, then shuts down
     /// gracefully: new connections and requests are refused (503), the requests in flight get up
     /// to `aggregator.limits.shutdownTimeoutSeconds` to finish, then the sessions end and every
     /// downstream server is stopped (a stdio server with the processes it started). Answers go
@@ -259,9 +259,15 @@ impl Gateway {
         signal: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<ShutdownReport> {
         let stop_accepting = CancellationToken::new();
+        let front = http::Front::new(
+            Arc::clone(&self.registry),
+            self.tools.clone(),
+            self.shutdown.child_token(),
+            Arc::clone(&self.drain),
+        );
         let mut server = tokio::spawn(crate::http::serve::serve(
             listener,
-            self.router(),
+            front,
             self.registry.config().aggregator.limits.max_request_head_bytes,
             stop_accepting.clone(),
         ));

@@ -12,10 +12,23 @@
 //! # }
 //! ```
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    convert::Infallible,
+    fmt,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
 
-use axum::{Json, Router, response::IntoResponse, routing::get};
-use muster_catalog::toolset::ToolsetHeaderLayer;
+use axum::{
+    Json, Router,
+    body::Body,
+    response::{IntoResponse, Response},
+    routing::{future::RouteFuture, get},
+};
+use muster_catalog::toolset::{ToolsetHeader, ToolsetHeaderLayer};
 use muster_core::BoxToolService;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
@@ -23,11 +36,15 @@ use tokio_util::sync::CancellationToken;
 
 use muster_auth::{
     jwt::{JwtValidator, TrustedIssuer},
-    resource::{BearerAuthLayer, ProtectedResource},
+    resource::{BearerAuth, BearerAuthLayer, ProtectedResource},
 };
 use muster_core::config::OAuthServerConfig;
 
+use tower::{Layer, util::Either};
+
 use crate::{meta::MetaTools, registry::Registry};
+use guard::Guarded;
+use session_calls::SessionCalls;
 
 pub mod guard;
 mod kept;
@@ -42,67 +59,188 @@ pub const HEALTH_PATH: &str = "/health";
 /// The path of the Prometheus metrics ([`crate::metrics`]).
 pub const METRICS_PATH: &str = "/metrics";
 
-/// The gateway's HTTP routes: `/mcp` (streamable HTTP, sessions and the stateless protocol,
-/// behind the [request guard](guard)) and `/health`. Sessions end when `shutdown` is cancelled;
-/// `drain` counts the requests in flight and refuses new ones once a shutdown begins.
+/// The gateway's HTTP routes as an axum router: `/mcp` (streamable HTTP, sessions and the
+/// stateless protocol, behind the [request guard](guard)), `/health` and `/metrics`, for an
+/// embedder's own app. Sessions end when `shutdown` is cancelled; `drain` counts the requests
+/// in flight and refuses new ones once a shutdown begins. The gateway's own server serves the
+/// same pieces as a [`Front`].
 pub fn router(
     registry: Arc<Registry>,
     tools: BoxToolService,
     shutdown: CancellationToken,
     drain: Arc<guard::Drain>,
 ) -> Router {
-    let aggregator = registry.config().aggregator;
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
-    match aggregator.allowed_hosts.as_deref() {
-        Some([any]) if any == "*" => config = config.disable_allowed_hosts(),
-        Some(hosts) => config = config.with_allowed_hosts(hosts.iter().cloned()),
-        None => {}
+    Front::new(registry, tools, shutdown, drain).into_router()
+}
+
+/// The MCP service of `/mcp`: the bearer check when `aggregator.oauth.server` enables it, the
+/// [request guard](guard), the toolset header, then the calls answered in front of rmcp
+/// ([`session_calls`]) and rmcp's streamable-HTTP service behind them.
+type Mcp = Either<BearerAuth<Guarded<ToolsetMcp>>, Guarded<ToolsetMcp>>;
+type ToolsetMcp = ToolsetHeader<SessionCalls<StreamableHttpService<MetaTools, sessions::Sessions>, MetaTools>>;
+
+/// The gateway's HTTP service, as [`Gateway::serve`](crate::Gateway::serve) serves it: a request
+/// to `/mcp` or a path under it goes straight to the MCP service, any other to the router of the
+/// other routes (`/health`, `/metrics`, sign-in, the protected resource's metadata).
+/// [`Front::into_router`] puts the same MCP service on axum's routes instead ([`router`]), for an
+/// app that has routes of its own; past axum's router, a call skips its path lookup, the
+/// extensions it inserts and the boxed route service it clones for every request.
+///
+/// ```no_run
+/// # async fn run(front: muster_gateway::http::Front) -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
+/// let stop = tokio_util::sync::CancellationToken::new();
+/// muster_gateway::http::serve::serve(listener, front, 8192, stop).await
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Front {
+    mcp: Mcp,
+    rest: Router,
+}
+
+impl fmt::Debug for Front {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Front").finish_non_exhaustive()
     }
-    if !aggregator.allowed_origins.is_empty() {
-        config = config
-            .with_allowed_origins(aggregator.allowed_origins.iter().cloned())
-            .enforce_origin_validation();
+}
+
+impl Front {
+    /// The service of the gateway of `registry` calling `tools`; see [`router`] for `shutdown`
+    /// and `drain`.
+    pub fn new(
+        registry: Arc<Registry>,
+        tools: BoxToolService,
+        shutdown: CancellationToken,
+        drain: Arc<guard::Drain>,
+    ) -> Self {
+        let aggregator = registry.config().aggregator;
+        let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
+        match aggregator.allowed_hosts.as_deref() {
+            Some([any]) if any == "*" => config = config.disable_allowed_hosts(),
+            Some(hosts) => config = config.with_allowed_hosts(hosts.iter().cloned()),
+            None => {}
+        }
+        if !aggregator.allowed_origins.is_empty() {
+            config = config
+                .with_allowed_origins(aggregator.allowed_origins.iter().cloned())
+                .enforce_origin_validation();
+        }
+        config = config.with_max_request_body_bytes(aggregator.limits.max_request_body_bytes);
+        let open_sessions = sessions::Sessions::default();
+        let request_guard = guard::Guard {
+            max_body_bytes: aggregator.limits.max_request_body_bytes,
+            max_json_depth: aggregator.limits.max_json_depth,
+            drain,
+            sessions: Some((open_sessions.clone(), aggregator.limits.max_sessions)),
+        };
+        // One handler serves every session; each session is admitted to `sessions` once rmcp set
+        // it up, and its calls are answered in front of rmcp from then on.
+        let sessions = Arc::new(session_calls::SessionTable::default());
+        let handler = MetaTools::new(Arc::clone(&registry), tools).with_session_table(Arc::clone(&sessions));
+        let factory_handler = handler.clone();
+        let rmcp_service =
+            StreamableHttpService::new(move || Ok(factory_handler.clone()), open_sessions.into(), config);
+        let calls = SessionCalls::new(
+            rmcp_service,
+            Arc::new(handler),
+            sessions,
+            aggregator.limits.max_request_body_bytes,
+        );
+        let guarded = request_guard.layer(ToolsetHeaderLayer.layer(calls));
+        let mut rest = Router::new();
+        let mcp = match front_door(&registry.config().aggregator.oauth.server) {
+            Some((bearer, metadata)) => {
+                rest = rest.merge(metadata);
+                Either::Left(bearer.layer(guarded))
+            }
+            None => Either::Right(guarded),
+        };
+        let metrics = Arc::clone(registry.metrics());
+        let sign_in = crate::auth::routes(Arc::clone(&registry));
+        let rest = rest
+            .route(
+                METRICS_PATH,
+                get(move |headers: http::HeaderMap| metrics_text(Arc::clone(&metrics), headers)),
+            )
+            .route(HEALTH_PATH, get(move || health(Arc::clone(&registry))))
+            .merge(sign_in);
+        Self { mcp, rest }
     }
-    config = config.with_max_request_body_bytes(aggregator.limits.max_request_body_bytes);
-    let open_sessions = sessions::Sessions::default();
-    let request_guard = guard::Guard {
-        max_body_bytes: aggregator.limits.max_request_body_bytes,
-        max_json_depth: aggregator.limits.max_json_depth,
-        drain,
-        sessions: Some((open_sessions.clone(), aggregator.limits.max_sessions)),
-    };
-    // One handler serves every session; each session is admitted to `sessions` once rmcp set it
-    // up, and its calls are answered in front of rmcp from then on.
-    let sessions = Arc::new(session_calls::SessionTable::default());
-    let handler = MetaTools::new(Arc::clone(&registry), tools).with_session_table(Arc::clone(&sessions));
-    let factory_handler = handler.clone();
-    let rmcp_service = StreamableHttpService::new(move || Ok(factory_handler.clone()), open_sessions.into(), config);
-    let mcp = session_calls::SessionCalls::new(
-        rmcp_service,
-        Arc::new(handler),
-        sessions,
-        aggregator.limits.max_request_body_bytes,
-    );
-    let sign_in = crate::auth::routes(Arc::clone(&registry));
-    let mcp = tower::ServiceBuilder::new().layer(ToolsetHeaderLayer).service(mcp);
-    // The paths `nest_service` would take, without its rewriting of each request's URI and its
-    // `NestedPath` extension (2.5k instructions a call), which nothing behind reads.
-    let mut mcp_router = Router::new()
-        .route_service(MCP_PATH, mcp.clone())
-        .route_service(&format!("{MCP_PATH}/"), mcp.clone())
-        .route_service(&format!("{MCP_PATH}/{{*rest}}"), mcp)
-        .layer(axum::middleware::from_fn_with_state(request_guard, guard::guard));
-    if let Some((layer, metadata)) = front_door(&registry.config().aggregator.oauth.server) {
-        mcp_router = mcp_router.layer(layer).merge(metadata);
+
+    /// The same routes as an axum router: the MCP service on `/mcp`, `/mcp/` and `/mcp/*`.
+    pub fn into_router(self) -> Router {
+        Router::new()
+            .route_service(MCP_PATH, self.mcp.clone())
+            .route_service(&format!("{MCP_PATH}/"), self.mcp.clone())
+            .route_service(&format!("{MCP_PATH}/{{*rest}}"), self.mcp)
+            .merge(self.rest)
     }
-    let metrics = Arc::clone(registry.metrics());
-    mcp_router
-        .route(
-            METRICS_PATH,
-            get(move |headers: http::HeaderMap| metrics_text(Arc::clone(&metrics), headers)),
-        )
-        .route(HEALTH_PATH, get(move || health(Arc::clone(&registry))))
-        .merge(sign_in)
+}
+
+/// Whether `path` is `/mcp` or under it.
+fn is_mcp_path(path: &str) -> bool {
+    path.strip_prefix(MCP_PATH)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+impl tower::Service<http::Request<Body>> for Front {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = FrontFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        match (
+            tower::Service::<http::Request<Body>>::poll_ready(&mut self.mcp, cx),
+            tower::Service::<http::Request<Body>>::poll_ready(&mut self.rest, cx),
+        ) {
+            (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
+            _ => Poll::Pending,
+        }
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        if is_mcp_path(request.uri().path()) {
+            FrontFuture {
+                answer: Answer::Mcp {
+                    answer: self.mcp.call(request),
+                },
+            }
+        } else {
+            FrontFuture {
+                answer: Answer::Rest {
+                    answer: self.rest.call(request),
+                },
+            }
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The answer of a [`Front`]: the MCP service's or the router's.
+    pub struct FrontFuture {
+        #[pin]
+        answer: Answer,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = AnswerOf]
+    enum Answer {
+        Mcp { #[pin] answer: <Mcp as tower::Service<http::Request<Body>>>::Future },
+        Rest { #[pin] answer: RouteFuture<Infallible> },
+    }
+}
+
+impl Future for FrontFuture {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().answer.project() {
+            AnswerOf::Mcp { answer } => answer.poll(cx),
+            AnswerOf::Rest { answer } => answer.poll(cx),
+        }
+    }
 }
 
 /// The bearer check of `/mcp` and its metadata route, when `config` enables them. Enabled with
@@ -170,4 +308,17 @@ async fn health(registry: Arc<Registry>) -> Json<Value> {
     let servers = registry.servers();
     let ready = servers.iter().filter(|s| s.runtime.state.is_ready()).count();
     Json(json!({"status": "ok", "servers": {"total": servers.len(), "ready": ready}}))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mcp_paths_are_mcp_and_under_it() {
+        for path in ["/mcp", "/mcp/", "/mcp/a/b"] {
+            assert!(super::is_mcp_path(path), "{path}");
+        }
+        for path in ["/", "/mcpx", "/mc", "/health", "/x/mcp", ""] {
+            assert!(!super::is_mcp_path(path), "{path}");
+        }
+    }
 }

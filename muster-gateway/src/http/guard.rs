@@ -18,25 +18,31 @@
 //! assert!(json_depth_exceeds(b"[[[[1]]]]", 3));
 //! ```
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+use std::{
+    convert::Infallible,
+    future::Future,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    task::{Context, Poll},
 };
 
 use axum::{
-    body::Body,
-    extract::{Request, State},
-    middleware::Next,
+    body::{Body, Bytes, HttpBody},
+    extract::Request,
     response::{IntoResponse, Response},
 };
-use futures::StreamExt;
 use http::{Method, StatusCode, header};
+use hyper::body::{Frame, SizeHint};
 use serde_json::json;
 use tokio::sync::Notify;
+use tower::{Layer, Service, ServiceExt as _};
 
 use crate::http::{session_calls::SESSION_ID, sessions::Sessions};
 
-/// What the guard enforces.
+/// What the guard enforces; as a tower [`Layer`], the guard itself ([`Guarded`]).
 #[derive(Debug, Clone)]
 pub struct Guard {
     /// `maxRequestBodyBytes`.
@@ -102,44 +108,84 @@ impl Drop for InFlight {
     }
 }
 
-/// The middleware (`axum::middleware::from_fn_with_state`).
-pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+impl<S> Layer<S> for Guard {
+    type Service = Guarded<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Guarded {
+            guard: self.clone(),
+            inner,
+        }
+    }
+}
+
+/// A service behind the [`Guard`]: what the guard lets through reaches `S`.
+#[derive(Debug, Clone)]
+pub struct Guarded<S> {
+    guard: Guard,
+    inner: S,
+}
+
+impl<S> Service<Request> for Guarded<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    /// Always ready: the request waits for the inner service's readiness in its future.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        Box::pin(guarded(self.guard.clone(), self.inner.clone(), request))
+    }
+}
+
+/// Refuses `request` as the [module docs](self) say, or answers it with `inner`.
+async fn guarded<S>(guard: Guard, inner: S, request: Request) -> Result<Response, Infallible>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
     if guard.drain.is_draining() {
-        return refusal(
+        return Ok(refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             -32000,
             "the gateway is shutting down; retry once it is back (or against another instance)".to_owned(),
-        );
+        ));
     }
     // The standalone stream (GET) lives as long as its session: not a request in flight.
     if request.method() != Method::POST {
-        return next.run(request).await;
+        return inner.oneshot(request).await;
     }
     let in_flight = guard.drain.enter();
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, guard.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(e) if !is_length_limit(&e) => {
-            return refusal(
+            return Ok(refusal(
                 StatusCode::BAD_REQUEST,
                 -32600,
                 format!("the request body could not be read: {e}"),
-            );
+            ));
         }
         Err(_) => {
-            return refusal(
+            return Ok(refusal(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 -32600,
                 format!(
                     "the request body is larger than {} bytes (aggregator.limits.maxRequestBodyBytes)",
                     guard.max_body_bytes
                 ),
-            );
+            ));
         }
     };
     if json_depth_exceeds(&bytes, guard.max_json_depth) {
         // With the request's id, the client can match the refusal to its request.
-        return refusal_of(
+        return Ok(refusal_of(
             top_level_id(&bytes),
             StatusCode::BAD_REQUEST,
             -32600,
@@ -147,14 +193,14 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
                 "invalid request: JSON nested deeper than {} levels (aggregator.limits.maxJsonDepth)",
                 guard.max_json_depth
             ),
-        );
+        ));
     }
     if let Some((sessions, max)) = &guard.sessions
         && !parts.headers.contains_key(SESSION_ID)
         && sessions.len() >= *max
         && is_initialize(&bytes)
     {
-        return refusal_of(
+        return Ok(refusal_of(
             top_level_id(&bytes),
             StatusCode::SERVICE_UNAVAILABLE,
             -32000,
@@ -162,16 +208,42 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
                 "the gateway has {max} sessions open, its limit (aggregator.limits.maxSessions); close one, or retry \
                  once idle ones have ended"
             ),
-        );
+        ));
     }
-    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
-    let (parts, body) = response.into_parts();
+    let response = inner.oneshot(Request::from_parts(parts, Body::from(bytes))).await?;
     // The count ends when the body has been sent (or dropped with its connection).
-    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-        let _counted = &in_flight;
-        chunk
-    }));
-    Response::from_parts(parts, body)
+    Ok(response.map(|body| {
+        Body::new(Counted {
+            body,
+            _in_flight: in_flight,
+        })
+    }))
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that counts its request in flight until it has been sent or dropped.
+    struct Counted {
+        #[pin]
+        body: Body,
+        _in_flight: InFlight,
+    }
+}
+
+impl HttpBody for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Whether `json` is a JSON-RPC `initialize` request (its top-level `method`).

@@ -27,9 +27,9 @@
 //! # }
 //! ```
 
-use std::time::Duration;
+use std::{convert::Infallible, time::Duration};
 
-use axum::{Router, body::Body};
+use axum::{body::Body, response::Response};
 use hyper::body::Incoming;
 use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown, service::TowerToHyperService};
 use tokio_util::sync::CancellationToken;
@@ -41,16 +41,21 @@ use crate::driver::Driven;
 /// descriptors, for one), so that a full table does not spin the accept loop.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// Serves `router` on `listener` until `stop` is cancelled; then stops accepting, asks every open
-/// connection to close once its requests are answered (keep-alive ends), and returns when they
-/// have. `max_head_bytes` bounds a connection's read buffer and request head (at least 8192:
-/// hyper's smallest buffer; a smaller value is raised).
-pub async fn serve(
+/// Serves `service` (a [`Front`](super::Front), or any axum router) on `listener` until `stop`
+/// is cancelled; then stops accepting, asks every open connection to close once its requests
+/// are answered (keep-alive ends), and returns when they have. `max_head_bytes` bounds a
+/// connection's read buffer and request head (at least 8192: hyper's smallest buffer; a smaller
+/// value is raised).
+pub async fn serve<S>(
     listener: tokio::net::TcpListener,
-    router: Router,
+    service: S,
     max_head_bytes: usize,
     stop: CancellationToken,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    S: tower::Service<http::Request<Body>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
     let mut connections = hyper::server::conn::http1::Builder::new();
     connections.max_buf_size(max_head_bytes.max(muster_core::config::DEFAULT_MAX_REQUEST_HEAD_BYTES));
     let graceful = GracefulShutdown::new();
@@ -70,7 +75,7 @@ pub async fn serve(
         // Without it every small answer waited for the client's delayed ACK (~40 ms).
         let _ = tcp.set_nodelay(true);
         let service = TowerToHyperService::new(
-            router
+            service
                 .clone()
                 .map_request(|r: http::Request<Incoming>| r.map(Body::new)),
         );

@@ -49,8 +49,9 @@ mod source;
 mod workflows;
 
 use std::{
+    collections::HashMap,
     fmt,
-    sync::{Arc, OnceLock, Weak},
+    sync::{Arc, OnceLock, RwLock, Weak},
     time::Duration,
 };
 
@@ -290,6 +291,60 @@ struct WorkflowLabels {
     workflow: String,
 }
 
+/// The counter and histogram each call target and outcome counts in, by the target's tool: a
+/// call is counted after one lookup of its tool's name, where the families would hash and copy
+/// every label of both metrics (`Counter` and `Histogram` share their values with their clones
+/// in the families). Bounded as the families are: a handle is kept once per label set.
+#[derive(Debug, Default)]
+struct CallHandles(RwLock<HashMap<String, Vec<CallHandle>>>);
+
+#[derive(Debug)]
+struct CallHandle {
+    server: String,
+    kind: CallKind,
+    outcome: Outcome,
+    count: Counter,
+    duration: Histogram,
+}
+
+impl CallHandle {
+    /// Whether it counts the calls of `target` (of its tool) that ended with `outcome`.
+    fn counts(&self, target: &CallTarget, outcome: Outcome) -> bool {
+        self.outcome == outcome && self.kind == target.kind && self.server == target.server
+    }
+}
+
+impl CallHandles {
+    /// Counts the call in the handles of its labels; `false` when there are none yet.
+    fn record(&self, target: &CallTarget, outcome: Outcome, seconds: f64) -> bool {
+        let handles = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let Some(handle) = handles
+            .get(target.tool.as_str())
+            .and_then(|of_tool| of_tool.iter().find(|h| h.counts(target, outcome)))
+        else {
+            return false;
+        };
+        handle.count.inc();
+        handle.duration.observe(seconds);
+        true
+    }
+
+    /// Keeps the handles of `target`'s labels with `outcome` (once).
+    fn keep(&self, target: &CallTarget, outcome: Outcome, count: Counter, duration: Histogram) {
+        let mut handles = self.0.write().unwrap_or_else(|e| e.into_inner());
+        let of_tool = handles.entry(target.tool.clone()).or_default();
+        if !of_tool.iter().any(|h| h.counts(target, outcome)) {
+            of_tool.push(CallHandle {
+                server: target.server.clone(),
+                kind: target.kind,
+                outcome,
+                count,
+                duration,
+            });
+        }
+    }
+}
+
 /// Makes the histograms of [`DURATION_BUCKETS`].
 #[derive(Debug, Clone, Copy)]
 struct DurationHistogram;
@@ -342,6 +397,7 @@ pub struct GatewayMetrics {
     execution_duration: Family<WorkflowLabels, Histogram, DurationHistogram>,
     store_errors: Counter,
     source: Arc<OnceLock<Weak<dyn MetricsSource>>>,
+    call_handles: CallHandles,
 }
 
 impl fmt::Debug for GatewayMetrics {
@@ -416,6 +472,7 @@ impl GatewayMetrics {
             execution_duration,
             store_errors,
             source,
+            call_handles: CallHandles::default(),
         }
     }
 
@@ -427,20 +484,29 @@ impl GatewayMetrics {
 
     /// Counts a call of `target` that ended with `outcome` after `elapsed`.
     pub fn record_call(&self, target: &CallTarget, outcome: Outcome, elapsed: Duration) {
-        self.calls
+        let seconds = elapsed.as_secs_f64();
+        if self.call_handles.record(target, outcome, seconds) {
+            return;
+        }
+        let count = self
+            .calls
             .get_or_create(&CallLabels {
                 tool: target.tool.clone(),
                 server: target.server.clone(),
                 kind: target.kind.as_str(),
                 outcome: outcome.as_str(),
             })
-            .inc();
-        self.call_duration
+            .clone();
+        let duration = self
+            .call_duration
             .get_or_create(&DurationLabels {
                 server: target.server.clone(),
                 kind: target.kind.as_str(),
             })
-            .observe(elapsed.as_secs_f64());
+            .clone();
+        count.inc();
+        duration.observe(seconds);
+        self.call_handles.keep(target, outcome, count, duration);
     }
 
     /// Counts a connection to `server` made again after its first.

@@ -75,6 +75,50 @@ async fn the_layer_counts_each_call_by_tool_server_kind_and_outcome() {
     );
 }
 
+#[test]
+fn repeated_calls_count_in_their_own_label_sets() {
+    // The same tool on two servers (a family's members), with two outcomes, and a meta-tool: each
+    // label set counts its own calls however often it was counted before.
+    let metrics = GatewayMetrics::new();
+    let on = |server: &'static str| CallTarget::new("x_k8s_get", server, CallKind::Tool);
+    let calls = [
+        (on("dev"), Outcome::Ok, 3),
+        (on("prod"), Outcome::Ok, 2),
+        (on("dev"), Outcome::ToolError, 4),
+        (CallTarget::meta("call_tool"), Outcome::Ok, 5),
+    ];
+    for round in 0..5 {
+        for (target, outcome, times) in &calls {
+            if round < *times {
+                metrics.record_call(target, *outcome, Duration::from_millis(2));
+            }
+        }
+    }
+    let text = metrics.render(TextFormat::Prometheus);
+    const CALLS: &str = "muster_tool_calls_total";
+    const TIMED: &str = "muster_tool_call_duration_seconds_count";
+    for (metric, labels, expected) in [
+        (CALLS, r#"tool="x_k8s_get",server="dev",kind="tool",outcome="ok""#, 3.0),
+        (CALLS, r#"tool="x_k8s_get",server="prod",kind="tool",outcome="ok""#, 2.0),
+        (
+            CALLS,
+            r#"tool="x_k8s_get",server="dev",kind="tool",outcome="tool_error""#,
+            4.0,
+        ),
+        (
+            CALLS,
+            r#"tool="call_tool",server="muster",kind="meta",outcome="ok""#,
+            5.0,
+        ),
+        (TIMED, r#"server="dev",kind="tool""#, 7.0),
+        (TIMED, r#"server="prod",kind="tool""#, 2.0),
+        (TIMED, r#"server="muster",kind="meta""#, 5.0),
+    ] {
+        let found = sample(&text, &format!("{metric}{{{labels}}}"));
+        assert_eq!(found, Some(expected), "{metric}{{{labels}}}: {text}");
+    }
+}
+
 #[tokio::test]
 async fn a_call_dropped_before_it_ends_is_counted_as_cancelled() {
     let metrics = Arc::new(GatewayMetrics::new());
