@@ -6,7 +6,10 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use common::{
@@ -43,21 +46,50 @@ async fn initialize(url: &str, token: Option<&str>) -> (u16, Option<String>) {
     status_of(request.send().await.expect("answers")).await
 }
 
+/// How a test serves the gateway: its axum router with `axum::serve` (an embedder's app), or
+/// `Gateway::serve` (the gateway's own server, which takes `/mcp` past the router).
+#[derive(Debug, Clone, Copy)]
+enum Serving {
+    Router,
+    Own,
+}
+
+/// Serves `gateway` on `listener` as `how` says, until the task is aborted.
+fn serve(gateway: &Arc<Gateway>, listener: tokio::net::TcpListener, how: Serving) -> tokio::task::JoinHandle<()> {
+    match how {
+        Serving::Router => {
+            let app = gateway.router();
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            })
+        }
+        Serving::Own => {
+            let gateway = Arc::clone(gateway);
+            tokio::spawn(async move {
+                let _ = gateway.serve(listener, std::future::pending()).await;
+            })
+        }
+    }
+}
+
 #[tokio::test]
 async fn only_bearers_of_a_trusted_issuer_for_this_gateway_reach_mcp() {
     let idp = OidcProvider::start();
+    for how in [Serving::Router, Serving::Own] {
+        only_bearers_reach_mcp(&idp, how).await;
+    }
+}
+
+async fn only_bearers_reach_mcp(idp: &OidcProvider, how: Serving) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let config = MusterConfig::default().with_aggregator(
         AggregatorConfig::default()
             .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![idp.issuer().to_owned()])),
     );
-    let gateway = Gateway::new(config, Vec::new(), Vec::new()).expect("valid configuration");
+    let gateway = Arc::new(Gateway::new(config, Vec::new(), Vec::new()).expect("valid configuration"));
     gateway.start().await;
-    let app = gateway.router();
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let server = serve(&gateway, listener, how);
     let mcp = format!("{base}/mcp");
 
     // No token: 401 naming the metadata, which names the issuer. /health stays open.
@@ -125,19 +157,22 @@ async fn only_bearers_of_a_trusted_issuer_for_this_gateway_reach_mcp() {
 
 #[tokio::test]
 async fn enabled_without_a_trusted_issuer_the_front_door_stays_shut() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let config = MusterConfig::default().with_aggregator(
-        AggregatorConfig::default().with_oauth_server(OAuthServerConfig::trusting(base.clone(), Vec::new())),
-    );
-    let gateway = Gateway::new(config, Vec::new(), Vec::new()).expect("valid configuration");
-    let app = gateway.router();
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    assert_eq!(initialize(&format!("{base}/mcp"), None).await.0, 401);
-    assert_eq!(initialize(&format!("{base}/mcp"), Some("anything")).await.0, 401);
-    server.abort();
+    for how in [Serving::Router, Serving::Own] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let config = MusterConfig::default().with_aggregator(
+            AggregatorConfig::default().with_oauth_server(OAuthServerConfig::trusting(base.clone(), Vec::new())),
+        );
+        let gateway = Arc::new(Gateway::new(config, Vec::new(), Vec::new()).expect("valid configuration"));
+        let server = serve(&gateway, listener, how);
+        assert_eq!(initialize(&format!("{base}/mcp"), None).await.0, 401, "{how:?}");
+        assert_eq!(
+            initialize(&format!("{base}/mcp"), Some("anything")).await.0,
+            401,
+            "{how:?}"
+        );
+        server.abort();
+    }
 }
 
 #[tokio::test]
