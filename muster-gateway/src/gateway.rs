@@ -232,7 +232,12 @@ impl Gateway {
 
     /// The HTTP routes (`/mcp`, `/health`, `/metrics`).
     pub fn router(&self) -> Router {
-        http::router(
+        self.front().into_router()
+    }
+
+    /// The HTTP routes as the gateway's own server serves them ([`http::Front`]).
+    pub fn front(&self) -> http::Front {
+        http::Front::new(
             Arc::clone(&self.registry),
             self.tools.clone(),
             self.shutdown.child_token(),
@@ -240,8 +245,8 @@ impl Gateway {
         )
     }
 
-    /// Serves the gateway's HTTP routes (those of [`Gateway::router`], as an [`http::Front`]) on `listener` until `signal` resolves, then shuts down
-    /// gracefully: new connections and requests are refused (503), the requests in flight get up
+    /// Serves [`Gateway::front`] (the routes of [`Gateway::router`]) on `listener` until `signal`
+    /// resolves, then shuts down gracefully: new connections and requests are refused (503), the requests in flight get up
     /// to `aggregator.limits.shutdownTimeoutSeconds` to finish, then the sessions end and every
     /// downstream server is stopped (a stdio server with the processes it started). Answers go
     /// out without Nagle's delay (`TCP_NODELAY`); see [`crate::http::serve`] for the connections.
@@ -259,15 +264,9 @@ impl Gateway {
         signal: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<ShutdownReport> {
         let stop_accepting = CancellationToken::new();
-        let front = http::Front::new(
-            Arc::clone(&self.registry),
-            self.tools.clone(),
-            self.shutdown.child_token(),
-            Arc::clone(&self.drain),
-        );
         let mut server = tokio::spawn(crate::http::serve::serve(
             listener,
-            front,
+            self.front(),
             self.registry.config().aggregator.limits.max_request_head_bytes,
             stop_accepting.clone(),
         ));

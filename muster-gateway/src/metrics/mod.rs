@@ -312,36 +312,46 @@ impl CallHandle {
     fn counts(&self, target: &CallTarget, outcome: Outcome) -> bool {
         self.outcome == outcome && self.kind == target.kind && self.server == target.server
     }
+
+    fn observe(&self, seconds: f64) {
+        self.count.inc();
+        self.duration.observe(seconds);
+    }
 }
 
 impl CallHandles {
-    /// Counts the call in the handles of its labels; `false` when there are none yet.
-    fn record(&self, target: &CallTarget, outcome: Outcome, seconds: f64) -> bool {
+    /// Counts a call of `target` that ended with `outcome` after `seconds` in the handles of its
+    /// labels, kept from `metrics` (the families' counter and histogram) the first time.
+    fn record(
+        &self,
+        target: &CallTarget,
+        outcome: Outcome,
+        seconds: f64,
+        metrics: impl FnOnce() -> (Counter, Histogram),
+    ) {
         let handles = self.0.read().unwrap_or_else(|e| e.into_inner());
-        let Some(handle) = handles
+        if let Some(handle) = handles
             .get(target.tool.as_str())
             .and_then(|of_tool| of_tool.iter().find(|h| h.counts(target, outcome)))
-        else {
-            return false;
-        };
-        handle.count.inc();
-        handle.duration.observe(seconds);
-        true
-    }
-
-    /// Keeps the handles of `target`'s labels with `outcome` (once).
-    fn keep(&self, target: &CallTarget, outcome: Outcome, count: Counter, duration: Histogram) {
+        {
+            return handle.observe(seconds);
+        }
+        drop(handles);
         let mut handles = self.0.write().unwrap_or_else(|e| e.into_inner());
         let of_tool = handles.entry(target.tool.clone()).or_default();
-        if !of_tool.iter().any(|h| h.counts(target, outcome)) {
-            of_tool.push(CallHandle {
-                server: target.server.clone(),
-                kind: target.kind,
-                outcome,
-                count,
-                duration,
-            });
+        if let Some(handle) = of_tool.iter().find(|h| h.counts(target, outcome)) {
+            return handle.observe(seconds);
         }
+        let (count, duration) = metrics();
+        let handle = CallHandle {
+            server: target.server.clone(),
+            kind: target.kind,
+            outcome,
+            count,
+            duration,
+        };
+        handle.observe(seconds);
+        of_tool.push(handle);
     }
 }
 
@@ -484,29 +494,19 @@ impl GatewayMetrics {
 
     /// Counts a call of `target` that ended with `outcome` after `elapsed`.
     pub fn record_call(&self, target: &CallTarget, outcome: Outcome, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
-        if self.call_handles.record(target, outcome, seconds) {
-            return;
-        }
-        let count = self
-            .calls
-            .get_or_create(&CallLabels {
+        self.call_handles.record(target, outcome, elapsed.as_secs_f64(), || {
+            let count = self.calls.get_or_create(&CallLabels {
                 tool: target.tool.clone(),
                 server: target.server.clone(),
                 kind: target.kind.as_str(),
                 outcome: outcome.as_str(),
-            })
-            .clone();
-        let duration = self
-            .call_duration
-            .get_or_create(&DurationLabels {
+            });
+            let duration = self.call_duration.get_or_create(&DurationLabels {
                 server: target.server.clone(),
                 kind: target.kind.as_str(),
-            })
-            .clone();
-        count.inc();
-        duration.observe(seconds);
-        self.call_handles.keep(target, outcome, count, duration);
+            });
+            (count.clone(), duration.clone())
+        });
     }
 
     /// Counts a connection to `server` made again after its first.
