@@ -47,6 +47,7 @@
 
 pub mod call;
 pub mod compact;
+pub mod complete;
 pub mod config;
 pub mod crd;
 pub mod entry;

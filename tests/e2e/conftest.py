@@ -17,6 +17,8 @@ from mcp import Client
 
 #: The tools the gateway must list before the tests start.
 READY_TOOLS = frozenset({exposed("everything", "echo"), exposed("time", "get_current_time")})
+#: config.yaml's `aggregator` for `both_gateway`.
+EXPOSURE_BOTH = {"exposure": "both"}
 
 assert {"echo"} <= EVERYTHING_TOOLS and {"get_current_time"} <= TIME_TOOLS
 
@@ -31,6 +33,16 @@ def anyio_backend() -> str:
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("gateway")
     gw = start_gateway_or_fail(workdir, READY_TOOLS, "the gateway")
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture(scope="session")
+def both_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """A gateway with `aggregator.exposure: both` (the meta-tools and the aggregated tools, resources
+    and prompts side by side), for the protocol matrices (test_protocol_matrix, test_ts_matrix)."""
+    workdir = tmp_path_factory.mktemp("both-gateway")
+    gw = start_gateway_or_fail(workdir, READY_TOOLS, "the exposure-both gateway", aggregator=EXPOSURE_BOTH)
     yield gw
     gw.stop()
 

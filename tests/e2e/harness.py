@@ -132,14 +132,16 @@ def write_config(
     port: int,
     servers: StdioServers | None = None,
     workflows: Mapping[str, str] | None = None,
+    aggregator: Mapping[str, Any] | None = None,
 ) -> None:
     """Lay out a gateway configuration directory with `servers` (default: the two downstream servers).
 
     `workflows` maps a workflow name to the text of its Workflow document (YAML), written to
-    `workflows/<name>.yaml`.
+    `workflows/<name>.yaml`; `aggregator` adds keys to config.yaml's `aggregator` (JSON values).
     """
     (config_dir / "mcpservers").mkdir(parents=True, exist_ok=True)
-    (config_dir / "config.yaml").write_text(f"aggregator:\n  port: {port}\n")
+    extra = "".join(f"  {key}: {json.dumps(value)}\n" for key, value in (aggregator or {}).items())
+    (config_dir / "config.yaml").write_text(f"aggregator:\n  port: {port}\n{extra}")
     if servers is None:
         servers = default_servers()
     for name, server in servers.items():
@@ -224,11 +226,12 @@ def start_gateway(
     expected_tools: frozenset[str],
     servers: StdioServers | None = None,
     workflows: Mapping[str, str] | None = None,
+    aggregator: Mapping[str, Any] | None = None,
 ) -> Gateway:
     """Start the gateway on a free loopback port and wait until it lists `expected_tools`.
 
     `servers` replaces the default downstream servers (server-everything and mcp-server-time);
-    `workflows` adds Workflow documents by name (see `write_config`).
+    `workflows` adds Workflow documents by name, `aggregator` config.yaml keys (see `write_config`).
     """
     needed = (GATEWAY_BIN, EVERYTHING_JS, TIME_BIN) if servers is None else (GATEWAY_BIN,)
     missing = [str(p) for p in needed if not p.exists()]
@@ -240,7 +243,7 @@ def start_gateway(
         )
     config_dir = workdir / "config"
     port = free_port()
-    write_config(config_dir, port, servers, workflows)
+    write_config(config_dir, port, servers, workflows, aggregator)
     stdout_path = workdir / "gateway.stdout.log"
     stderr_path = workdir / "gateway.stderr.log"
     env = dict(os.environ)
@@ -275,10 +278,11 @@ def start_gateway_or_fail(
     what: str,
     servers: StdioServers | None = None,
     workflows: Mapping[str, str] | None = None,
+    aggregator: Mapping[str, Any] | None = None,
 ) -> Gateway:
     """`start_gateway`, failing the calling test (with the gateway's logs) when it cannot start."""
     try:
-        return start_gateway(workdir, expected_tools, servers=servers, workflows=workflows)
+        return start_gateway(workdir, expected_tools, servers=servers, workflows=workflows, aggregator=aggregator)
     except GatewayStartError as e:
         logs = ""
         for name in ("gateway.stderr.log", "gateway.stdout.log"):

@@ -7,6 +7,7 @@ use std::{
     time::Duration,
 };
 
+use muster::core::complete::MarkComplete;
 use rmcp::{
     ErrorData as McpError, Peer, RoleClient, RoleServer,
     model::{
@@ -294,7 +295,9 @@ impl Upstream {
                 }
             };
             let error = match response {
-                Ok(ServerResult::CallToolResult(result)) => return Ok(result),
+                // The gateway answered on 2025-11-25, without `resultType`; the IDE may speak
+                // 2026-07-28, where a result without it does not read.
+                Ok(ServerResult::CallToolResult(result)) => return Ok(result.completed()),
                 Ok(_) => return Err(ForwardError::Client(ServiceError::UnexpectedResponse)),
                 Err(e) => self.service_error(e, &what, per_call),
             };

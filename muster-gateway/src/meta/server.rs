@@ -14,7 +14,7 @@
     reason = "logging/setLevel and resource subscriptions are what clients of the current protocols send"
 )]
 
-use muster_core::{CallContext, JsonObject, ToolOutput};
+use muster_core::{CallContext, JsonObject, ToolOutput, complete::MarkComplete};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
@@ -168,6 +168,7 @@ impl Answered {
             Self::Output(output) => output
                 .into_result()
                 .unwrap_or_else(|e| super::error_result(e.to_string()))
+                .completed()
                 .into(),
             Self::Challenged(response) => response,
         }
@@ -314,7 +315,10 @@ impl MetaTools {
                     .scoped(&call_ctx)
                     .await
                     .map_err(|e| McpError::invalid_params(e, None))?;
-                return self.native_read(&scoped, &request.uri, &call_ctx).await.map(Into::into);
+                return self
+                    .native_read(&scoped, &request.uri, &call_ctx)
+                    .await
+                    .map(|read| read.completed().into());
             }
             return Err(McpError::resource_not_found(
                 format!(
@@ -367,7 +371,9 @@ impl MetaTools {
             ));
         }
         let (call_ctx, scoped) = self.scoped_request(&ctx).await?;
-        self.native_complete(&scoped, request, &call_ctx).await
+        self.native_complete(&scoped, request, &call_ctx)
+            .await
+            .map(MarkComplete::completed)
     }
 
     async fn handle_subscribe(
@@ -426,7 +432,7 @@ impl MetaTools {
         let (call_ctx, scoped) = self.scoped_request(&ctx).await?;
         self.native_prompt(&scoped, &request.name, request.arguments, &call_ctx)
             .await
-            .map(Into::into)
+            .map(|prompt| prompt.completed().into())
     }
 }
 
