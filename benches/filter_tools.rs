@@ -5,8 +5,8 @@
 //! Corpus: a deterministic synthetic catalogue (a seeded SplitMix64 generator, no `rand`) of 50,
 //! 450 and 10,000 tools spread over servers of about 45 tools each, names `<verb>_<noun>[_<noun>]`,
 //! one-line descriptions with a second paragraph on about a third of them, words drawn with a
-//! skew so some are common and most are rare; plus the bfcl catalogue of `../shared/rankbench`
-//! (1,437 tools) when it is there.
+//! skew so some are common and most are rare; plus the bfcl catalogue (1,437 tools) when it is
+//! there (`../shared/rankbench`, or built from PyPI by `scripts/rankbench-bfcl.py`).
 //!
 //! Before measuring, the bench checks that our engine run with Go muster's settings
 //! (`RankingConfig::muster_compatible()`: Go's tokeniser, no folding, no function words, name
@@ -284,7 +284,7 @@ fn corpora() -> Vec<(String, Vec<ToolEntry>, Vec<String>)> {
             let queries = data.cases.iter().step_by(10).map(|c| c.query.clone()).collect();
             out.push(("bfcl".to_owned(), data.tools, queries));
         }
-        Err(e) => eprintln!("bfcl left out: {e} (no ../shared/rankbench?)"),
+        Err(e) => eprintln!("bfcl left out: {e} (scripts/rankbench-bfcl.py builds it)"),
     }
     out
 }

@@ -1,5 +1,6 @@
-//! The full ranking evaluation: every query of the three tool-retrieval data sets of
-//! `../shared/rankbench` (bfcl, metatool, metatool_multi), ranked by `filter_tools {query,
+//! The full ranking evaluation: every query of the three tool-retrieval data sets (bfcl, metatool,
+//! metatool_multi; found as `rankbench::search_path` says: the team's `../shared/rankbench`, and
+//! bfcl also as `scripts/rankbench-bfcl.py` builds it from PyPI), ranked by `filter_tools {query,
 //! limit: 10}` over the tools exposed as `x_<server>_<name>`, and by a straightforward port of Go
 //! muster's ranker (`muster::catalog::rank::reference`) in the same run. Prints a Markdown table
 //! of R@1, R@5, R@10, MRR@10, nDCG@10 and the share of queries with no result.
@@ -59,7 +60,11 @@ fn go_port(data: &DataSet) -> Metrics {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
-    println!("Data: {}\n", rankbench::rankbench_dir().display());
+    let looked: Vec<String> = rankbench::search_path()
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    println!("Data: the first of {} with each data set\n", looked.join(", "));
     println!("| data set | ranker | R@1 | R@5 | R@10 | MRR@10 | nDCG@10 | no result |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let mut timings = Vec::new();

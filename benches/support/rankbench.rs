@@ -1,4 +1,4 @@
-//! The tool-retrieval data sets of `../shared/rankbench` and the retrieval metrics, shared by the
+//! The tool-retrieval data sets ([`search_path`]) and the retrieval metrics, shared by the
 //! `rankbench` example, the `filter_tools` bench and muster-catalog's ranking quality gate
 //! (included with `#[path]`).
 
@@ -47,20 +47,33 @@ struct RawQuery {
     relevant: Vec<String>,
 }
 
-/// `../shared/rankbench`, next to the workspace (`MUSTER_RANKBENCH` overrides it).
-pub fn rankbench_dir() -> PathBuf {
-    // `shared/` sits beside the repository; the including crate may be the root package or a
-    // member, so look for it from each ancestor of its manifest folder.
-    std::env::var_os("MUSTER_RANKBENCH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-            manifest
-                .ancestors()
-                .map(|dir| dir.join("../shared/rankbench"))
-                .find(|dir| dir.is_dir())
-                .unwrap_or_else(|| manifest.join("../shared/rankbench"))
-        })
+/// Where the data sets are looked for, in order: `$MUSTER_RANKBENCH`, `$MUSTER_SHARED/rankbench`,
+/// `shared/rankbench` beside the workspace (the team's copies of all three), then
+/// `target/rankbench` (or `$CARGO_TARGET_DIR/rankbench`), where `scripts/test` builds `bfcl` from
+/// its PyPI wheel (`scripts/rankbench-bfcl.py`), so that one needs nothing beside the repository.
+pub fn search_path() -> Vec<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The including crate may be the root package or a member: the workspace is the nearest
+    // ancestor with a Cargo.lock.
+    let workspace = manifest
+        .ancestors()
+        .find(|dir| dir.join("Cargo.lock").is_file())
+        .unwrap_or(manifest);
+    let mut dirs = Vec::new();
+    dirs.extend(std::env::var_os("MUSTER_RANKBENCH").map(PathBuf::from));
+    dirs.extend(std::env::var_os("MUSTER_SHARED").map(|shared| PathBuf::from(shared).join("rankbench")));
+    dirs.push(workspace.join("../shared/rankbench"));
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), PathBuf::from);
+    dirs.push(workspace.join(target).join("rankbench"));
+    dirs
+}
+
+/// The folder of data set `name`: the first of [`search_path`] that has its `catalogue.json`.
+pub fn data_set_dir(name: &str) -> Option<PathBuf> {
+    search_path()
+        .into_iter()
+        .map(|dir| dir.join(name))
+        .find(|dir| dir.join("catalogue.json").is_file())
 }
 
 /// The exposed name of `<server>/<name>`.
@@ -68,9 +81,12 @@ pub fn exposed(server: &str, name: &str) -> String {
     format!("x_{server}_{name}")
 }
 
-/// Loads the data set `name` from [`rankbench_dir`].
+/// Loads the data set `name` from [`data_set_dir`]; the error names where it was looked for.
 pub fn load(name: &'static str) -> Result<DataSet, Box<dyn Error>> {
-    let dir = rankbench_dir().join(name);
+    let dir = data_set_dir(name).ok_or_else(|| {
+        let looked: Vec<String> = search_path().iter().map(|d| d.display().to_string()).collect();
+        format!("data set {name} not found in {}", looked.join(", "))
+    })?;
     let raw: Vec<RawTool> = serde_json::from_str(&fs::read_to_string(dir.join("catalogue.json"))?)?;
     let tools = raw
         .into_iter()

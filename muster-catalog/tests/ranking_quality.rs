@@ -1,7 +1,15 @@
 //! The ranking quality gate: recall@5 of `filter_tools {query}` on a fixed sample of each
-//! tool-retrieval data set in `../shared/rankbench` (next to the repository; `MUSTER_RANKBENCH`
-//! points elsewhere), asserted against a floor a little under what the ranker scores today, so a
-//! ranking regression turns CI red.
+//! tool-retrieval data set, asserted against a floor a little under what the ranker scores today,
+//! so a ranking regression turns CI red.
+//!
+//! Where the data come from (`benches/support/rankbench.rs`, `search_path`):
+//! - `bfcl` needs nothing beside the repository: `scripts/test` builds it from the `bfcl-eval`
+//!   wheel on PyPI (`scripts/rankbench-bfcl.py`, into `target/rankbench/bfcl`);
+//! - `metatool` and `metatool_multi` are the team's copies in `../shared/rankbench` (or
+//!   `$MUSTER_SHARED/rankbench`, or `$MUSTER_RANKBENCH`).
+//!
+//! A data set that is not there is skipped with a note saying where to point, except under
+//! `CI=true`, where it fails: CI never skips a gate silently.
 //!
 //! The sample is deterministic (every Nth query, a few hundred per data set) and the tools are
 //! exposed as the gateway exposes them (`x_<server>_<name>`). The full evaluation, with Go
@@ -21,15 +29,20 @@ use muster_catalog::{
 };
 use serde_json::json;
 
-/// Recall@5 of `filter_tools` over every `step`th query of `data_set`, and how many queries.
-fn recall_at_5(data_set: &'static str, step: usize) -> (f64, usize) {
-    let data = rankbench::load(data_set).unwrap_or_else(|e| {
-        panic!(
-            "cannot load {data_set} from {} ({e}): the ranking gate needs shared/rankbench next to \
-             the repository (or MUSTER_RANKBENCH)",
-            rankbench::rankbench_dir().display()
-        )
-    });
+/// Recall@5 of `filter_tools` over every `step`th query of `data_set`, and how many queries;
+/// `None` when the data set is not there and this is not CI (a note on stderr says so).
+fn recall_at_5(data_set: &'static str, step: usize) -> Option<(f64, usize)> {
+    let data = match rankbench::load(data_set) {
+        Ok(data) => data,
+        Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!(
+                "ranking gate for {data_set} skipped: {e}. Point MUSTER_SHARED at the team's shared \
+                 folder (bfcl: run scripts/test, which builds it from PyPI)"
+            );
+            return None;
+        }
+        Err(e) => panic!("ranking gate for {data_set}: {e} (CI=true: the gate cannot be skipped)"),
+    };
     let mut builder = Catalog::builder();
     for tool in data.tools {
         builder.push_tool(tool);
@@ -44,14 +57,16 @@ fn recall_at_5(data_set: &'static str, step: usize) -> (f64, usize) {
         let ranked: Vec<&str> = page.tools.iter().map(|t| t.name()).collect();
         metrics.add(&ranked, &case.relevant);
     }
-    (metrics.r5 / metrics.queries.max(1) as f64, metrics.queries)
+    Some((metrics.r5 / metrics.queries.max(1) as f64, metrics.queries))
 }
 
 /// Asserts recall@5 over every `step`th query of `data_set` is at least `floor`. The floors sit
 /// about 0.02 under what this sample measured when they were set (bfcl 0.759, metatool 0.619,
 /// metatool_multi 0.685; one query is about 0.003): raise them when the ranking improves.
 fn gate(data_set: &'static str, step: usize, floor: f64) {
-    let (recall, queries) = recall_at_5(data_set, step);
+    let Some((recall, queries)) = recall_at_5(data_set, step) else {
+        return;
+    };
     eprintln!("{data_set}: recall@5 {recall:.4} over {queries} queries (floor {floor})");
     assert!(queries >= 200, "{data_set}: only {queries} queries sampled");
     assert!(
