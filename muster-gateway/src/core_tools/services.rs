@@ -2,7 +2,7 @@
 
 use muster_core::{
     ToolError,
-    crd::{MCPServerHealth, MCPServerState},
+    crd::{MCPServerHealth, MCPServerState, REGISTERED_BY_ANNOTATION, REGISTERED_BY_EMAIL_ANNOTATION},
 };
 use serde_json::{Map, Value, json};
 
@@ -127,6 +127,15 @@ pub(super) fn server_definition(s: &ServerView) -> Value {
         map.insert("name".into(), json!(s.definition.metadata.name));
         if let Some(display) = s.definition.metadata.display_name() {
             map.insert("displayName".into(), json!(display));
+        }
+        let annotations = &s.definition.metadata.annotations;
+        for (annotation, field) in [
+            (REGISTERED_BY_ANNOTATION, "registeredBy"),
+            (REGISTERED_BY_EMAIL_ANNOTATION, "registeredByEmail"),
+        ] {
+            if let Some(value) = annotations.get(annotation).filter(|v| !v.trim().is_empty()) {
+                map.insert(field.into(), json!(value));
+            }
         }
         map.insert("state".into(), json!(s.runtime.state.as_str()));
         if let Some(e) = &s.runtime.last_error {
