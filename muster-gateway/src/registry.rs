@@ -720,7 +720,8 @@ impl Registry {
         if let Some(author) = author {
             tracing::info!(workflow = %name, %author, "{message}");
         }
-        self.events.emit(authored(Event::workflow(&name, reason, message), author));
+        self.events
+            .emit(authored(Event::workflow(&name, reason, message), author));
         self.changed();
         Ok(true)
     }
@@ -1301,7 +1302,6 @@ impl CatalogSource for Registry {
         Registry::catalog_for(self, session)
     }
 }
-
 
 /// `event`, naming `author` in its details when a core tool made the change.
 fn authored(event: Event, author: Option<&Author>) -> Event {

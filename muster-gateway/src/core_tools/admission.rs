@@ -129,7 +129,10 @@ impl Admission {
 /// Whether an update from `old` to `new` would run a command `old` did not: another command,
 /// arguments or environment, or a server that was not stdio before.
 fn runs_another_command(old: &MCPServerSpec, new: &MCPServerSpec) -> bool {
-    old.server_type != Some(ServerType::Stdio) || old.command != new.command || old.args != new.args || old.env != new.env
+    old.server_type != Some(ServerType::Stdio)
+        || old.command != new.command
+        || old.args != new.args
+        || old.env != new.env
 }
 
 /// Whether `ip` is link-local, or an IPv6 form that carries a link-local IPv4 address (mapped,
@@ -207,7 +210,16 @@ mod tests {
 
     #[test]
     fn ordinary_addresses_are_not_link_local() {
-        for address in ["127.0.0.1", "10.0.0.1", "8.8.8.8", "::1", "fec0::1", "2001:db8::1", "::ffff:10.0.0.1", "fd00:ec2::253"] {
+        for address in [
+            "127.0.0.1",
+            "10.0.0.1",
+            "8.8.8.8",
+            "::1",
+            "fec0::1",
+            "2001:db8::1",
+            "::ffff:10.0.0.1",
+            "fd00:ec2::253",
+        ] {
             assert!(!is_link_local(ip(address)), "{address}");
         }
     }
@@ -229,9 +241,15 @@ mod tests {
 
     #[tokio::test]
     async fn behind_the_front_door_stdio_is_refused_unless_only_other_fields_change() {
-        let refused = shared().check_server("x", &stdio("sh"), None).await.expect_err("refused");
+        let refused = shared()
+            .check_server("x", &stdio("sh"), None)
+            .await
+            .expect_err("refused");
         let text = refused.to_string();
-        assert!(text.contains("streamable-http or sse") && text.contains("aggregator.serverApi.allowStdio: true"), "{text}");
+        assert!(
+            text.contains("streamable-http or sse") && text.contains("aggregator.serverApi.allowStdio: true"),
+            "{text}"
+        );
         let old = stdio("server");
         let mut described = old.clone();
         described.description = Some("new words".into());
@@ -247,7 +265,10 @@ mod tests {
             url: Some("http://127.0.0.1:1/mcp".into()),
             ..MCPServerSpec::default()
         };
-        assert!(shared().check_server("x", &old, Some(&remote)).await.is_err(), "remote to stdio");
+        assert!(
+            shared().check_server("x", &old, Some(&remote)).await.is_err(),
+            "remote to stdio"
+        );
     }
 
     #[tokio::test]
@@ -257,15 +278,27 @@ mod tests {
             front_door: false,
         };
         assert!(single.check_server("x", &stdio("sh"), None).await.is_ok());
-        assert!(single.check_url("http://169.254.169.254/latest/meta-data").await.is_ok());
+        assert!(
+            single
+                .check_url("http://169.254.169.254/latest/meta-data")
+                .await
+                .is_ok()
+        );
     }
 
     #[tokio::test]
     async fn link_local_urls_are_refused_in_every_spelling() {
         let shared = shared();
-        for url in ["http://169.254.169.254/latest", "http://[fe80::1]/", "http://[::ffff:169.254.169.254]/"] {
+        for url in [
+            "http://169.254.169.254/latest",
+            "http://[fe80::1]/",
+            "http://[::ffff:169.254.169.254]/",
+        ] {
             let reason = shared.check_url(url).await.expect_err(url);
-            assert!(reason.contains("link-local") && reason.contains("allowLinkLocal"), "{reason}");
+            assert!(
+                reason.contains("link-local") && reason.contains("allowLinkLocal"),
+                "{reason}"
+            );
         }
         assert!(shared.check_url("http://127.0.0.1:9/mcp").await.is_ok());
     }

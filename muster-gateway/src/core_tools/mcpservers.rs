@@ -98,7 +98,7 @@ async fn persist(registry: &Registry, server: &MCPServer) -> Result<Option<Strin
     .await
     .map_err(ToolError::internal)?
     .map_err(|e| store_error(&dir, &e))?;
-    tracing::debug!(file = %path.display(), "MCPServer definition written");
+    tracing::info!(file = %path.display(), "MCPServer definition written");
     Ok(Some(store.relative(&path)))
 }
 

@@ -170,7 +170,7 @@ async fn persist(registry: &Registry, workflow: &Workflow) -> Result<Option<Stri
     .await
     .map_err(ToolError::internal)?
     .map_err(|e| store_error(&dir, &e))?;
-    tracing::debug!(file = %path.display(), "Workflow definition written");
+    tracing::info!(file = %path.display(), "Workflow definition written");
     Ok(Some(store.relative(&path)))
 }
 

@@ -447,7 +447,10 @@ async fn update_writes_back_to_the_file_that_defined_the_workflow() {
     )
     .await;
     assert_eq!(updated["file"], "workflows/custom-file.yaml");
-    assert!(!updated.to_string().contains(&dir.path().display().to_string()), "{updated}");
+    assert!(
+        !updated.to_string().contains(&dir.path().display().to_string()),
+        "{updated}"
+    );
     assert!(!dir.path().join("workflows/wf.yaml").exists());
     let loaded = config_dir::load(dir.path()).expect("loads");
     assert_eq!(loaded.workflows[0].spec.steps[0].id, "s1_updated");
