@@ -42,7 +42,14 @@ use url::Url;
 
 use crate::crd::ValidationErrors;
 
-/// `aggregator.serverApi`.
+/// `aggregator.serverApi`: what MCP server definitions written through the core tools
+/// (`core_mcpserver_create`, `_update`, `_validate`) and `core_mcpserver_detect`'s probe may make
+/// the gateway do. Behind the front door (`aggregator.oauth.server.enabled`) the gateway is
+/// shared, so by default a stdio server cannot be defined through the API and no link-local
+/// address (cloud metadata) can be reached; without it (one person on loopback) both are
+/// allowed, as in Go muster. Files the operator puts in `mcpservers/` are not affected. Behind
+/// the front door these keys cannot be changed through `core_config_update_aggregator`. See
+/// SECURITY.md for the threat model.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 #[non_exhaustive]
@@ -55,8 +62,12 @@ pub struct ServerApiConfig {
     /// An update that changes only other fields of an existing stdio server is accepted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_stdio: Option<bool>,
-    /// URL patterns (`https://*.example.com/mcp*`) the remote servers defined through the core
-    /// tools, and `core_mcpserver_detect`'s probe, must match. Default: empty, any URL.
+    /// URL patterns the remote servers defined through the core tools, and
+    /// `core_mcpserver_detect`'s probe, must match, in every deployment. A pattern is
+    /// `scheme://host[:port][/path]`: the host is exact, `*.domain` (any name under the domain)
+    /// or `*`; the port is a number or `*`, absent meaning the scheme's default; the path is a
+    /// glob where `*` is any run of characters, absent meaning any path. Example:
+    /// `https://*.example.com/mcp*`. Default: empty, any URL.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_urls: Vec<String>,
     /// Whether remote servers defined through the core tools, and `core_mcpserver_detect`'s
