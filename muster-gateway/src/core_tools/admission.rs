@@ -56,7 +56,7 @@ impl Admission {
         spec: &MCPServerSpec,
         previous: Option<&MCPServerSpec>,
     ) -> Result<(), ToolError> {
-        if spec.server_type == Some(ServerType::Stdio)
+        if runs_command(spec)
             && !self.api.allows_stdio(self.front_door)
             && previous.is_none_or(|old| runs_another_command(old, spec))
         {
@@ -126,13 +126,16 @@ impl Admission {
     }
 }
 
+/// Whether `spec` is a command the gateway runs: a stdio server, or one of no type (the
+/// connection treats it as stdio; validation refuses it first).
+fn runs_command(spec: &MCPServerSpec) -> bool {
+    matches!(spec.server_type, Some(ServerType::Stdio) | None)
+}
+
 /// Whether an update from `old` to `new` would run a command `old` did not: another command,
 /// arguments or environment, or a server that was not stdio before.
 fn runs_another_command(old: &MCPServerSpec, new: &MCPServerSpec) -> bool {
-    old.server_type != Some(ServerType::Stdio)
-        || old.command != new.command
-        || old.args != new.args
-        || old.env != new.env
+    !runs_command(old) || old.command != new.command || old.args != new.args || old.env != new.env
 }
 
 /// Whether `ip` is link-local, or an IPv6 form that carries a link-local IPv4 address (mapped,

@@ -38,9 +38,19 @@ fn camel_keys(map: &Map<String, Value>) -> Map<String, Value> {
         .collect()
 }
 
-/// The `aggregator` keys only the operator changes, in `config.yaml`, on a gateway behind the
-/// front door.
-const OPERATOR_KEYS: [&str; 4] = ["oauth", "serverApi", "allowedHosts", "allowedOrigins"];
+/// The `aggregator` keys that differ between `old` and `new` and that only the operator
+/// changes, in `config.yaml`, on a gateway behind the front door.
+fn operator_keys_changed(old: &AggregatorConfig, new: &AggregatorConfig) -> Vec<&'static str> {
+    [
+        ("aggregator.oauth", old.oauth != new.oauth),
+        ("aggregator.serverApi", old.server_api != new.server_api),
+        ("aggregator.allowedHosts", old.allowed_hosts != new.allowed_hosts),
+        ("aggregator.allowedOrigins", old.allowed_origins != new.allowed_origins),
+    ]
+    .into_iter()
+    .filter_map(|(key, changed)| changed.then_some(key))
+    .collect()
+}
 
 pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
     let Some(Value::Object(changes)) = args.get("aggregator") else {
@@ -48,30 +58,24 @@ pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject, ctx: &Ca
             "aggregator argument is required (an object)",
         ));
     };
-    let changes = camel_keys(changes);
     let mut config = registry.config();
-    if config.aggregator.front_door() {
-        let current = serde_json::to_value(&config.aggregator).unwrap_or_default();
-        let touched: Vec<&str> = OPERATOR_KEYS
-            .into_iter()
-            .filter(|key| changes.get(*key).is_some_and(|v| Some(v) != current.get(*key)))
-            .collect();
-        if !touched.is_empty() {
-            return Err(ToolError::invalid_arguments(format!(
-                "aggregator.{} cannot be changed through the API of a gateway behind the front door                  (aggregator.oauth.server): the operator changes it in config.yaml",
-                touched.join(", aggregator.")
-            )));
-        }
-    }
     let mut current = match serde_json::to_value(&config.aggregator) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
     };
-    current.extend(changes);
+    current.extend(camel_keys(changes));
     let aggregator: AggregatorConfig = serde_path_to_error::deserialize(&Value::Object(current)).map_err(|e| {
         let path = e.path().to_string();
         ToolError::invalid_arguments(format!("invalid aggregator configuration: {path}: {}", e.into_inner()))
     })?;
+    let refused = operator_keys_changed(&config.aggregator, &aggregator);
+    if config.aggregator.front_door() && !refused.is_empty() {
+        return Err(ToolError::invalid_arguments(format!(
+            "{} cannot be changed through the API of a gateway behind the front door (aggregator.oauth.server): \
+             the operator changes it in config.yaml",
+            refused.join(", ")
+        )));
+    }
     config.aggregator = aggregator;
     config.validate_config().map_err(|e| {
         ToolError::invalid_arguments(format!("invalid aggregator configuration: {}", e.to_lines().join("; ")))

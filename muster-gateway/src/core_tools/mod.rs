@@ -315,9 +315,15 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
     let value = match tool {
         CoreTool::ServiceList => services::service_list(registry),
         CoreTool::ServiceStatus => services::service_status(registry, required_name(args)?)?,
-        CoreTool::ServiceStart => services::service_control(registry, required_name(args)?, Control::Start).await?,
-        CoreTool::ServiceStop => services::service_control(registry, required_name(args)?, Control::Stop).await?,
-        CoreTool::ServiceRestart => services::service_control(registry, required_name(args)?, Control::Restart).await?,
+        CoreTool::ServiceStart => {
+            services::service_control(registry, required_name(args)?, Control::Start, &call.ctx).await?
+        }
+        CoreTool::ServiceStop => {
+            services::service_control(registry, required_name(args)?, Control::Stop, &call.ctx).await?
+        }
+        CoreTool::ServiceRestart => {
+            services::service_control(registry, required_name(args)?, Control::Restart, &call.ctx).await?
+        }
         CoreTool::McpServerList => services::mcpserver_list(registry),
         CoreTool::McpServerGet => services::mcpserver_get(registry, required_name(args)?)?,
         CoreTool::ConfigGet => config::get(registry)?,

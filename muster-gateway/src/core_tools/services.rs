@@ -158,7 +158,12 @@ pub(super) fn mcpserver_get(registry: &Registry, name: &str) -> Result<Value, To
         .ok_or_else(|| ToolError::invalid_arguments(format!("MCP server {name} not found")))
 }
 
-pub(super) async fn service_control(registry: &Registry, name: &str, control: Control) -> Result<Value, ToolError> {
+pub(super) async fn service_control(
+    registry: &Registry,
+    name: &str,
+    control: Control,
+    ctx: &muster_core::CallContext,
+) -> Result<Value, ToolError> {
     let verb = match control {
         Control::Start => "started",
         Control::Stop => "stopped",
@@ -197,6 +202,7 @@ pub(super) async fn service_control(registry: &Registry, name: &str, control: Co
         Control::Stop => Command::Stop,
         Control::Restart => Command::Restart,
     };
+    tracing::info!(service = %name, ?control, author = %crate::events::Author::of(ctx), "service control requested");
     if !registry.command(name, command) {
         return Err(ToolError::invalid_arguments(format!(
             "service {name} is not supervised"
