@@ -290,6 +290,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_single_user_gateway_can_close_stdio_too() {
+        let closed = Admission {
+            api: ServerApiConfig::default().with_allow_stdio(false),
+            front_door: false,
+        };
+        let refused = closed.check_server("x", &stdio("sh"), None).await.expect_err("refused");
+        assert!(refused.to_string().contains("allowStdio is false"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn the_allowlist_applies_without_the_front_door() {
+        let listed = Admission {
+            api: ServerApiConfig::default().with_allowed_urls(vec!["https://*.example.com/mcp".into()]),
+            front_door: false,
+        };
+        assert!(listed.check_url("https://tools.example.com/mcp").await.is_ok());
+        let reason = listed
+            .check_url("http://127.0.0.1:9/mcp")
+            .await
+            .expect_err("not listed");
+        assert!(reason.contains("allowedUrls"), "{reason}");
+    }
+
+    #[tokio::test]
     async fn link_local_urls_are_refused_in_every_spelling() {
         let shared = shared();
         for url in [
