@@ -11,7 +11,10 @@
 //! | remote URL at a link-local address, literal or resolved | allowed | refused unless `allowLinkLocal: true` |
 //!
 //! A name that resolves to a link-local address is refused when it is written and, for the
-//! probe, at every connection (the probe's client resolves through [`LinkLocalRefusing`]).
+//! probe, at every connection (the probe's client resolves through [`LinkLocalRefusing`]). A
+//! server's own connections do not resolve through it: a name that resolves to a link-local
+//! address only after the definition was written is not refused (`allowedUrls` and an egress
+//! policy are the controls that do not depend on DNS; SECURITY.md says so).
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -166,18 +169,23 @@ impl reqwest::dns::Resolve for LinkLocalRefusing {
         let host = name.as_str().to_owned();
         Box::pin(async move {
             let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let kept: Vec<SocketAddr> = resolved.iter().copied().filter(|a| !is_link_local(a.ip())).collect();
-            if kept.is_empty() && !resolved.is_empty() {
-                return Err(format!(
-                    "{host} resolves to a link-local address, which this gateway refuses behind the front door \
-                     (aggregator.serverApi.allowLinkLocal)"
-                )
-                .into());
-            }
-            let addresses: reqwest::dns::Addrs = Box::new(kept.into_iter());
+            let addresses: reqwest::dns::Addrs = Box::new(without_link_local(&host, resolved)?.into_iter());
             Ok(addresses)
         })
     }
+}
+
+/// The addresses `host` resolved to, minus link-local ones; an error when that leaves none.
+fn without_link_local(host: &str, resolved: Vec<SocketAddr>) -> Result<Vec<SocketAddr>, String> {
+    let any = !resolved.is_empty();
+    let kept: Vec<SocketAddr> = resolved.into_iter().filter(|a| !is_link_local(a.ip())).collect();
+    if kept.is_empty() && any {
+        return Err(format!(
+            "{host} resolves to a link-local address, which this gateway refuses behind the front door \
+             (aggregator.serverApi.allowLinkLocal)"
+        ));
+    }
+    Ok(kept)
 }
 
 /// The resolver a probe uses under `admission`: [`LinkLocalRefusing`] unless link-local
@@ -225,6 +233,19 @@ mod tests {
         ] {
             assert!(!is_link_local(ip(address)), "{address}");
         }
+    }
+
+    #[test]
+    fn the_probe_resolver_drops_link_local_answers_and_refuses_a_name_with_only_those() {
+        let at = |a: &str| SocketAddr::new(ip(a), 0);
+        let mixed = without_link_local(
+            "rebound.test",
+            vec![at("169.254.169.254"), at("10.0.0.7"), at("fe80::1")],
+        );
+        assert_eq!(mixed, Ok(vec![at("10.0.0.7")]));
+        let only = without_link_local("imds.test", vec![at("169.254.169.254"), at("::ffff:169.254.169.254")]);
+        assert!(only.is_err_and(|e| e.contains("imds.test") && e.contains("allowLinkLocal")));
+        assert_eq!(without_link_local("none.test", Vec::new()), Ok(Vec::new()));
     }
 
     fn stdio(command: &str) -> MCPServerSpec {
