@@ -128,6 +128,24 @@ async fn core_tools_write_definitions_atomically_and_record_events() {
     ] {
         assert!(events_text.contains(reason), "{reason} missing: {events_text}");
     }
+    // Without the front door, a write's author is the MCP session it came in; the answer and
+    // the events name files relative to the config directory.
+    let listed = core(&events);
+    let created_event = listed
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["reason"] == "MCPServerCreated"))
+        .unwrap_or_else(|| panic!("no MCPServerCreated: {listed}"));
+    let author = &created_event["data"]["author"];
+    assert!(
+        author["session"].as_str().is_some_and(|s| !s.is_empty()),
+        "{created_event}"
+    );
+    assert!(author.get("subject").is_none(), "{created_event}");
+    assert_eq!(core(&created)["file"], "mcpservers/extra.yaml");
+    assert!(
+        !events_text.contains(&dir.path().display().to_string()),
+        "{events_text}"
+    );
     h.gateway.registry().events().flush(std::time::Duration::from_secs(2));
     let day = chrono::Utc::now().format("%Y-%m-%d");
     let log = std::fs::read_to_string(dir.path().join(format!("events/events-{day}.json"))).expect("event log");

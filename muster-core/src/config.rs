@@ -33,8 +33,10 @@ use crate::crd::ValidationErrors;
 use crate::crd::validate::{NAME_PATTERN, NAME_RE, NAMESPACE_PATTERN, NAMESPACE_RE};
 
 mod limits;
+mod server_api;
 
 pub use limits::{DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_REQUEST_BODY_BYTES, DEFAULT_MAX_REQUEST_HEAD_BYTES, Limits};
+pub use server_api::ServerApiConfig;
 
 /// Default of `aggregator.port`.
 pub const DEFAULT_PORT: u16 = 8090;
@@ -439,6 +441,16 @@ pub struct AggregatorConfig {
     pub allowed_origins: Vec<String>,
     /// Limits on requests, concurrent calls and shutdown ([`Limits`]).
     pub limits: Limits,
+    /// What MCP server definitions written through the core tools, and
+    /// `core_mcpserver_detect`'s probe, may make the gateway do: run commands (stdio), reach
+    /// which URLs and link-local addresses ([`ServerApiConfig`]). Files in `mcpservers/` are not
+    /// affected.
+    #[serde(skip_serializing_if = "is_default_server_api")]
+    pub server_api: ServerApiConfig,
+}
+
+fn is_default_server_api(api: &ServerApiConfig) -> bool {
+    *api == ServerApiConfig::default()
 }
 
 /// `aggregator.exposure`.
@@ -497,6 +509,7 @@ impl Default for AggregatorConfig {
             allowed_hosts: None,
             allowed_origins: Vec::new(),
             limits: Limits::default(),
+            server_api: ServerApiConfig::default(),
         }
     }
 }
@@ -544,6 +557,18 @@ impl AggregatorConfig {
         self
     }
 
+    /// Sets what definitions written through the core tools may do.
+    pub fn with_server_api(mut self, server_api: ServerApiConfig) -> Self {
+        self.server_api = server_api;
+        self
+    }
+
+    /// Whether the front door (`aggregator.oauth.server.enabled`) guards `/mcp`: the gateway
+    /// is shared, and [`ServerApiConfig`]'s defaults are the closed ones.
+    pub fn front_door(&self) -> bool {
+        self.oauth.server.enabled
+    }
+
     /// Sets the limits.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -576,6 +601,7 @@ impl AggregatorConfig {
 
     fn validate_into(&self, errors: &mut ValidationErrors) {
         self.limits.validate_into(errors);
+        self.server_api.validate_into(errors);
         if self.host.trim().is_empty() {
             errors.push("aggregator.host", "aggregator.host must not be empty");
         } else if self.host.chars().any(char::is_whitespace) {

@@ -51,6 +51,18 @@ pub struct LoadProblem {
     pub reason: String,
 }
 
+impl LoadProblem {
+    /// The problem as an answer may show it: the file named relative to the config directory
+    /// `dir` ([`relative_path`](crate::store::relative_path)).
+    pub fn relative_to(&self, dir: &Path) -> String {
+        let file = crate::store::relative_path(dir, &self.file);
+        match &self.field {
+            Some(field) => format!("{file}: {field}: {}", self.reason),
+            None => format!("{file}: {}", self.reason),
+        }
+    }
+}
+
 impl fmt::Display for LoadProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.field {

@@ -35,7 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     core_tools,
-    events::{Event, EventDetails, EventLog, reasons},
+    events::{Author, Event, EventDetails, EventLog, reasons},
     store::ConfigStore,
     supervisor::{self, Command, Key, SupervisorConfig},
     surface::{self, Contribution},
@@ -547,6 +547,12 @@ impl Registry {
     /// Adds server `definition`, or replaces the definition of the server of that name (its
     /// connection is closed and it reconnects with the new one). The others are untouched.
     pub fn apply_server(self: &Arc<Self>, definition: MCPServer) -> Applied {
+        self.apply_server_as(definition, None)
+    }
+
+    /// As [`Self::apply_server`], for `author` (a write through a core tool): its event and log
+    /// line name the author.
+    pub fn apply_server_as(self: &Arc<Self>, definition: MCPServer, author: Option<&Author>) -> Applied {
         let name = definition.metadata.name.clone();
         let mut issuers_before = self.server_issuer(&name).into_iter().collect::<Vec<_>>();
         issuers_before.extend(crate::auth::issuers::Description::of(&definition).map(|d| d.issuer));
@@ -582,21 +588,27 @@ impl Registry {
             applied
         };
         self.recheck_issuer_peers(&name, &issuers_before);
-        tracing::info!(server = %name, ?applied, "MCPServer definition applied");
+        match author {
+            Some(author) => tracing::info!(server = %name, ?applied, %author, "MCPServer definition applied"),
+            None => tracing::info!(server = %name, ?applied, "MCPServer definition applied"),
+        }
         let reason = match applied {
             Applied::Added => reasons::MCP_SERVER_CREATED,
             _ => reasons::MCP_SERVER_UPDATED,
         };
-        self.events.emit(Event::mcp_server(
-            &name,
-            reason,
-            format!(
-                "MCPServer {name} {}",
-                match applied {
-                    Applied::Added => "created",
-                    _ => "updated",
-                }
+        self.events.emit(authored(
+            Event::mcp_server(
+                &name,
+                reason,
+                format!(
+                    "MCPServer {name} {}",
+                    match applied {
+                        Applied::Added => "created",
+                        _ => "updated",
+                    }
+                ),
             ),
+            author,
         ));
         self.changed();
         applied
@@ -605,6 +617,11 @@ impl Registry {
     /// Removes server `name`: its supervisor stops and its connection closes. `false` when no
     /// such server is defined.
     pub fn remove_server(&self, name: &str) -> bool {
+        self.remove_server_as(name, None)
+    }
+
+    /// As [`Self::remove_server`], for `author` (a write through a core tool).
+    pub fn remove_server_as(&self, name: &str, author: Option<&Author>) -> bool {
         let issuers = self.server_issuer(name).into_iter().collect::<Vec<_>>();
         let removed = self.write_servers().remove(name);
         self.recheck_issuer_peers(name, &issuers);
@@ -614,11 +631,13 @@ impl Registry {
             conn.close();
         }
         if removed.is_some() {
-            tracing::info!(server = %name, "MCPServer removed");
-            self.events.emit(Event::mcp_server(
-                name,
-                reasons::MCP_SERVER_DELETED,
-                format!("MCPServer {name} deleted"),
+            match author {
+                Some(author) => tracing::info!(server = %name, %author, "MCPServer removed"),
+                None => tracing::info!(server = %name, "MCPServer removed"),
+            }
+            self.events.emit(authored(
+                Event::mcp_server(name, reasons::MCP_SERVER_DELETED, format!("MCPServer {name} deleted")),
+                author,
             ));
             self.changed();
         }
@@ -666,6 +685,12 @@ impl Registry {
     /// breaks a rule or a template or jq program does not compile; `false` when it was already
     /// defined exactly so.
     pub fn apply_workflow(&self, workflow: Workflow) -> Result<bool, ValidationErrors> {
+        self.apply_workflow_as(workflow, None)
+    }
+
+    /// As [`Self::apply_workflow`], for `author` (a write through a core tool): its event and
+    /// log line name the author.
+    pub fn apply_workflow_as(&self, workflow: Workflow, author: Option<&Author>) -> Result<bool, ValidationErrors> {
         let name = workflow.metadata.name.clone();
         let compiled = Arc::new(CompiledWorkflow::compile(workflow)?);
         for warning in compiled.warnings() {
@@ -692,13 +717,22 @@ impl Registry {
         } else {
             format!("Workflow {name} successfully created with {steps} steps")
         };
-        self.events.emit(Event::workflow(&name, reason, message));
+        if let Some(author) = author {
+            tracing::info!(workflow = %name, %author, "{message}");
+        }
+        self.events
+            .emit(authored(Event::workflow(&name, reason, message), author));
         self.changed();
         Ok(true)
     }
 
     /// Removes a Workflow; `false` when none has that name.
     pub fn remove_workflow(&self, name: &str) -> bool {
+        self.remove_workflow_as(name, None)
+    }
+
+    /// As [`Self::remove_workflow`], for `author` (a write through a core tool).
+    pub fn remove_workflow_as(&self, name: &str, author: Option<&Author>) -> bool {
         let removed = self
             .workflows
             .write()
@@ -706,10 +740,12 @@ impl Registry {
             .remove(name)
             .is_some();
         if removed {
-            self.events.emit(Event::workflow(
-                name,
-                reasons::WORKFLOW_DELETED,
-                format!("Workflow {name} deleted"),
+            if let Some(author) = author {
+                tracing::info!(workflow = %name, %author, "Workflow removed");
+            }
+            self.events.emit(authored(
+                Event::workflow(name, reasons::WORKFLOW_DELETED, format!("Workflow {name} deleted")),
+                author,
             ));
             self.changed();
         }
@@ -1264,6 +1300,17 @@ impl CatalogSource for Registry {
 
     fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
         Registry::catalog_for(self, session)
+    }
+}
+
+/// `event`, naming `author` in its details when a core tool made the change.
+fn authored(event: Event, author: Option<&Author>) -> Event {
+    match author {
+        Some(author) => {
+            let details = event.data.clone().with_author(author.clone());
+            event.with_details(details)
+        }
+        None => event,
     }
 }
 

@@ -138,6 +138,35 @@ pub fn check_name(name: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+impl StoreError {
+    /// The error as an answer may show it: files named relative to the config directory `dir`
+    /// ([`relative_path`]), so the host's layout stays in the gateway's own log.
+    pub fn relative_to(&self, dir: &Path) -> String {
+        match self {
+            Self::Occupied { path, kind, name } => format!(
+                "{} already defines another {kind}; rename that file before writing {kind} {name:?}",
+                relative_path(dir, path)
+            ),
+            Self::Io { action, path, source } => {
+                // An io::Error names no path of its own; its text is the OS's reason.
+                format!("{action} {}: {source}", relative_path(dir, path))
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// `path` named relative to the config directory `dir` (`mcpservers/git.yaml`), as answers,
+/// events and errors show files; a path outside `dir` is named by its file name alone.
+pub fn relative_path(dir: &Path, path: &Path) -> String {
+    match path.strip_prefix(dir) {
+        Ok(relative) if !relative.as_os_str().is_empty() => relative.to_string_lossy().replace('\\', "/"),
+        _ => path
+            .file_name()
+            .map_or_else(|| ".".to_owned(), |n| n.to_string_lossy().into_owned()),
+    }
+}
+
 /// Writes and deletes the definitions of a config directory.
 #[derive(Debug, Clone)]
 pub struct ConfigStore {
@@ -153,6 +182,11 @@ impl ConfigStore {
     /// The config directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// `path` as answers show it: relative to the config directory ([`relative_path`]).
+    pub fn relative(&self, path: &Path) -> String {
+        relative_path(&self.dir, path)
     }
 
     /// Writes `server` (without its status) and returns the file: the file that already

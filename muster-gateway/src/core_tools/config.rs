@@ -2,11 +2,19 @@
 //! and `_reload`. Updates change the running configuration (a new port or host takes effect at
 //! the next start); `_save` persists it to `config.yaml` atomically; `_reload` reads the config
 //! directory again, discarding unsaved changes, and applies its servers and workflows.
+//!
+//! Behind the front door, `_update_aggregator` does not change the keys that say who may reach
+//! the gateway and what callers may make it do (`oauth`, `serverApi`, `allowedHosts`,
+//! `allowedOrigins`): a caller could otherwise lift the refusals `serverApi` makes, in memory
+//! and, through `_save`, in `config.yaml`. Only the operator changes them, in the file. Each
+//! write names its author in the log; answers name files relative to the config directory.
+
+use muster_core::CallContext;
 
 use muster_core::{JsonObject, ToolError, config::AggregatorConfig};
 use serde_json::{Map, Value, json};
 
-use crate::{config_dir, registry::Registry, sync};
+use crate::{config_dir, events::Author, registry::Registry, sync};
 
 pub(super) fn get(registry: &Registry) -> Result<Value, ToolError> {
     serde_json::to_value(registry.config()).map_err(ToolError::internal)
@@ -30,7 +38,21 @@ fn camel_keys(map: &Map<String, Value>) -> Map<String, Value> {
         .collect()
 }
 
-pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject) -> Result<Value, ToolError> {
+/// The `aggregator` keys that differ between `old` and `new` and that only the operator
+/// changes, in `config.yaml`, on a gateway behind the front door.
+fn operator_keys_changed(old: &AggregatorConfig, new: &AggregatorConfig) -> Vec<&'static str> {
+    [
+        ("aggregator.oauth", old.oauth != new.oauth),
+        ("aggregator.serverApi", old.server_api != new.server_api),
+        ("aggregator.allowedHosts", old.allowed_hosts != new.allowed_hosts),
+        ("aggregator.allowedOrigins", old.allowed_origins != new.allowed_origins),
+    ]
+    .into_iter()
+    .filter_map(|(key, changed)| changed.then_some(key))
+    .collect()
+}
+
+pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
     let Some(Value::Object(changes)) = args.get("aggregator") else {
         return Err(ToolError::invalid_arguments(
             "aggregator argument is required (an object)",
@@ -46,42 +68,63 @@ pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject) -> Resul
         let path = e.path().to_string();
         ToolError::invalid_arguments(format!("invalid aggregator configuration: {path}: {}", e.into_inner()))
     })?;
+    let refused = operator_keys_changed(&config.aggregator, &aggregator);
+    if config.aggregator.front_door() && !refused.is_empty() {
+        return Err(ToolError::invalid_arguments(format!(
+            "{} cannot be changed through the API of a gateway behind the front door (aggregator.oauth.server): \
+             the operator changes it in config.yaml",
+            refused.join(", ")
+        )));
+    }
     config.aggregator = aggregator;
     config.validate_config().map_err(|e| {
         ToolError::invalid_arguments(format!("invalid aggregator configuration: {}", e.to_lines().join("; ")))
     })?;
     registry.set_config(config.clone());
+    tracing::info!(author = %Author::of(ctx), "aggregator configuration updated in memory");
     Ok(json!({
         "aggregator": config.aggregator,
         "message": "aggregator configuration updated in memory; core_config_save persists it, and a new port or host takes effect at the next start",
     }))
 }
 
-pub(super) async fn save(registry: &Registry) -> Result<Value, ToolError> {
+pub(super) async fn save(registry: &Registry, ctx: &CallContext) -> Result<Value, ToolError> {
     let Some(store) = registry.store().cloned() else {
         return Err(ToolError::invalid_arguments(
             "this gateway has no config directory to save to",
         ));
     };
     let config = registry.config();
-    let path = tokio::task::spawn_blocking(move || store.write_config(&config))
-        .await
-        .map_err(ToolError::internal)?
-        .map_err(|e| ToolError::internal(e.to_string()))?;
-    Ok(json!({"saved": true, "file": path.display().to_string(), "message": "configuration saved"}))
+    let dir = store.dir().to_path_buf();
+    let path = tokio::task::spawn_blocking({
+        let store = store.clone();
+        move || store.write_config(&config)
+    })
+    .await
+    .map_err(ToolError::internal)?
+    .map_err(|e| super::store_error(&dir, &e))?;
+    tracing::info!(file = %path.display(), author = %Author::of(ctx), "configuration saved");
+    Ok(json!({"saved": true, "file": store.relative(&path), "message": "configuration saved"}))
 }
 
-pub(super) async fn reload(registry: &std::sync::Arc<Registry>) -> Result<Value, ToolError> {
+pub(super) async fn reload(registry: &std::sync::Arc<Registry>, ctx: &CallContext) -> Result<Value, ToolError> {
     let Some(dir) = registry.store().map(|s| s.dir().to_path_buf()) else {
         return Err(ToolError::invalid_arguments(
             "this gateway has no config directory to reload from",
         ));
     };
-    let loaded = tokio::task::spawn_blocking(move || config_dir::load(&dir))
-        .await
-        .map_err(ToolError::internal)?
-        .map_err(|e| ToolError::internal(e.to_string()))?;
-    let problems: Vec<String> = loaded.problems.iter().map(ToString::to_string).collect();
+    let loaded = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        move || config_dir::load(&dir)
+    })
+    .await
+    .map_err(ToolError::internal)?
+    .map_err(|e| ToolError::internal(e.to_string()))?;
+    for problem in &loaded.problems {
+        tracing::warn!("{problem}");
+    }
+    tracing::info!(author = %Author::of(ctx), "configuration reloaded from the config directory");
+    let problems: Vec<String> = loaded.problems.iter().map(|p| p.relative_to(&dir)).collect();
     registry.set_config(loaded.config.clone());
     let summary = sync::apply(registry, &loaded);
     Ok(json!({

@@ -118,6 +118,16 @@ impl DetectResult {
 /// Probes `url` for its MCP transport, sending `headers` with every request, within `timeout`
 /// in all. Never fails; see the [module documentation](self).
 pub async fn detect(url: &str, headers: &BTreeMap<String, String>, timeout: Duration) -> DetectResult {
+    detect_resolving(url, headers, timeout, None).await
+}
+
+/// As [`detect`], resolving names with `resolver` when given (one that refuses addresses).
+pub(crate) async fn detect_resolving(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    timeout: Duration,
+    resolver: Option<std::sync::Arc<dyn reqwest::dns::Resolve>>,
+) -> DetectResult {
     let url = url.trim();
     let parsed = match Url::parse(url) {
         Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some() => parsed,
@@ -135,12 +145,14 @@ pub async fn detect(url: &str, headers: &BTreeMap<String, String>, timeout: Dura
         Ok(headers) => headers,
         Err(detail) => return DetectResult::unknown(url, false, false, detail),
     };
-    let client = match Client::builder()
+    let mut builder = Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(timeout)
-        .user_agent(concat!("muster/", env!("CARGO_PKG_VERSION")))
-        .build()
-    {
+        .user_agent(concat!("muster/", env!("CARGO_PKG_VERSION")));
+    if let Some(resolver) = resolver {
+        builder = builder.dns_resolver(resolver);
+    }
+    let client = match builder.build() {
         Ok(client) => client,
         Err(e) => {
             return DetectResult::unknown(

@@ -1,17 +1,27 @@
 //! The MCP server definition tools: `core_mcpserver_create`, `_update`, `_delete`, `_validate`
 //! and `_detect`. Writes go through the registry (the server starts, restarts or stops) and, in
-//! filesystem mode, to `mcpservers/<name>.yaml` atomically.
+//! filesystem mode, to `mcpservers/<name>.yaml` atomically. What a caller may define or probe is
+//! checked first ([`admission`](super::admission)); each write names its author in its event
+//! and log line, and a server created by an authenticated caller carries the
+//! `ui.giantswarm.io/registered-by` annotations. Answers name files relative to the config
+//! directory.
 
 use std::{collections::BTreeMap, time::Duration};
 
 use muster_core::{
-    JsonObject, ToolError,
-    crd::{DISPLAY_NAME_ANNOTATION, MCPServer, MCPServerSpec, MCPServerState},
+    CallContext, JsonObject, ToolError,
+    crd::{
+        DISPLAY_NAME_ANNOTATION, MCPServer, MCPServerSpec, MCPServerState, REGISTERED_BY_ANNOTATION,
+        REGISTERED_BY_EMAIL_ANNOTATION,
+    },
 };
 use serde_json::{Map, Value, json};
 
-use super::{detect, services::server_definition};
-use crate::registry::{Applied, Registry};
+use super::{admission::Admission, detect, services::server_definition, store_error};
+use crate::{
+    events::Author,
+    registry::{Applied, Registry},
+};
 
 /// The arguments that are not spec fields.
 const NON_SPEC: [&str; 2] = ["name", "displayName"];
@@ -80,14 +90,37 @@ async fn persist(registry: &Registry, server: &MCPServer) -> Result<Option<Strin
         return Ok(None);
     };
     let server = server.clone();
-    let path = tokio::task::spawn_blocking(move || store.write_mcpserver(&server))
-        .await
-        .map_err(ToolError::internal)?
-        .map_err(|e| ToolError::internal(e.to_string()))?;
-    Ok(Some(path.display().to_string()))
+    let dir = store.dir().to_path_buf();
+    let path = tokio::task::spawn_blocking({
+        let store = store.clone();
+        move || store.write_mcpserver(&server)
+    })
+    .await
+    .map_err(ToolError::internal)?
+    .map_err(|e| store_error(&dir, &e))?;
+    tracing::info!(file = %path.display(), "MCPServer definition written");
+    Ok(Some(store.relative(&path)))
 }
 
-pub(super) async fn create(registry: &std::sync::Arc<Registry>, args: &JsonObject) -> Result<Value, ToolError> {
+/// `server` stamped with the `registered-by` annotations of the authenticated caller of `ctx`,
+/// as Kubernetes mode does; a caller the front door did not authenticate stamps none.
+fn registered_by(mut server: MCPServer, ctx: &CallContext) -> MCPServer {
+    if let Some(principal) = &ctx.principal {
+        let annotations = &mut server.metadata.annotations;
+        annotations.insert(REGISTERED_BY_ANNOTATION.to_owned(), principal.subject.clone());
+        match &principal.email {
+            Some(email) => annotations.insert(REGISTERED_BY_EMAIL_ANNOTATION.to_owned(), email.clone()),
+            None => annotations.remove(REGISTERED_BY_EMAIL_ANNOTATION),
+        };
+    }
+    server
+}
+
+pub(super) async fn create(
+    registry: &std::sync::Arc<Registry>,
+    args: &JsonObject,
+    ctx: &CallContext,
+) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     if registry.server(name).is_some() {
         return Err(ToolError::invalid_arguments(format!(
@@ -96,12 +129,18 @@ pub(super) async fn create(registry: &std::sync::Arc<Registry>, args: &JsonObjec
     }
     let spec = parse_spec(spec_fields(args))?;
     let server = validated(with_display_name(MCPServer::new(name, spec), args.get("displayName")))?;
+    Admission::of(registry).check_server(name, &server.spec, None).await?;
+    let server = registered_by(server, ctx);
     let file = persist(registry, &server).await?;
-    registry.apply_server(server);
+    registry.apply_server_as(server, Some(&Author::of(ctx)));
     created_or_updated(registry, name, "created", file)
 }
 
-pub(super) async fn update(registry: &std::sync::Arc<Registry>, args: &JsonObject) -> Result<Value, ToolError> {
+pub(super) async fn update(
+    registry: &std::sync::Arc<Registry>,
+    args: &JsonObject,
+    ctx: &CallContext,
+) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     let current = registry
         .server(name)
@@ -120,8 +159,11 @@ pub(super) async fn update(registry: &std::sync::Arc<Registry>, args: &JsonObjec
     let mut server = current.definition.clone();
     server.spec = spec;
     let server = validated(with_display_name(server, args.get("displayName")))?;
+    Admission::of(registry)
+        .check_server(name, &server.spec, Some(&current.definition.spec))
+        .await?;
     let file = persist(registry, &server).await?;
-    let applied = registry.apply_server(server);
+    let applied = registry.apply_server_as(server, Some(&Author::of(ctx)));
     let verb = if applied == Applied::Unchanged {
         "unchanged"
     } else {
@@ -142,7 +184,7 @@ fn created_or_updated(registry: &Registry, name: &str, verb: &str, file: Option<
     Ok(value)
 }
 
-pub(super) async fn delete(registry: &Registry, args: &JsonObject) -> Result<Value, ToolError> {
+pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     let server = registry
         .server(name)
@@ -160,27 +202,35 @@ pub(super) async fn delete(registry: &Registry, args: &JsonObject) -> Result<Val
     }
     if let Some(store) = registry.store().cloned() {
         let owned = name.to_owned();
+        let dir = store.dir().to_path_buf();
         tokio::task::spawn_blocking(move || store.delete_mcpserver(&owned))
             .await
             .map_err(ToolError::internal)?
-            .map_err(|e| ToolError::internal(e.to_string()))?;
+            .map_err(|e| store_error(&dir, &e))?;
     }
-    registry.remove_server(name);
+    registry.remove_server_as(name, Some(&Author::of(ctx)));
     Ok(json!({"name": name, "deleted": true, "message": format!("MCP server {name} deleted")}))
 }
 
-pub(super) fn validate(args: &JsonObject) -> Result<Value, ToolError> {
+pub(super) async fn validate(registry: &Registry, args: &JsonObject) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     let outcome = parse_spec(spec_fields(args))
         .map(|spec| with_display_name(MCPServer::new(name, spec), args.get("displayName")))
         .and_then(validated);
+    let outcome = match outcome {
+        Ok(server) => Admission::of(registry)
+            .check_server(name, &server.spec, None)
+            .await
+            .map(|()| server),
+        Err(e) => Err(e),
+    };
     Ok(match outcome {
         Ok(_) => json!({"name": name, "valid": true, "errors": [], "message": format!("MCP server {name} is valid")}),
         Err(e) => json!({"name": name, "valid": false, "errors": [e.to_string()], "message": e.to_string()}),
     })
 }
 
-pub(super) async fn detect(args: &JsonObject) -> Result<Value, ToolError> {
+pub(super) async fn detect(registry: &Registry, args: &JsonObject) -> Result<Value, ToolError> {
     let url = match args.get("url") {
         Some(Value::String(u)) if !u.is_empty() => u.clone(),
         _ => return Err(ToolError::invalid_arguments("url argument is required")),
@@ -197,6 +247,9 @@ pub(super) async fn detect(args: &JsonObject) -> Result<Value, ToolError> {
         .and_then(Value::as_f64)
         .filter(|t| *t > 0.0)
         .map_or(detect::DEFAULT_TIMEOUT, Duration::from_secs_f64);
-    let result = detect::detect(&url, &headers, timeout).await;
+    let admission = Admission::of(registry);
+    admission.check_url(&url).await.map_err(ToolError::invalid_arguments)?;
+    let resolver = super::admission::probe_resolver(&admission);
+    let result = detect::detect_resolving(&url, &headers, timeout, resolver).await;
     serde_json::to_value(result).map_err(ToolError::internal)
 }

@@ -7,6 +7,7 @@
 //! (`core_workflow_list`, `_get`, `_available`, `_create`, `_update`, `_delete`, `_validate`,
 //! `_execution_list`, `_execution_get`).
 
+mod admission;
 mod args;
 mod config;
 pub mod detect;
@@ -314,21 +315,27 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
     let value = match tool {
         CoreTool::ServiceList => services::service_list(registry),
         CoreTool::ServiceStatus => services::service_status(registry, required_name(args)?)?,
-        CoreTool::ServiceStart => services::service_control(registry, required_name(args)?, Control::Start).await?,
-        CoreTool::ServiceStop => services::service_control(registry, required_name(args)?, Control::Stop).await?,
-        CoreTool::ServiceRestart => services::service_control(registry, required_name(args)?, Control::Restart).await?,
+        CoreTool::ServiceStart => {
+            services::service_control(registry, required_name(args)?, Control::Start, &call.ctx).await?
+        }
+        CoreTool::ServiceStop => {
+            services::service_control(registry, required_name(args)?, Control::Stop, &call.ctx).await?
+        }
+        CoreTool::ServiceRestart => {
+            services::service_control(registry, required_name(args)?, Control::Restart, &call.ctx).await?
+        }
         CoreTool::McpServerList => services::mcpserver_list(registry),
         CoreTool::McpServerGet => services::mcpserver_get(registry, required_name(args)?)?,
         CoreTool::ConfigGet => config::get(registry)?,
         CoreTool::ConfigGetAggregator => config::get_aggregator(registry)?,
-        CoreTool::ConfigUpdateAggregator => config::update_aggregator(registry, args)?,
-        CoreTool::ConfigSave => config::save(registry).await?,
-        CoreTool::ConfigReload => config::reload(registry).await?,
-        CoreTool::McpServerCreate => mcpservers::create(registry, args).await?,
-        CoreTool::McpServerUpdate => mcpservers::update(registry, args).await?,
-        CoreTool::McpServerDelete => mcpservers::delete(registry, args).await?,
-        CoreTool::McpServerValidate => mcpservers::validate(args)?,
-        CoreTool::McpServerDetect => mcpservers::detect(args).await?,
+        CoreTool::ConfigUpdateAggregator => config::update_aggregator(registry, args, &call.ctx)?,
+        CoreTool::ConfigSave => config::save(registry, &call.ctx).await?,
+        CoreTool::ConfigReload => config::reload(registry, &call.ctx).await?,
+        CoreTool::McpServerCreate => mcpservers::create(registry, args, &call.ctx).await?,
+        CoreTool::McpServerUpdate => mcpservers::update(registry, args, &call.ctx).await?,
+        CoreTool::McpServerDelete => mcpservers::delete(registry, args, &call.ctx).await?,
+        CoreTool::McpServerValidate => mcpservers::validate(registry, args).await?,
+        CoreTool::McpServerDetect => mcpservers::detect(registry, args).await?,
         CoreTool::Events => {
             let query = crate::events::EventQuery::from_args(args).map_err(ToolError::invalid_arguments)?;
             let answer = query.answer(registry.events());
@@ -346,9 +353,9 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
         CoreTool::WorkflowList => workflows::list(registry),
         CoreTool::WorkflowGet => workflows::get(registry, required_name(args)?)?,
         CoreTool::WorkflowAvailable => workflows::available(registry, required_name(args)?)?,
-        CoreTool::WorkflowCreate => workflows::create(registry, args).await?,
-        CoreTool::WorkflowUpdate => workflows::update(registry, args).await?,
-        CoreTool::WorkflowDelete => workflows::delete(registry, args).await?,
+        CoreTool::WorkflowCreate => workflows::create(registry, args, &call.ctx).await?,
+        CoreTool::WorkflowUpdate => workflows::update(registry, args, &call.ctx).await?,
+        CoreTool::WorkflowDelete => workflows::delete(registry, args, &call.ctx).await?,
         CoreTool::WorkflowValidate => return workflows::validate(registry, args),
         CoreTool::WorkflowExecutionList => workflows::execution_list(registry, args).await?,
         CoreTool::WorkflowExecutionGet => workflows::execution_get(registry, args).await?,
@@ -403,6 +410,13 @@ fn required_name(args: &muster_core::JsonObject) -> Result<&str, ToolError> {
         Some(name) if !name.is_empty() => Ok(name),
         _ => Err(ToolError::invalid_arguments("name argument is required")),
     }
+}
+
+/// A store failure as an answer shows it: files relative to the config directory `dir`. The
+/// full error, paths and all, goes to the gateway's own log.
+fn store_error(dir: &std::path::Path, error: &crate::store::StoreError) -> ToolError {
+    tracing::warn!(%error, "writing the config directory failed");
+    ToolError::internal(error.relative_to(dir))
 }
 
 /// A successful result whose one text item is `value` as JSON, mirrored as structuredContent

@@ -2,7 +2,7 @@
 
 use muster_core::{
     ToolError,
-    crd::{MCPServerHealth, MCPServerState},
+    crd::{MCPServerHealth, MCPServerState, REGISTERED_BY_ANNOTATION, REGISTERED_BY_EMAIL_ANNOTATION},
 };
 use serde_json::{Map, Value, json};
 
@@ -128,6 +128,15 @@ pub(super) fn server_definition(s: &ServerView) -> Value {
         if let Some(display) = s.definition.metadata.display_name() {
             map.insert("displayName".into(), json!(display));
         }
+        let annotations = &s.definition.metadata.annotations;
+        for (annotation, field) in [
+            (REGISTERED_BY_ANNOTATION, "registeredBy"),
+            (REGISTERED_BY_EMAIL_ANNOTATION, "registeredByEmail"),
+        ] {
+            if let Some(value) = annotations.get(annotation).filter(|v| !v.trim().is_empty()) {
+                map.insert(field.into(), json!(value));
+            }
+        }
         map.insert("state".into(), json!(s.runtime.state.as_str()));
         if let Some(e) = &s.runtime.last_error {
             map.insert("lastError".into(), json!(e));
@@ -149,7 +158,12 @@ pub(super) fn mcpserver_get(registry: &Registry, name: &str) -> Result<Value, To
         .ok_or_else(|| ToolError::invalid_arguments(format!("MCP server {name} not found")))
 }
 
-pub(super) async fn service_control(registry: &Registry, name: &str, control: Control) -> Result<Value, ToolError> {
+pub(super) async fn service_control(
+    registry: &Registry,
+    name: &str,
+    control: Control,
+    ctx: &muster_core::CallContext,
+) -> Result<Value, ToolError> {
     let verb = match control {
         Control::Start => "started",
         Control::Stop => "stopped",
@@ -188,6 +202,7 @@ pub(super) async fn service_control(registry: &Registry, name: &str, control: Co
         Control::Stop => Command::Stop,
         Control::Restart => Command::Restart,
     };
+    tracing::info!(service = %name, ?control, author = %crate::events::Author::of(ctx), "service control requested");
     if !registry.command(name, command) {
         return Err(ToolError::invalid_arguments(format!(
             "service {name} is not supervised"

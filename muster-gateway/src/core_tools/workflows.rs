@@ -7,11 +7,13 @@
 //! the workflow) atomically, before the registry changes; the registry then rebuilds the
 //! catalogue, so `workflow_<name>` is callable as soon as the tool answers. A step tool that
 //! does not exist is reported (`missing_tools`), never refused: it may connect later.
+//! Each write names its author in its event and log line; answers name files relative to the
+//! config directory.
 
 use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
 
 use muster_core::{
-    JsonObject, NameRules, ToolError,
+    CallContext, JsonObject, NameRules, ToolError,
     crd::{Workflow, WorkflowSpec, deprecated_spellings},
 };
 use muster_workflow::{
@@ -21,9 +23,9 @@ use muster_workflow::{
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
-use super::json_result;
+use super::{json_result, store_error};
 use crate::{
-    events::{Event, reasons},
+    events::{Author, Event, reasons},
     registry::Registry,
     store::WORKFLOWS_DIR,
 };
@@ -146,7 +148,9 @@ fn refuse_foreign_file(registry: &Registry, name: &str) -> Result<(), ToolError>
     match foreign_file(registry, name) {
         Some((file, defined)) => Err(ToolError::invalid_arguments(format!(
             "file {} defines workflow {defined}, not {name}; rename it before changing workflow {name}",
-            file.display()
+            registry
+                .store()
+                .map_or_else(|| file.display().to_string(), |store| store.relative(&file))
         ))),
         None => Ok(()),
     }
@@ -158,11 +162,16 @@ async fn persist(registry: &Registry, workflow: &Workflow) -> Result<Option<Stri
     };
     refuse_foreign_file(registry, &workflow.metadata.name)?;
     let workflow = workflow.clone();
-    let path = tokio::task::spawn_blocking(move || store.write_workflow(&workflow))
-        .await
-        .map_err(ToolError::internal)?
-        .map_err(|e| ToolError::internal(e.to_string()))?;
-    Ok(Some(path.display().to_string()))
+    let dir = store.dir().to_path_buf();
+    let path = tokio::task::spawn_blocking({
+        let store = store.clone();
+        move || store.write_workflow(&workflow)
+    })
+    .await
+    .map_err(ToolError::internal)?
+    .map_err(|e| store_error(&dir, &e))?;
+    tracing::info!(file = %path.display(), "Workflow definition written");
+    Ok(Some(store.relative(&path)))
 }
 
 /// The definition as `core_workflow_get` shows it: the spec fields, `name` and `labels`.
@@ -225,7 +234,7 @@ pub(super) fn available(registry: &Registry, name: &str) -> Result<Value, ToolEr
     Ok(json!({"name": name, "available": available, "missing_tools": missing}))
 }
 
-pub(super) async fn create(registry: &Arc<Registry>, args: &JsonObject) -> Result<Value, ToolError> {
+pub(super) async fn create(registry: &Arc<Registry>, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     if !has_steps(args) {
         return Err(ToolError::invalid_arguments("steps argument is required"));
@@ -243,11 +252,11 @@ pub(super) async fn create(registry: &Arc<Registry>, args: &JsonObject) -> Resul
     let checked = check(workflow).map_err(|errors| invalid(registry, name, &errors))?;
     warnings.extend(checked.warnings);
     let file = persist(registry, &checked.workflow).await?;
-    apply(registry, checked.workflow)?;
+    apply(registry, checked.workflow, ctx)?;
     changed(registry, name, "created", warnings, file)
 }
 
-pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject) -> Result<Value, ToolError> {
+pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     let current = registry.workflow(name).ok_or_else(|| not_found(name))?;
     let mut fields = match serde_json::to_value(&current.spec).map_err(ToolError::internal)? {
@@ -273,7 +282,7 @@ pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject) -> Resul
     let checked = check(workflow).map_err(|errors| invalid(registry, name, &errors))?;
     warnings.extend(checked.warnings);
     let file = persist(registry, &checked.workflow).await?;
-    let verb = if apply(registry, checked.workflow)? {
+    let verb = if apply(registry, checked.workflow, ctx)? {
         "updated"
     } else {
         "unchanged"
@@ -282,9 +291,9 @@ pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject) -> Resul
 }
 
 /// Applies a checked definition; `false` when it was already in force exactly so.
-fn apply(registry: &Registry, workflow: Workflow) -> Result<bool, ToolError> {
+fn apply(registry: &Registry, workflow: Workflow, ctx: &CallContext) -> Result<bool, ToolError> {
     registry
-        .apply_workflow(workflow)
+        .apply_workflow_as(workflow, Some(&Author::of(ctx)))
         .map_err(|errors| ToolError::internal(format!("validation failed: {}", errors.to_lines().join("; "))))
 }
 
@@ -308,7 +317,7 @@ fn changed(
     Ok(Value::Object(map))
 }
 
-pub(super) async fn delete(registry: &Registry, args: &JsonObject) -> Result<Value, ToolError> {
+pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     if registry.workflow(name).is_none() {
         return Err(not_found(name));
@@ -316,12 +325,13 @@ pub(super) async fn delete(registry: &Registry, args: &JsonObject) -> Result<Val
     if let Some(store) = registry.store().cloned() {
         refuse_foreign_file(registry, name)?;
         let owned = name.to_owned();
+        let dir = store.dir().to_path_buf();
         tokio::task::spawn_blocking(move || store.delete_workflow(&owned))
             .await
             .map_err(ToolError::internal)?
-            .map_err(|e| ToolError::internal(e.to_string()))?;
+            .map_err(|e| store_error(&dir, &e))?;
     }
-    registry.remove_workflow(name);
+    registry.remove_workflow_as(name, Some(&Author::of(ctx)));
     Ok(json!({"name": name, "deleted": true, "message": format!("workflow {name} deleted")}))
 }
 

@@ -100,6 +100,60 @@ pub struct EventDetails {
     /// The tool a step called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// Who made the change, when a core tool made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<Author>,
+}
+
+/// Who wrote a definition through a core tool: the principal the front door authenticated
+/// (issuer and subject), or, on a gateway without one, the MCP session the call came in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Author {
+    /// The issuer of the caller's token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// The subject (`sub`) of the caller's token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// The caller's e-mail claim, when the token carried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    /// The MCP session the call came in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+impl Author {
+    /// The author of the call made in `ctx`.
+    pub fn of(ctx: &muster_core::CallContext) -> Self {
+        let session = (!ctx.session.is_anonymous()).then(|| ctx.session.as_str().to_owned());
+        match &ctx.principal {
+            Some(p) => Self {
+                issuer: p.issuer.clone(),
+                subject: Some(p.subject.clone()),
+                email: p.email.clone(),
+                session,
+            },
+            None => Self {
+                session,
+                ..Self::default()
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Author {
+    /// `<subject> (<issuer>)`, `session <id>`, or `unknown`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.subject, &self.issuer, &self.session) {
+            (Some(subject), Some(issuer), _) => write!(f, "{subject} ({issuer})"),
+            (Some(subject), None, _) => f.write_str(subject),
+            (None, _, Some(session)) => write!(f, "session {session}"),
+            (None, _, None) => f.write_str("unknown"),
+        }
+    }
 }
 
 impl EventDetails {
@@ -141,6 +195,12 @@ impl EventDetails {
     /// Sets the tool name.
     pub fn with_tool(mut self, tool: impl Into<String>) -> Self {
         self.tool = Some(tool.into());
+        self
+    }
+
+    /// Sets who made the change.
+    pub fn with_author(mut self, author: Author) -> Self {
+        self.author = Some(author);
         self
     }
 }

@@ -42,7 +42,7 @@ mod query;
 pub mod reasons;
 
 pub use event::{
-    DEFAULT_NAMESPACE, Event, EventDetails, EventType, InvolvedObject, KIND_MCP_SERVER, KIND_WORKFLOW, SOURCE,
+    Author, DEFAULT_NAMESPACE, Event, EventDetails, EventType, InvolvedObject, KIND_MCP_SERVER, KIND_WORKFLOW, SOURCE,
 };
 pub use follow::{EVENT_NOTIFICATION, EventFollowers};
 pub use log::{EVENTS_DIR, EventLog, EventLogOptions};

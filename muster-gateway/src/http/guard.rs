@@ -7,6 +7,10 @@
 //!   and, passed on, every hop's parse after it).
 //! - An `initialize` (a POST without a session id) while `aggregator.limits.maxSessions`
 //!   sessions are open gets 503 with a JSON-RPC error naming the limit, before a session is made.
+//! - A body the MCP service cannot read as a JSON-RPC message (it answers 415 with a plain-text
+//!   serde message) gets 400 with a JSON-RPC error: a parse error (-32700) when it is not JSON,
+//!   an invalid request (-32600) when it is JSON but no JSON-RPC message. Checked only after the
+//!   service refused it, so a good request is parsed once.
 //! - Once a shutdown begins ([`Drain::begin`]), new requests get 503 while the ones in flight
 //!   finish; [`Drain::settled`] resolves when none is left (a response counts until its body
 //!   has been sent or dropped).
@@ -210,7 +214,17 @@ where
             ),
         ));
     }
-    let response = inner.oneshot(Request::from_parts(parts, Body::from(bytes))).await?;
+    let declares_json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
+    let response = inner
+        .oneshot(Request::from_parts(parts, Body::from(bytes.clone())))
+        .await?;
+    if declares_json && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return Ok(unreadable_body(&bytes));
+    }
     // The count ends when the body has been sent (or dropped with its connection).
     Ok(response.map(|body| {
         Body::new(Counted {
@@ -265,6 +279,23 @@ fn is_length_limit(error: &axum::Error) -> bool {
         source = e.source();
     }
     false
+}
+
+/// The answer to a JSON body the MCP service could not read as a JSON-RPC message.
+fn unreadable_body(json: &[u8]) -> Response {
+    match serde_json::from_slice::<serde::de::IgnoredAny>(json) {
+        Err(e) => refusal(
+            StatusCode::BAD_REQUEST,
+            -32700,
+            format!("parse error: the request body is not JSON: {e}"),
+        ),
+        Ok(_) => refusal_of(
+            top_level_id(json),
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "invalid request: the request body is not a JSON-RPC message".to_owned(),
+        ),
+    }
 }
 
 fn refusal(status: StatusCode, code: i64, message: String) -> Response {

@@ -412,8 +412,9 @@ async fn create_writes_workflows_name_yaml_in_filesystem_mode() {
         json!({"name": "special-chars-workflow_123", "steps": [step("a", "core_service_list")]}),
     )
     .await;
-    let file = dir.path().join("workflows/special-chars-workflow_123.yaml");
-    assert_eq!(created["file"], file.display().to_string());
+    // Named relative to the config directory: the host's layout stays out of answers.
+    assert_eq!(created["file"], "workflows/special-chars-workflow_123.yaml");
+    assert!(dir.path().join("workflows/special-chars-workflow_123.yaml").is_file());
     let loaded = config_dir::load(dir.path()).expect("loads");
     assert_eq!(loaded.workflows.len(), 1);
     assert_eq!(
@@ -445,7 +446,11 @@ async fn update_writes_back_to_the_file_that_defined_the_workflow() {
         json!({"name": "wf", "args": {}, "steps": [step("s1_updated", "core_service_list")]}),
     )
     .await;
-    assert_eq!(updated["file"], file.display().to_string());
+    assert_eq!(updated["file"], "workflows/custom-file.yaml");
+    assert!(
+        !updated.to_string().contains(&dir.path().display().to_string()),
+        "{updated}"
+    );
     assert!(!dir.path().join("workflows/wf.yaml").exists());
     let loaded = config_dir::load(dir.path()).expect("loads");
     assert_eq!(loaded.workflows[0].spec.steps[0].id, "s1_updated");
