@@ -51,10 +51,11 @@ pub enum GatewayError {
     /// A toolset preset of `config.yaml` is invalid.
     #[error(transparent)]
     Toolset(#[from] ToolsetError),
-    /// With `prefixMode: never`, two servers expose the same name.
+    /// With `prefixMode: never`, two servers expose the same name: one sentence per clash.
     #[error(
-        "aggregator.prefixMode is never, and these names are exposed by two servers: {}; give the servers prefixes (prefixMode: always) or remove one",
-        .0.join("; ")
+        "{}\nWith aggregator.prefixMode: never in config.yaml, tools keep their downstream names; set \
+         aggregator.prefixMode: always (tools are then named x_<server>_<tool>), or remove one server of each pair",
+        .0.join("\n")
     )]
     NameCollisions(Vec<String>),
     /// The grant store of `aggregator.oauth.mcpClient.grantStore` cannot be opened.

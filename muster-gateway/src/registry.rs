@@ -1212,13 +1212,18 @@ impl Registry {
         }
     }
 
-    /// The exposed names two connected servers both produce, each as `<name> (servers a, b)`:
-    /// with `prefixMode: never` the gateway refuses to start while there are any.
+    /// The exposed names two connected servers both produce, one sentence each naming the tool
+    /// and both servers: with `prefixMode: never` the gateway refuses to start while there are any.
     pub fn name_collisions(&self) -> Vec<String> {
         let (_, collisions, _) = self.build_catalog(&BTreeMap::new());
         collisions
             .iter()
-            .map(|c| format!("{} (servers {}, {})", c.name, c.kept_by, c.server))
+            .map(|c| {
+                format!(
+                    "The tool name {:?} is exposed by both MCPServer {:?} and MCPServer {:?}.",
+                    c.name, c.kept_by, c.server
+                )
+            })
             .collect()
     }
 
