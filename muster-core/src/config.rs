@@ -321,8 +321,9 @@ pub struct MusterConfig {
     /// `include` rules minus the union of its `exclude` rules; every rule sets exactly one key.
     /// Checked when the gateway starts: a redefined built-in, a rule with no key or several, a
     /// bad glob, `readOnly: false`, a `preset` rule in `exclude`, an unknown or cyclic `preset`
-    /// stops it, naming the preset. Held as written (each preset's document) and read as a
-    /// [`ToolsetPresetConfig`] at that check.
+    /// stops it, naming the preset.
+    // Held as written and read as a `ToolsetPresetConfig` at that check, so that a bad preset
+    // stops the gateway naming the preset instead of leaving config.yaml out.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(with = "BTreeMap<String, ToolsetPresetConfig>")]
     pub toolset_presets: BTreeMap<String, Value>,
