@@ -102,6 +102,23 @@ pub enum UpstreamError {
     },
 }
 
+/// The status in `exit`, once it is there or `wait` has passed.
+async fn exit_status(
+    exit: &std::sync::OnceLock<std::process::ExitStatus>,
+    wait: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if let Some(status) = exit.get() {
+            return Some(*status);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn exited_text(status: Option<&std::process::ExitStatus>) -> String {
     match status {
         Some(status) => format!("; the process ended ({status})"),
@@ -215,10 +232,13 @@ impl UpstreamConnection {
                 return Err(match stdio_start {
                     // A process that did not start says why: how it ended, what it wrote.
                     Some((stderr, status)) if !matches!(cause, UpstreamError::Transport(_)) => {
+                        // Its stderr ends when it exits: by then the status is known, unless
+                        // it still runs (an initialize that timed out).
+                        let stderr = stderr.lines(Duration::from_millis(500)).await;
                         UpstreamError::StdioStart {
                             cause: Box::new(cause),
-                            status: status.get().copied(),
-                            stderr: stderr.lines(Duration::from_millis(500)).await,
+                            status: exit_status(&status, Duration::from_millis(500)).await,
+                            stderr,
                         }
                     }
                     _ => cause,

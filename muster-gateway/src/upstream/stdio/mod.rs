@@ -262,6 +262,25 @@ impl Transport<RoleClient> for StdioTransport {
 
 impl Drop for StdioTransport {
     fn drop(&mut self) {
+        // The child is ended (kill on drop) and reaped in the background, its status kept.
+        if let Some(mut child) = self.child.take() {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    let _ = self.exit.set(status);
+                }
+                _ => {
+                    let _ = child.start_kill();
+                    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                        let exit = Arc::clone(&self.exit);
+                        runtime.spawn(async move {
+                            if let Ok(Ok(status)) = tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+                                let _ = exit.set(status);
+                            }
+                        });
+                    }
+                }
+            }
+        }
         self.lane.close();
         // The lane holds stdin and may outlive the transport: the pipe closes with it here
         // (unless a write has it, which fails once the child is gone).
