@@ -358,3 +358,72 @@ async fn command_line_mistakes_exit_64_and_start_up_errors_are_sentences() {
     assert!(run.stderr.contains("set aggregator.prefixMode: always"), "{run}");
     assert!(!run.stderr.contains("NameCollisions"), "no debug dump: {run}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ide_starting_gateway_standalone_anywhere_gets_the_demo_through_the_bridge() {
+    use rmcp::{ServiceExt, model::CallToolRequestParams};
+
+    // As an IDE starts it: {"command": "gateway", "args": ["standalone"]}, from its own directory.
+    let home = Home::new();
+    let mut standalone = tokio::process::Command::from(home.command(&["standalone", "--port", "0"], &[]));
+    let mut child = standalone
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn gateway standalone");
+    let io = (
+        child.stdout.take().expect("stdout"),
+        child.stdin.take().expect("stdin"),
+    );
+    let client = ().serve(io).await.expect("the bridge answers on stdio");
+    let arguments = serde_json::json!({"name": "x_demo_echo", "arguments": {"message": "from the IDE"}});
+    let call = CallToolRequestParams::new("call_tool").with_arguments(arguments.as_object().cloned().unwrap_or_default());
+    let deadline = tokio::time::Instant::now() + START;
+    let echoed = loop {
+        let result = client.call_tool(call.clone()).await.expect("answered");
+        if result.is_error != Some(true) || tokio::time::Instant::now() > deadline {
+            break result;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        echoed.content.first().and_then(|c| c.as_text()).map(|t| t.text.as_str()),
+        Some("from the IDE"),
+        "{echoed:?}"
+    );
+    let _ = client.cancel().await;
+    let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+    assert_eq!(files_under(home.cwd.path()), Vec::<PathBuf>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_prefix_mode_never_the_demo_workflow_says_which_tools_it_misses() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("a config directory");
+    for sub in ["mcpservers", "workflows"] {
+        std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+    }
+    std::fs::copy("examples/config/mcpservers/demo.yaml", dir.path().join("mcpservers/demo.yaml")).expect("copy");
+    std::fs::copy(
+        "examples/config/workflows/demo-tour.yaml",
+        dir.path().join("workflows/demo-tour.yaml"),
+    )
+    .expect("copy");
+    std::fs::write(dir.path().join("config.yaml"), "aggregator:\n  prefixMode: never\n").expect("write");
+    let path = dir.path().display().to_string();
+    let mut args = SERVE.to_vec();
+    args.extend(["--config-path", &path]);
+    let served = Served::start(home.command(&args, &[]));
+    let echo = call_when_ready(&served, &["call", "echo", "--arg", "message=unprefixed"]).await;
+    assert_eq!(echo.ok().stdout.trim(), "unprefixed");
+    let workflow = cli(&served.endpoint, &["get", "workflow", "demo-tour", "-o", "json"]).await;
+    let workflow = workflow.ok().json();
+    assert_eq!(workflow["available"], false, "{workflow}");
+    assert_eq!(
+        workflow["missing_tools"],
+        serde_json::json!(["x_demo_add", "x_demo_echo", "x_demo_list_items"]),
+        "{workflow}"
+    );
+}

@@ -40,17 +40,20 @@ pub struct HostCheck {
 
 impl HostCheck {
     /// The check `aggregator.allowedHosts` configures: `None` the loopback names, `["*"]` any
-    /// host, else the hosts listed (`host` any port, `host:port` that port only).
+    /// host, else the hosts listed (`host` any port, `host:port` that port only; an empty list
+    /// accepts none).
     pub fn from_config(allowed_hosts: Option<&[String]>) -> Self {
         let listed: Vec<String> = match allowed_hosts {
             Some(hosts) => hosts.to_vec(),
             None => LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect(),
         };
         let allowed = (listed != ["*"]).then(|| listed.iter().filter_map(|h| authority(h.trim())).collect());
-        Self {
-            allowed,
-            listed: listed.join(", "),
-        }
+        let listed = if listed.is_empty() {
+            "none listed, so every Host is refused".to_owned()
+        } else {
+            listed.join(", ")
+        };
+        Self { allowed, listed }
     }
 
     /// Whether a request whose `Host` is `host` is accepted.

@@ -102,23 +102,6 @@ pub enum UpstreamError {
     },
 }
 
-/// The status in `exit`, once it is there or `wait` has passed.
-async fn exit_status(
-    exit: &std::sync::OnceLock<std::process::ExitStatus>,
-    wait: Duration,
-) -> Option<std::process::ExitStatus> {
-    let deadline = tokio::time::Instant::now() + wait;
-    loop {
-        if let Some(status) = exit.get() {
-            return Some(*status);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 fn exited_text(status: Option<&std::process::ExitStatus>) -> String {
     match status {
         Some(status) => format!("; the process ended ({status})"),
@@ -237,7 +220,7 @@ impl UpstreamConnection {
                         let stderr = stderr.lines(Duration::from_millis(500)).await;
                         UpstreamError::StdioStart {
                             cause: Box::new(cause),
-                            status: exit_status(&status, Duration::from_millis(500)).await,
+                            status: status.get().copied(),
                             stderr,
                         }
                     }

@@ -56,6 +56,8 @@ const MAX_LINE: usize = 16 * 1024 * 1024;
 const KEEP_LINE: usize = 64 * 1024;
 /// How long the child has to exit after its stdin is closed, and again after `SIGTERM`.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
+/// How often a dropped transport looks for its child's exit status before leaving it.
+const EXIT_PEEKS: usize = 3;
 /// How long a child whose stdout ended is waited for, to read its exit status.
 const EXIT_SEEN: Duration = Duration::from_millis(500);
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -262,23 +264,15 @@ impl Transport<RoleClient> for StdioTransport {
 
 impl Drop for StdioTransport {
     fn drop(&mut self) {
-        // The child is ended (kill on drop) and reaped in the background, its status kept.
-        if let Some(mut child) = self.child.take() {
-            match child.try_wait() {
-                Ok(Some(status)) => {
+        // A child that has exited (or is exiting: a write to it just failed) is reaped here and
+        // its status kept; one still running is killed (kill on drop) and reaped by tokio.
+        if let Some(child) = self.child.as_mut() {
+            for _ in 0..EXIT_PEEKS {
+                if let Ok(Some(status)) = child.try_wait() {
                     let _ = self.exit.set(status);
+                    break;
                 }
-                _ => {
-                    let _ = child.start_kill();
-                    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                        let exit = Arc::clone(&self.exit);
-                        runtime.spawn(async move {
-                            if let Ok(Ok(status)) = tokio::time::timeout(EXIT_GRACE, child.wait()).await {
-                                let _ = exit.set(status);
-                            }
-                        });
-                    }
-                }
+                std::thread::yield_now();
             }
         }
         self.lane.close();
