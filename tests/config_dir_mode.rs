@@ -187,7 +187,10 @@ async fn edits_of_the_config_directory_are_applied_live_and_a_bad_file_keeps_the
 /// The Rust block of README.md's "Using the SDK" (compiled as a doc test of the facade crate).
 fn readme_sdk_snippet() -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
-    let section = readme.split("## Using the SDK").nth(1).expect("a Using the SDK section");
+    let section = readme
+        .split("## Using the SDK")
+        .nth(1)
+        .expect("a Using the SDK section");
     let block = section.split("```rust").nth(1).expect("a Rust block");
     block.split("```").next().expect("the block's end").to_owned()
 }
@@ -196,10 +199,18 @@ fn readme_sdk_snippet() -> String {
 async fn the_readme_sdk_snippet_behaves_like_the_reference_gateway() {
     // The snippet people copy is filesystem mode, as the reference gateway runs...
     let snippet = readme_sdk_snippet();
-    for call in ["Gateway::from_config_dir(", ".watch_config_dir()", ".start().await", ".serve(listener"] {
+    for call in [
+        "Gateway::from_config_dir(",
+        ".watch_config_dir()",
+        ".start().await",
+        ".serve(listener",
+    ] {
         assert!(snippet.contains(call), "the README's snippet lost {call}:\n{snippet}");
     }
-    assert!(!snippet.contains("Gateway::new("), "in-memory mode is not what the README describes");
+    assert!(
+        !snippet.contains("Gateway::new("),
+        "in-memory mode is not what the README describes"
+    );
 
     // ...and these are its steps, on a copy of examples/config whose demo server is this build's.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -233,7 +244,9 @@ async fn the_readme_sdk_snippet_behaves_like_the_reference_gateway() {
     // A workflow run is recorded on disk, beside the definitions.
     let run = call("workflow_demo-tour", json!({"who": "sdk"})).await;
     assert_eq!(run.is_error, Some(false), "{}", text(&run));
-    let records = std::fs::read_dir(dir.path().join("workflow_executions")).expect("run records").count();
+    let records = std::fs::read_dir(dir.path().join("workflow_executions"))
+        .expect("run records")
+        .count();
     assert_eq!(records, 1);
     // A definition made through the core tools is written back.
     let created = call(

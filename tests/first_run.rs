@@ -100,7 +100,10 @@ impl Served {
         });
         let endpoint = rx.recv_timeout(START).unwrap_or_else(|e| {
             let _ = child.kill();
-            panic!("gateway serve did not serve ({e}):\n{}", log.lock().unwrap_or_else(|e| e.into_inner()))
+            panic!(
+                "gateway serve did not serve ({e}):\n{}",
+                log.lock().unwrap_or_else(|e| e.into_inner())
+            )
         });
         Self { child, endpoint, log }
     }
@@ -117,7 +120,10 @@ impl Served {
             if log.contains(text) {
                 return log;
             }
-            assert!(tokio::time::Instant::now() < deadline, "the log never showed {text:?}:\n{log}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the log never showed {text:?}:\n{log}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -186,11 +192,19 @@ async fn without_a_config_directory_the_built_in_default_serves_the_demo_and_wri
     assert_eq!(answer["count"], 5);
     drop(served);
 
-    assert!(!config_home.exists(), "nothing is created where definitions would be read");
-    assert_eq!(files_under(home.cwd.path()), Vec::<PathBuf>::new(), "nothing in the working directory");
+    assert!(
+        !config_home.exists(),
+        "nothing is created where definitions would be read"
+    );
+    assert_eq!(
+        files_under(home.cwd.path()),
+        Vec::<PathBuf>::new(),
+        "nothing in the working directory"
+    );
     let data = files_under(&home.path().join(".local/share/muster"));
     assert!(
-        data.iter().any(|f| f.starts_with("workflow_executions") && f.extension().is_some_and(|x| x == "yaml")),
+        data.iter()
+            .any(|f| f.starts_with("workflow_executions") && f.extension().is_some_and(|x| x == "yaml")),
         "{data:?}"
     );
     assert!(data.iter().any(|f| f.starts_with("events")), "{data:?}");
@@ -224,7 +238,11 @@ async fn the_config_directory_under_xdg_config_home_is_served_when_it_holds_defi
     let served = Served::start(home.command(&SERVE, &[("XDG_CONFIG_HOME", xdg.path())]));
     let echo = call_when_ready(&served, &["call", "x_other_echo", "--arg", "message=xdg"]).await;
     assert_eq!(echo.ok().stdout.trim(), "xdg", "{echo}");
-    assert!(served.log().contains(&format!("config={}", dir.display())), "{}", served.log());
+    assert!(
+        served.log().contains(&format!("config={}", dir.display())),
+        "{}",
+        served.log()
+    );
     drop(served);
 
     // Without XDG_CONFIG_HOME, ~/.config/muster holds only contexts: the built-in default.
@@ -249,7 +267,11 @@ async fn the_example_config_copied_anywhere_starts_its_demo_server_from_another_
     let mut args = SERVE.to_vec();
     args.extend(["--config-path", &path]);
     let served = Served::start(home.command(&args, &[]));
-    let sum = call_when_ready(&served, &["call", "x_demo_add", "--arg", "a=40", "--arg", "b=2", "-o", "json"]).await;
+    let sum = call_when_ready(
+        &served,
+        &["call", "x_demo_add", "--arg", "a=40", "--arg", "b=2", "-o", "json"],
+    )
+    .await;
     assert_eq!(sum.ok().json()["structuredContent"]["sum"], 42.0, "{sum}");
     let check = cli(&served.endpoint, &["check", "mcpserver", "demo"]).await;
     check.ok();
@@ -299,7 +321,10 @@ spec:
     let got = cli(&served.endpoint, &["get", "mcpserver", "broken", "-o", "json"]).await;
     let got = got.ok().json();
     let status = got.to_string();
-    assert!(status.contains("exit status: 7") && status.contains("settings.toml"), "{status}");
+    assert!(
+        status.contains("exit status: 7") && status.contains("settings.toml"),
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,13 +398,11 @@ async fn an_ide_starting_gateway_standalone_anywhere_gets_the_demo_through_the_b
         .kill_on_drop(true)
         .spawn()
         .expect("spawn gateway standalone");
-    let io = (
-        child.stdout.take().expect("stdout"),
-        child.stdin.take().expect("stdin"),
-    );
+    let io = (child.stdout.take().expect("stdout"), child.stdin.take().expect("stdin"));
     let client = ().serve(io).await.expect("the bridge answers on stdio");
     let arguments = serde_json::json!({"name": "x_demo_echo", "arguments": {"message": "from the IDE"}});
-    let call = CallToolRequestParams::new("call_tool").with_arguments(arguments.as_object().cloned().unwrap_or_default());
+    let call =
+        CallToolRequestParams::new("call_tool").with_arguments(arguments.as_object().cloned().unwrap_or_default());
     let deadline = tokio::time::Instant::now() + START;
     let echoed = loop {
         let result = client.call_tool(call.clone()).await.expect("answered");
@@ -389,7 +412,11 @@ async fn an_ide_starting_gateway_standalone_anywhere_gets_the_demo_through_the_b
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(
-        echoed.content.first().and_then(|c| c.as_text()).map(|t| t.text.as_str()),
+        echoed
+            .content
+            .first()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.as_str()),
         Some("from the IDE"),
         "{echoed:?}"
     );
@@ -405,7 +432,11 @@ async fn with_prefix_mode_never_the_demo_workflow_says_which_tools_it_misses() {
     for sub in ["mcpservers", "workflows"] {
         std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
     }
-    std::fs::copy("examples/config/mcpservers/demo.yaml", dir.path().join("mcpservers/demo.yaml")).expect("copy");
+    std::fs::copy(
+        "examples/config/mcpservers/demo.yaml",
+        dir.path().join("mcpservers/demo.yaml"),
+    )
+    .expect("copy");
     std::fs::copy(
         "examples/config/workflows/demo-tour.yaml",
         dir.path().join("workflows/demo-tour.yaml"),

@@ -376,14 +376,7 @@ fn filter_in(view: &View, args: &JsonObject) -> Result<ToolPage, CatalogError> {
         limit: paging.limit,
         offset: paging.offset,
     };
-    let mut page = page_of(
-        view,
-        &matches,
-        scores.as_deref(),
-        paging,
-        filters,
-        include_schema,
-    );
+    let mut page = page_of(view, &matches, scores.as_deref(), paging, filters, include_schema);
     if explain && let Some(query) = query {
         let index = view.catalog().search_index();
         let query = index.query(query);

@@ -134,7 +134,9 @@ impl Front {
             max_json_depth: aggregator.limits.max_json_depth,
             drain,
             sessions: Some((open_sessions.clone(), aggregator.limits.max_sessions)),
-            hosts: Some(request_head::HostCheck::from_config(aggregator.allowed_hosts.as_deref())),
+            hosts: Some(request_head::HostCheck::from_config(
+                aggregator.allowed_hosts.as_deref(),
+            )),
         };
         // One handler serves every session; each session is admitted to `sessions` once rmcp set
         // it up, and its calls are answered in front of rmcp from then on.

@@ -116,7 +116,11 @@ pub fn head_bytes<B>(request: &Request<B>) -> usize {
 pub(crate) fn head_too_large<B>(request: &Request<B>, max: usize) -> Option<Response> {
     let size = head_bytes(request);
     (size > max).then(|| {
-        tracing::warn!(size, max, "a request head over aggregator.limits.maxRequestHeadBytes was refused with 431");
+        tracing::warn!(
+            size,
+            max,
+            "a request head over aggregator.limits.maxRequestHeadBytes was refused with 431"
+        );
         refusal_of(
             None,
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
