@@ -4,7 +4,7 @@
 //! - [`HostCheck`]: the `Host` of a request to `/mcp` must be one of `aggregator.allowedHosts`
 //!   (the loopback names by default; DNS-rebinding protection), else 403. The request guard
 //!   runs it, so rmcp's own check (whose 403 has a bare text body) is turned off.
-//! - [`head_too_large`]: a request head (request line and headers, as sent) over
+//! - A request head (request line and headers, as sent) over
 //!   `aggregator.limits.maxRequestHeadBytes` gets 431, on every route of the gateway, served by
 //!   [`Gateway::serve`](crate::Gateway::serve) or nested from [`Gateway::router`](crate::Gateway::router).
 //!
