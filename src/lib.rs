@@ -52,6 +52,11 @@
 #[doc = include_str!("../docs/composing.md")]
 pub struct ComposingGuide;
 
+/// The Rust blocks of `README.md` (the SDK snippet), compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;
+
 pub use muster_auth as auth;
 pub use muster_catalog as catalog;
 pub use muster_core as core;

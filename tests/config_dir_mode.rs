@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Harness, eventually, fast_supervision, gateway_binary, text};
+use common::{Harness, call_meta, connect, envelope, eventually, fast_supervision, gateway_binary, text};
 use muster::gateway::Gateway;
 use serde_json::{Value, json};
 
@@ -200,4 +200,96 @@ async fn edits_of_the_config_directory_are_applied_live_and_a_bad_file_keeps_the
         "b removed"
     );
     h.stop().await;
+}
+
+/// The Rust block of README.md's "Using the SDK" (compiled as a doc test of the facade crate).
+fn readme_sdk_snippet() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+    let section = readme
+        .split("## Using the SDK")
+        .nth(1)
+        .expect("a Using the SDK section");
+    let block = section.split("```rust").nth(1).expect("a Rust block");
+    block.split("```").next().expect("the block's end").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_sdk_snippet_behaves_like_the_reference_gateway() {
+    // The snippet people copy is filesystem mode, as the reference gateway runs...
+    let snippet = readme_sdk_snippet();
+    for call in [
+        "Gateway::from_config_dir(",
+        ".watch_config_dir()",
+        ".start().await",
+        ".serve(listener",
+    ] {
+        assert!(snippet.contains(call), "the README's snippet lost {call}:\n{snippet}");
+    }
+    assert!(
+        !snippet.contains("Gateway::new("),
+        "in-memory mode is not what the README describes"
+    );
+
+    // ...and these are its steps, on a copy of examples/config whose demo server is this build's.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "mcpservers/demo.yaml", &demo_yaml("demo", ""));
+    write(
+        dir.path(),
+        "workflows/demo-tour.yaml",
+        &std::fs::read_to_string("examples/config/workflows/demo-tour.yaml").expect("the example workflow"),
+    );
+    let (gateway, problems) = Gateway::from_config_dir(dir.path(), fast_supervision()).expect("loads");
+    assert!(problems.is_empty(), "{problems:?}");
+    let _watch = gateway.watch_config_dir().expect("watched");
+    gateway.start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = gateway.clone();
+    let serving = tokio::spawn(async move {
+        served
+            .serve(listener, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let client = connect(&url, &[], None).await;
+    let call = |name: &'static str, args: Value| {
+        let client = &client;
+        async move { call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await }
+    };
+
+    // A workflow run is recorded on disk, beside the definitions.
+    let run = call("workflow_demo-tour", json!({"who": "sdk"})).await;
+    assert_eq!(run.is_error, Some(false), "{}", text(&run));
+    let records = std::fs::read_dir(dir.path().join("workflow_executions"))
+        .expect("run records")
+        .count();
+    assert_eq!(records, 1);
+    // A definition made through the core tools is written back.
+    let created = call(
+        "core_mcpserver_create",
+        json!({"name": "made", "type": "stdio", "command": [gateway_binary().display().to_string(), "demo-server"]}),
+    )
+    .await;
+    assert_eq!(created.is_error, Some(false), "{}", text(&created));
+    assert!(dir.path().join("mcpservers/made.yaml").is_file());
+    // A file dropped into the directory is applied live.
+    write(dir.path(), "mcpservers/live.yaml", &demo_yaml("live", ""));
+    assert!(
+        eventually(20, || async {
+            let listed = call_meta(&client, "filter_tools", json!({"pattern": "x_live_*"})).await;
+            envelope(&listed)["total"].as_u64().unwrap_or(0) > 0
+        })
+        .await,
+        "x_live_* never appeared"
+    );
+    // Events go to the event log on disk.
+    gateway.registry().events().flush(std::time::Duration::from_secs(2));
+    let day = chrono::Utc::now().format("%Y-%m-%d");
+    let log = std::fs::read_to_string(dir.path().join(format!("events/events-{day}.json"))).expect("event log");
+    assert!(log.contains("MCPServerCreated"), "{log}");
+    let _ = client.cancel().await;
+    stop.send(()).expect("signal");
+    serving.await.expect("the task").expect("served");
 }

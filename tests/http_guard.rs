@@ -1,7 +1,7 @@
 //! What `/mcp` accepts at the HTTP level: the `Host` values of `aggregator.allowedHosts`
 //! (loopback by default, DNS-rebinding protection), the `Origin` values of `allowedOrigins`,
-//! and bodies up to `maxRequestBodyBytes`. Refusals are 403 and 413, and the gateway keeps
-//! serving.
+//! and bodies up to `maxRequestBodyBytes`. Refusals are 403 and 413, each a JSON-RPC error naming
+//! the key that sets the limit, and the gateway keeps serving.
 
 mod common;
 
@@ -12,6 +12,11 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 
 /// POSTs `body` to `url` with `host` (and `origin`, when given); the status.
 async fn post(url: &str, host: &str, origin: Option<&str>, body: String) -> u16 {
+    post_answer(url, host, origin, body).await.0
+}
+
+/// [`post`]'s status and body.
+async fn post_answer(url: &str, host: &str, origin: Option<&str>, body: String) -> (u16, String) {
     let mut request = reqwest::Client::new()
         .post(url)
         .header("host", host)
@@ -21,7 +26,23 @@ async fn post(url: &str, host: &str, origin: Option<&str>, body: String) -> u16 
     if let Some(origin) = origin {
         request = request.header("origin", origin);
     }
-    request.send().await.expect("answers").status().as_u16()
+    let response = request.send().await.expect("answers");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+/// Asserts a 403 whose JSON-RPC error names the Host refused and `aggregator.allowedHosts`
+/// with the hosts it lists.
+#[track_caller]
+fn assert_host_refused((status, body): (u16, String), host: &str, listed: &str) {
+    assert_eq!(status, 403, "{body}");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+    let message = body["error"]["message"].as_str().expect("an error message");
+    assert!(message.contains(&format!("{host:?}")), "{message}");
+    assert!(
+        message.contains(&format!("(aggregator.allowedHosts: {listed})")),
+        "{message}"
+    );
 }
 
 fn config(aggregator: AggregatorConfig) -> MusterConfig {
@@ -45,7 +66,11 @@ async fn by_default_only_loopback_hosts_reach_mcp() {
         post(&h.url, &format!("localhost:{port}"), None, INITIALIZE.into()).await,
         200
     );
-    assert_eq!(post(&h.url, "evil.example.com", None, INITIALIZE.into()).await, 403);
+    assert_host_refused(
+        post_answer(&h.url, "evil.example.com", None, INITIALIZE.into()).await,
+        "evil.example.com",
+        "localhost, 127.0.0.1, ::1",
+    );
     h.stop().await;
 }
 
@@ -81,7 +106,11 @@ async fn configured_hosts_and_origins_are_the_ones_accepted() {
         .await,
         403
     );
-    assert_eq!(post(&h.url, "evil.example.com", None, INITIALIZE.into()).await, 403);
+    assert_host_refused(
+        post_answer(&h.url, "evil.example.com:8090", None, INITIALIZE.into()).await,
+        "evil.example.com:8090",
+        "muster.example.com, 127.0.0.1",
+    );
     h.stop().await;
 }
 

@@ -398,6 +398,18 @@ async fn initialize_padded(
     padding: usize,
     body_padding: usize,
 ) -> Result<u16, reqwest::Error> {
+    initialize_padded_answer(http, url, padding, body_padding)
+        .await
+        .map(|(status, _)| status)
+}
+
+/// [`initialize_padded`]'s status and body.
+async fn initialize_padded_answer(
+    http: &reqwest::Client,
+    url: &str,
+    padding: usize,
+    body_padding: usize,
+) -> Result<(u16, String), reqwest::Error> {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{{INITIALIZE_PARAMS},"capabilities":{{"experimental":{{"pad":{{"x":"{}"}}}}}}}}}}"#,
         "p".repeat(body_padding)
@@ -410,7 +422,21 @@ async fn initialize_padded(
         .body(body)
         .send()
         .await?;
-    Ok(response.status().as_u16())
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.unwrap_or_default()))
+}
+
+/// Asserts `answer` is a 431 whose JSON-RPC error names `maxRequestHeadBytes` and `max`.
+#[track_caller]
+fn assert_head_refused(answer: Result<(u16, String), reqwest::Error>, max: usize) {
+    let (status, body) = answer.expect("answered");
+    assert_eq!(status, 431, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+    let message = body["error"]["message"].as_str().expect("an error message");
+    assert!(
+        message.contains("aggregator.limits.maxRequestHeadBytes") && message.contains(&format!("the {max} allowed")),
+        "{message}"
+    );
 }
 
 /// Signals the gateway served by [`serve`] to stop; its report once it did.
@@ -435,10 +461,22 @@ async fn a_request_head_over_max_request_head_bytes_gets_431_and_the_gateway_kee
         Some(200),
         "a 7 KB header"
     );
+    // Over the default 8 KiB: refused with a body that names the key.
+    assert_head_refused(initialize_padded_answer(&http, &url, 9000, 0).await, 8192);
+    // The same for any route, not only /mcp.
+    let health = url.replace("/mcp", "/health");
+    let refused = http
+        .get(&health)
+        .header("x-padding", "h".repeat(9000))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(refused.status().as_u16(), 431);
+    // Past twice the limit, hyper cuts the connection's read off itself (a bare 431).
     assert_eq!(
-        initialize_padded(&http, &url, 9000, 0).await.ok(),
+        initialize_padded(&http, &url, 20_000, 0).await.ok(),
         Some(431),
-        "a head over the default 8 KiB"
+        "a head over twice the limit"
     );
     // Bodies are not bound by it; and the gateway goes on serving.
     assert_eq!(
@@ -460,12 +498,20 @@ async fn a_request_head_over_max_request_head_bytes_gets_431_and_the_gateway_kee
         Some(200),
         "under 16 KiB"
     );
-    assert_eq!(
-        initialize_padded(&http, &url, 17000, 0).await.ok(),
-        Some(431),
-        "over 16 KiB"
-    );
+    assert_head_refused(initialize_padded_answer(&http, &url, 17000, 0).await, 16 * 1024);
     stopped(stop, serving).await;
+}
+
+#[tokio::test]
+async fn under_the_router_a_request_head_over_max_request_head_bytes_gets_431_naming_the_key() {
+    // An embedder's own server (axum::serve of Gateway::router), whose buffers hyper's defaults
+    // bound: the router refuses the head itself.
+    let h = Harness::start_with(MusterConfig::default(), Vec::new()).await;
+    let http = reqwest::Client::new();
+    assert_eq!(initialize_padded(&http, &h.url, 7000, 0).await.ok(), Some(200));
+    assert_head_refused(initialize_padded_answer(&http, &h.url, 9000, 0).await, 8192);
+    assert_head_refused(initialize_padded_answer(&http, &h.url, 40_000, 0).await, 8192);
+    h.stop().await;
 }
 
 #[tokio::test]

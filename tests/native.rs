@@ -201,8 +201,11 @@ async fn without_prefixes_names_are_the_servers_own_and_a_clash_is_refused() {
     .await;
     let refused = h.gateway.check_unique_names().expect_err("names clash");
     let message = refused.to_string();
-    assert!(message.contains("whoami (servers a, b)"), "{message}");
-    assert!(message.contains("prefixMode"), "{message}");
+    assert!(
+        message.contains(r#"The tool name "whoami" is exposed by both MCPServer "a" and MCPServer "b"."#),
+        "{message}"
+    );
+    assert!(message.contains("set aggregator.prefixMode: always"), "{message}");
     h.stop().await;
 }
 

@@ -481,7 +481,7 @@ async fn the_example_config_directory_loads_and_its_workflow_runs() {
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     let names: Vec<&str> = loaded.workflows.iter().map(|w| w.metadata.name.as_str()).collect();
     assert_eq!(names, ["demo-tour"]);
-    // The example's demo server runs through `cargo run`; the built binary serves the same tools.
+    // The example's demo server is `command: "@self"`, the gateway binary, which this test is not.
     let h = serve(vec![demo_stdio("demo")], loaded.workflows).await;
     let (failed, doc) = run(&h, "demo-tour", json!({"who": "you"})).await;
     assert!(!failed, "{doc}");

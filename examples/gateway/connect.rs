@@ -65,8 +65,9 @@ impl fmt::Display for ConnectError {
 pub(crate) fn unreachable_message(endpoint: &str, cause: &str) -> String {
     format!(
         "cannot reach the muster gateway at {endpoint}: {cause}. Is it running? Start it with \
-         `gateway serve --config-path <muster config dir>` (it serves {DEFAULT_ENDPOINT} unless told \
-         otherwise), or point --endpoint (or MUSTER_ENDPOINT) at a running gateway."
+         `gateway serve` (your config directory, else the built-in demo) or `gateway serve --config-path \
+         <muster config dir>` (it serves {DEFAULT_ENDPOINT} unless told otherwise), or point --endpoint (or \
+         MUSTER_ENDPOINT) at a running gateway."
     )
 }
 

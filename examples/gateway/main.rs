@@ -10,10 +10,12 @@
 //! gateway completions <bash|zsh|fish|elvish|powershell>
 //! ```
 //!
-//! `serve` loads the muster config directory (default `~/.config/muster`: `config.yaml`,
-//! `mcpservers/`, `workflows/`), connects the downstream servers and serves the 13 meta-tools over
-//! streamable HTTP at `http://HOST:PORT/mcp`, with `GET /health`. It binds 127.0.0.1:8090 unless
-//! told otherwise. A file that does not load is reported and left out; the gateway still starts.
+//! `serve` loads the muster config directory (`--config-path`, else `$XDG_CONFIG_HOME/muster` or
+//! `~/.config/muster` when it holds definitions, else the built-in default: the demo server and
+//! the `demo-tour` workflow; see `config_source.rs`), connects the downstream servers and serves
+//! the 13 meta-tools over streamable HTTP at `http://HOST:PORT/mcp`, with `GET /health`. It binds
+//! 127.0.0.1:8090 unless told otherwise. A file that does not load is reported and left out; the
+//! gateway still starts.
 //!
 //! Logs go to stderr: as text lines by default, as one JSON object per line with
 //! `--log-format json` (each with the fields of its spans: the MCP request's method, session,
@@ -40,11 +42,13 @@
 //! `list`, `get`, `call`, `check`, `events` and `auth` are the client commands: they talk to a
 //! running gateway at `--endpoint` (or `MUSTER_ENDPOINT`) through its meta-tools and print the
 //! answer as a table, JSON or YAML; the exit code is 0 when done, 1 on an error, 2 when a
-//! sign-in is needed and 3 when one failed (see `cli/`). `context` names the gateways one uses
+//! sign-in is needed and 3 when one failed (see `cli/`). A command-line mistake (an unknown
+//! command or flag, a missing argument) exits 64 (`EX_USAGE`), for every command. `context` names the gateways one uses
 //! (`cli/context.rs`). `completions` prints a shell's completion script.
 
 mod agent;
 mod cli;
+mod config_source;
 mod connect;
 mod demo;
 mod log_fields;
@@ -56,6 +60,7 @@ use muster::gateway::{Gateway, supervisor::SupervisorConfig};
 use tracing_subscriber::{EnvFilter, Layer};
 
 const MAIN_HELP: &str = "Examples:
+  gateway serve
   gateway serve --config-path examples/config
   gateway list tools
   gateway call x_demo_echo --arg message=hello
@@ -63,7 +68,7 @@ const MAIN_HELP: &str = "Examples:
 
 The client commands (list, get, call, check, events, auth) talk to a running gateway at --endpoint
 or MUSTER_ENDPOINT, else the current context's (gateway context), else http://127.0.0.1:8090/mcp. Exit codes: 0 ok, 1 error, 2 a sign-in is
-needed, 3 a sign-in failed.";
+needed, 3 a sign-in failed, 64 a command-line mistake.";
 
 #[derive(Debug, Parser)]
 #[command(name = "gateway", version, about = "The reference muster gateway", after_help = MAIN_HELP)]
@@ -76,8 +81,12 @@ struct Cli {
 enum Command {
     /// Serve the gateway from a muster config directory.
     #[command(
-        after_help = "Examples:\n  gateway serve --config-path examples/config\n  gateway serve --port 9000 --debug\n  \
-                      gateway serve --log-format json --silent\n\nMetrics: GET http://HOST:PORT/metrics (Prometheus text)."
+        after_help = "Examples:\n  gateway serve\n  gateway serve --config-path examples/config\n  gateway serve --port 9000 --debug\n  \
+                      gateway serve --log-format json --silent\n\n\
+                      Without --config-path: $XDG_CONFIG_HOME/muster (else ~/.config/muster) when it holds config.yaml, \
+                      mcpservers/ or workflows/, else the built-in default (the demo server and the demo-tour workflow, \
+                      events and workflow runs under $XDG_DATA_HOME/muster, else ~/.local/share/muster).\n\n\
+                      Metrics: GET http://HOST:PORT/metrics (Prometheus text)."
     )]
     Serve {
         #[command(flatten)]
@@ -165,18 +174,11 @@ enum Command {
     },
 }
 
-fn default_config_path() -> PathBuf {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default()
-        .join(".config")
-        .join("muster")
-}
-
 /// Where a gateway's definitions are and where it listens (`serve`, `standalone`).
 #[derive(Debug, Clone, Args)]
 struct BindArgs {
-    /// The muster config directory [default: ~/.config/muster].
+    /// The muster config directory [default: $XDG_CONFIG_HOME/muster or ~/.config/muster when it
+    /// holds definitions, else the built-in default].
     #[arg(long, env = "MUSTER_CONFIG_PATH")]
     config_path: Option<PathBuf>,
     /// Address to bind (overrides aggregator.host; `localhost` binds 127.0.0.1).
@@ -291,7 +293,20 @@ where
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // Help and version are answers; anything else is a command-line mistake (EX_USAGE),
+            // never 2, which means a sign-in is needed.
+            return if e.use_stderr() {
+                ExitCode::from(cli::error::USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let result = match cli.command {
         Command::Client(command) => return cli::run(command).await,
         Command::Context { command, output } => return cli::run_context(&command, output),
         Command::Completions { shell } => {
@@ -319,15 +334,15 @@ async fn main() -> ExitCode {
                 let _logging = init_logging(&log, "warn,rmcp::transport::worker=off");
                 agent::run_mcp_server(endpoint, timeout).await
             } else {
-                Err("the agent runs as an MCP server for IDEs: `gateway agent --mcp-server`".into())
+                let usage = "the agent runs as an MCP server for IDEs: `gateway agent --mcp-server`";
+                return cli::error::CliError::Usage(usage.to_owned()).report();
             }
         }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // As `main` returning the error would print it.
-            let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("Error: {e:?}\n"));
+            let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("Error: {e}\n"));
             ExitCode::FAILURE
         }
     }
@@ -343,24 +358,23 @@ struct Bound {
     _watch: Option<muster::gateway::watch::WatchHandle>,
 }
 
-/// Loads the config directory, binds its address (or the one `args` give) and starts the
-/// downstream servers: in the background, or first when unprefixed names must be checked.
+/// Loads the definitions (see `config_source.rs`), binds their address (or the one `args` give)
+/// and starts the downstream servers: in the background, or first when unprefixed names must be
+/// checked.
 async fn bind(args: BindArgs) -> Result<Bound, Box<dyn std::error::Error>> {
     let BindArgs {
         config_path,
         host,
         port,
     } = args;
-    let config_path = config_path.unwrap_or_else(default_config_path);
-    let config_path = config_path.as_path();
-    let (gateway, problems) = Gateway::from_config_dir(config_path, SupervisorConfig::from_env())
-        .map_err(|e| format!("cannot start from {}: {e}", config_path.display()))?;
+    let source = config_source::ConfigSource::resolve(config_path)?;
+    let (gateway, problems) = source.gateway(SupervisorConfig::from_env())?;
     for problem in &problems {
         tracing::error!("{problem} (file left out)");
     }
     let registry = gateway.registry();
     tracing::info!(
-        config = %config_path.display(),
+        config = %source.describe(),
         servers = registry.servers().len(),
         workflows = registry.workflows().len(),
         "configuration loaded"
@@ -378,12 +392,15 @@ async fn bind(args: BindArgs) -> Result<Bound, Box<dyn std::error::Error>> {
         .await
         .map_err(|e| format!("cannot bind {bind_host}:{port}: {e}"))?;
     let addr = listener.local_addr()?;
-    let watch = match gateway.watch_config_dir() {
-        Ok(handle) => Some(handle),
-        Err(e) => {
-            tracing::warn!(error = %e, "live reload is off");
-            None
-        }
+    let watch = match &source {
+        config_source::ConfigSource::Dir(_) => match gateway.watch_config_dir() {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                tracing::warn!(error = %e, "live reload is off");
+                None
+            }
+        },
+        config_source::ConfigSource::BuiltIn { .. } => None,
     };
     if config.aggregator.prefix_mode == muster::core::config::PrefixMode::Never {
         // Unprefixed names may clash: connect every server first and refuse to serve a clash.

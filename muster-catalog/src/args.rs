@@ -145,6 +145,9 @@ pub struct FilterToolsArgs {
     pub toolset: Option<Vec<String>>,
     /// Add the known toolset presets to the response (default false).
     pub include_presets: Option<bool>,
+    /// With `query`: explain each tool's score (per query term its idf and contribution, per
+    /// field its term frequency and weight), to debug a ranking (default false).
+    pub explain: Option<bool>,
 }
 
 /// The arguments of `describe_tool` and `describe_prompt`.

@@ -11,7 +11,9 @@
 //! are dropped unless it has no other word, ubiquitous verbs (list, get, ...) count a quarter,
 //! and plurals and other inflections fold onto their base word (`policies` finds `policy`).
 //! Ranked tools come best first with a score (rounded to 4 decimals, at least 0.0001), ties in
-//! catalogue order; tools matching no query term are dropped.
+//! catalogue order; tools matching no query term are dropped. With `explain: true` each ranked
+//! tool also carries its [`ScoreExplanation`]: the terms it matched, each term's idf and
+//! contribution, and the fields (`name`, `first_line`, `rest`) it occurs in.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -102,6 +104,95 @@ pub struct ToolListing {
     pub include_schema: bool,
     /// The relevance score, when the page was ranked by a query.
     pub score: Option<f64>,
+    /// Why it scored so, when `explain` asked.
+    pub explanation: Option<ScoreExplanation>,
+}
+
+/// Why a tool scored what it did for a `filter_tools` query (`explain: true`): the wire form of
+/// the ranker's [`Explanation`](crate::rank::Explanation).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScoreExplanation {
+    /// The unrounded BM25F score: the sum of the terms' contributions.
+    pub score: f64,
+    /// The query terms the tool matched, in query order.
+    pub terms: Vec<TermScore>,
+}
+
+/// One query term's part of a score.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TermScore {
+    /// The term as analysed (lowercase, inflections folded).
+    pub term: String,
+    /// `content`, `ubiquitous_verb` (counts a quarter) or `function_word`.
+    pub class: &'static str,
+    /// Its inverse document frequency in the catalogue.
+    pub idf: f64,
+    /// How many tools of the catalogue contain it.
+    pub document_frequency: u64,
+    /// The sum of the fields' weighted term frequencies.
+    pub weighted_tf: f64,
+    /// What it adds to the score: query weight × idf × saturated `weighted_tf`.
+    pub contribution: f64,
+    /// The fields it occurs in.
+    pub fields: Vec<FieldScore>,
+}
+
+/// One field's part of a term's weighted term frequency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldScore {
+    /// `name`, `first_line` (of the description) or `rest` (of the description).
+    pub field: &'static str,
+    /// How often the term occurs in it.
+    pub tf: u32,
+    /// The field's weight.
+    pub weight: f64,
+    /// Its length in terms, against the catalogue's average.
+    pub length: u32,
+    /// The catalogue's average length of the field.
+    pub average_length: f64,
+    /// `weight · tf / length norm`.
+    pub weighted_tf: f64,
+}
+
+impl From<crate::rank::Explanation> for ScoreExplanation {
+    fn from(explanation: crate::rank::Explanation) -> Self {
+        use crate::rank::{Field, TermClass};
+        Self {
+            score: explanation.score,
+            terms: explanation
+                .terms
+                .into_iter()
+                .map(|t| TermScore {
+                    term: t.term,
+                    class: match t.class {
+                        TermClass::Content => "content",
+                        TermClass::UbiquitousVerb => "ubiquitous_verb",
+                        TermClass::FunctionWord => "function_word",
+                    },
+                    idf: t.idf,
+                    document_frequency: t.document_frequency,
+                    weighted_tf: t.weighted_tf,
+                    contribution: t.contribution,
+                    fields: t
+                        .fields
+                        .into_iter()
+                        .map(|f| FieldScore {
+                            field: match f.field {
+                                Field::Name => "name",
+                                Field::FirstLine => "first_line",
+                                Field::Rest => "rest",
+                            },
+                            tf: f.tf,
+                            weight: f.weight,
+                            length: f.length,
+                            average_length: f.average_length,
+                            weighted_tf: f.weighted_tf,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
 }
 
 impl ToolListing {
@@ -110,6 +201,7 @@ impl ToolListing {
             entry: Arc::clone(entry),
             include_schema,
             score,
+            explanation: None,
         }
     }
 
@@ -138,6 +230,8 @@ struct ListingRepr<'a> {
     annotations: Option<&'a ToolAnnotations>,
     #[serde(rename = "inputSchema", skip_serializing_if = "Option::is_none")]
     input_schema: Option<&'a SchemaText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explain: Option<&'a ScoreExplanation>,
 }
 
 impl Serialize for ToolListing {
@@ -153,6 +247,7 @@ impl Serialize for ToolListing {
             kind: e.kind,
             annotations: e.tool.annotations(),
             input_schema: self.include_schema.then(|| e.tool.input_schema()),
+            explain: self.explanation.as_ref(),
         }
         .serialize(serializer)
     }
@@ -245,6 +340,12 @@ fn filter_in(view: &View, args: &JsonObject) -> Result<ToolPage, CatalogError> {
     let labels = opt_string_map(args, "labels")?;
     let case_sensitive = opt_bool(args, "case_sensitive", false)?;
     let include_schema = opt_bool(args, "include_schema", false)?;
+    let explain = opt_bool(args, "explain", false)?;
+    if explain && query.is_none() {
+        return Err(CatalogError::invalid(
+            "explain explains a query's ranking: give a query too",
+        ));
+    }
     let matcher = pattern.map(|p| NamePattern::new(p, case_sensitive)).transpose()?;
     let description_lower = description_filter.map(str::to_lowercase);
 
@@ -275,14 +376,17 @@ fn filter_in(view: &View, args: &JsonObject) -> Result<ToolPage, CatalogError> {
         limit: paging.limit,
         offset: paging.offset,
     };
-    Ok(page_of(
-        view,
-        &matches,
-        scores.as_deref(),
-        paging,
-        filters,
-        include_schema,
-    ))
+    let mut page = page_of(view, &matches, scores.as_deref(), paging, filters, include_schema);
+    if explain && let Some(query) = query {
+        let index = view.catalog().search_index();
+        let query = index.query(query);
+        for listing in &mut page.tools {
+            listing.explanation = index
+                .doc_id(&listing.entry)
+                .map(|doc| ScoreExplanation::from(index.explain(&query, doc)));
+        }
+    }
+    Ok(page)
 }
 
 /// `list_core_tools {include_schema = true}`: every core tool, uncapped.

@@ -318,9 +318,62 @@ pub struct MusterConfig {
     pub namespace: Option<String>,
     /// Run in Kubernetes mode (resources from the cluster) instead of filesystem mode.
     pub kubernetes: bool,
-    /// Named toolset presets, kept as raw JSON until their shape is defined.
+    /// Named toolsets (selected with `X-muster-Toolset: preset:<name>` or `filter_tools`'
+    /// `toolset`), besides the built-in `read-only`, `none` and `full`. Each is the union of its
+    /// `include` rules minus the union of its `exclude` rules; every rule sets exactly one key.
+    /// Checked when the gateway starts: a redefined built-in, a rule with no key or several, a
+    /// bad glob, `readOnly: false`, a `preset` rule in `exclude`, an unknown or cyclic `preset`
+    /// stops it, naming the preset.
+    // Held as written and read as a `ToolsetPresetConfig` at that check, so that a bad preset
+    // stops the gateway naming the preset instead of leaving config.yaml out.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, ToolsetPresetConfig>")]
     pub toolset_presets: BTreeMap<String, Value>,
+}
+
+/// One toolset preset of `toolsetPresets`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ToolsetPresetConfig {
+    /// What the preset is for (listed by `filter_tools` under `presets`).
+    #[serde(default)]
+    pub description: String,
+    /// Rules whose tools the preset includes.
+    #[serde(default)]
+    pub include: Vec<ToolsetRuleConfig>,
+    /// Rules whose tools the preset then removes.
+    #[serde(default)]
+    pub exclude: Vec<ToolsetRuleConfig>,
+}
+
+/// One `include` or `exclude` rule of a toolset preset: exactly one key is set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ToolsetRuleConfig {
+    /// One exposed tool name (`x_github_create_issue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// A glob on the exposed name, case-sensitive (`x_loki_*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Every tool of an MCPServer (or of a family).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The tool of one workflow (`workflow_<name>`), by the workflow's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// `true`: every tool annotated read-only (`readOnlyHint: true`); `false` is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// Every tool of another preset, built-in or configured (in `include` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Tools whose labels (a workflow's own, a server tool's server's) match: `k=v`, `k` (any
+    /// value) or `k=` (the empty value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 impl MusterConfig {

@@ -48,13 +48,23 @@ pub enum GatewayError {
         #[source]
         source: std::io::Error,
     },
+    /// The directory of events and workflow run records could not be opened.
+    #[error("cannot keep events in {}: {source}", dir.display())]
+    DataDir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A toolset preset of `config.yaml` is invalid.
     #[error(transparent)]
     Toolset(#[from] ToolsetError),
-    /// With `prefixMode: never`, two servers expose the same name.
+    /// With `prefixMode: never`, two servers expose the same name: one sentence per clash.
     #[error(
-        "aggregator.prefixMode is never, and these names are exposed by two servers: {}; give the servers prefixes (prefixMode: always) or remove one",
-        .0.join("; ")
+        "{}\nWith aggregator.prefixMode: never in config.yaml, tools keep their downstream names; set \
+         aggregator.prefixMode: always (tools are then named x_<server>_<tool>), or remove one server of each pair",
+        .0.join("\n")
     )]
     NameCollisions(Vec<String>),
     /// The grant store of `aggregator.oauth.mcpClient.grantStore` cannot be opened.
@@ -146,9 +156,11 @@ impl Gateway {
         })
     }
 
-    /// Filesystem mode: loads the config directory `dir` (a bad file is reported in the returned
-    /// problems and left out), keeps events in `dir/events/`, writes definition changes back to
-    /// `dir` atomically, and (with [`Gateway::watch_config_dir`]) reloads it when it changes.
+    /// Filesystem mode, as the reference gateway runs: loads the config directory `dir` (a bad
+    /// file is reported in the returned problems and left out), keeps events in `dir/events/`
+    /// and workflow run records in `dir/workflow_executions/` (runs cut off by a crash marked
+    /// failed), writes definition changes back to `dir` atomically, reads the Secrets of
+    /// `dir/secrets/`, and (with [`Gateway::watch_config_dir`]) reloads it when it changes.
     pub fn from_config_dir(
         dir: &std::path::Path,
         supervision: SupervisorConfig,
@@ -157,18 +169,11 @@ impl Gateway {
             dir: dir.to_path_buf(),
             source,
         })?;
-        let events = crate::events::EventLog::open(dir).map_err(|source| GatewayError::ConfigDir {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
-        let executions = crate::workflows::open_executions(dir, &events)?;
-        let options = RegistryOptions {
-            supervision,
-            events: Some(events),
-            store: Some(crate::store::ConfigStore::new(dir)),
-            executions: Some(executions),
-            secrets: Some(Arc::new(crate::secrets::DirectorySecrets::new(dir.join("secrets")))),
-        };
+        let options = RegistryOptions::default()
+            .with_supervision(supervision)
+            .with_data_dir(dir)?
+            .with_store(crate::store::ConfigStore::new(dir))
+            .with_secrets(Arc::new(crate::secrets::DirectorySecrets::new(dir.join("secrets"))));
         let gateway = Self::with_options(
             loaded.config.clone(),
             loaded.servers.clone(),

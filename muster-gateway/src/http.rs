@@ -48,6 +48,7 @@ use session_calls::SessionCalls;
 
 pub mod guard;
 mod kept;
+pub mod request_head;
 pub mod serve;
 pub mod session_calls;
 pub mod sessions;
@@ -97,6 +98,8 @@ type ToolsetMcp = ToolsetHeader<SessionCalls<StreamableHttpService<MetaTools, se
 pub struct Front {
     mcp: Mcp,
     rest: Router,
+    /// `aggregator.limits.maxRequestHeadBytes`: a larger head gets 431 on every route.
+    max_head_bytes: usize,
 }
 
 impl fmt::Debug for Front {
@@ -115,12 +118,10 @@ impl Front {
         drain: Arc<guard::Drain>,
     ) -> Self {
         let aggregator = registry.config().aggregator;
-        let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
-        match aggregator.allowed_hosts.as_deref() {
-            Some([any]) if any == "*" => config = config.disable_allowed_hosts(),
-            Some(hosts) => config = config.with_allowed_hosts(hosts.iter().cloned()),
-            None => {}
-        }
+        // The request guard checks the Host (its 403 names aggregator.allowedHosts).
+        let mut config = StreamableHttpServerConfig::default()
+            .with_cancellation_token(shutdown)
+            .disable_allowed_hosts();
         if !aggregator.allowed_origins.is_empty() {
             config = config
                 .with_allowed_origins(aggregator.allowed_origins.iter().cloned())
@@ -133,6 +134,9 @@ impl Front {
             max_json_depth: aggregator.limits.max_json_depth,
             drain,
             sessions: Some((open_sessions.clone(), aggregator.limits.max_sessions)),
+            hosts: Some(request_head::HostCheck::from_config(
+                aggregator.allowed_hosts.as_deref(),
+            )),
         };
         // One handler serves every session; each session is admitted to `sessions` once rmcp set
         // it up, and its calls are answered in front of rmcp from then on.
@@ -163,18 +167,32 @@ impl Front {
             None => Either::Right(guarded),
         };
         let rest = rest.route(HEALTH_PATH, get(move || health(Arc::clone(&registry))));
-        Self { mcp, rest }
+        Self {
+            mcp,
+            rest,
+            max_head_bytes: aggregator.limits.max_request_head_bytes,
+        }
     }
 
     /// The same routes as an axum router: the MCP service on `/mcp`, `/mcp/` and `/mcp/*`, the
     /// paths `nest_service` would take, without its rewriting of each request's URI and its
     /// `NestedPath` extension (2.5k instructions a call), which nothing behind reads.
+    /// A head over `maxRequestHeadBytes` gets 431 on each of them, as under [`Front`].
     pub fn into_router(self) -> Router {
+        let max_head_bytes = self.max_head_bytes;
         Router::new()
             .route_service(MCP_PATH, self.mcp.clone())
             .route_service(&format!("{MCP_PATH}/"), self.mcp.clone())
             .route_service(&format!("{MCP_PATH}/{{*rest}}"), self.mcp)
             .merge(self.rest)
+            .layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                    match request_head::head_too_large(&request, max_head_bytes) {
+                        Some(refused) => refused,
+                        None => next.run(request).await,
+                    }
+                },
+            ))
     }
 }
 
@@ -200,7 +218,11 @@ impl tower::Service<http::Request<Body>> for Front {
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        if is_mcp_path(request.uri().path()) {
+        if let Some(refused) = request_head::head_too_large(&request, self.max_head_bytes) {
+            FrontFuture {
+                answer: Answer::Refused { refused: Some(refused) },
+            }
+        } else if is_mcp_path(request.uri().path()) {
             FrontFuture {
                 answer: Answer::Mcp {
                     answer: self.mcp.call(request),
@@ -229,6 +251,7 @@ pin_project_lite::pin_project! {
     enum Answer {
         Mcp { #[pin] answer: <Mcp as tower::Service<http::Request<Body>>>::Future },
         Rest { #[pin] answer: RouteFuture<Infallible> },
+        Refused { refused: Option<Response> },
     }
 }
 
@@ -239,6 +262,10 @@ impl Future for FrontFuture {
         match self.project().answer.project() {
             AnswerOf::Mcp { answer } => answer.poll(cx),
             AnswerOf::Rest { answer } => answer.poll(cx),
+            AnswerOf::Refused { refused } => match refused.take() {
+                Some(refused) => Poll::Ready(Ok(refused)),
+                None => Poll::Pending,
+            },
         }
     }
 }

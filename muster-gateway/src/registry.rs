@@ -302,6 +302,18 @@ impl RegistryOptions {
         self
     }
 
+    /// Keeps events in `dir/events/` and workflow run records in `dir/workflow_executions/`
+    /// (creating them; a run an earlier process left unfinished is marked failed), as filesystem
+    /// mode does beside its definitions. Refused when either cannot be opened.
+    pub fn with_data_dir(self, dir: &std::path::Path) -> Result<Self, crate::gateway::GatewayError> {
+        let events = EventLog::open(dir).map_err(|source| crate::gateway::GatewayError::DataDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let executions = crate::workflows::open_executions(dir, &events)?;
+        Ok(self.with_events(events).with_executions(executions))
+    }
+
     /// Sets where events go.
     pub fn with_events(mut self, events: EventLog) -> Self {
         self.events = Some(events);
@@ -1248,13 +1260,18 @@ impl Registry {
         }
     }
 
-    /// The exposed names two connected servers both produce, each as `<name> (servers a, b)`:
-    /// with `prefixMode: never` the gateway refuses to start while there are any.
+    /// The exposed names two connected servers both produce, one sentence each naming the tool
+    /// and both servers: with `prefixMode: never` the gateway refuses to start while there are any.
     pub fn name_collisions(&self) -> Vec<String> {
         let (_, collisions, _) = self.build_catalog(&BTreeMap::new());
         collisions
             .iter()
-            .map(|c| format!("{} (servers {}, {})", c.name, c.kept_by, c.server))
+            .map(|c| {
+                format!(
+                    "The tool name {:?} is exposed by both MCPServer {:?} and MCPServer {:?}.",
+                    c.name, c.kept_by, c.server
+                )
+            })
             .collect()
     }
 

@@ -132,12 +132,7 @@ pub(crate) fn contexts_file() -> PathBuf {
     if let Some(file) = std::env::var_os("MUSTER_CONTEXTS_FILE").filter(|v| !v.is_empty()) {
         return PathBuf::from(file);
     }
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    config.join("muster").join("contexts.yaml")
+    crate::config_source::muster_config_home().join("contexts.yaml")
 }
 
 impl Contexts {
@@ -146,13 +141,13 @@ impl Contexts {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(e) => return Err(CliError::Usage(format!("cannot read {}: {e}", path.display()))),
+            Err(e) => return Err(CliError::Setup(format!("cannot read {}: {e}", path.display()))),
         };
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
         serde_saphyr::from_str(&text).map_err(|e| {
-            CliError::Usage(format!(
+            CliError::Setup(format!(
                 "{} is not a contexts file ({e}); fix or remove it",
                 path.display()
             ))
@@ -160,8 +155,8 @@ impl Contexts {
     }
 
     fn save(&self, path: &Path) -> Result<(), CliError> {
-        let text = serde_saphyr::to_string(self).map_err(|e| CliError::Usage(format!("cannot write contexts: {e}")))?;
-        muster::core::fs::write_atomic(path, text.as_bytes()).map_err(|e| CliError::Usage(e.to_string()))
+        let text = serde_saphyr::to_string(self).map_err(|e| CliError::Setup(format!("cannot write contexts: {e}")))?;
+        muster::core::fs::write_atomic(path, text.as_bytes()).map_err(|e| CliError::Setup(e.to_string()))
     }
 
     fn get(&self, name: &str) -> Result<&Context, CliError> {
@@ -209,7 +204,7 @@ pub(crate) fn resolve_endpoint(endpoint: Option<&str>, context: Option<&str>) ->
         Some(current) => Ok(contexts
             .get(current)
             .map_err(|_| {
-                CliError::Usage(format!(
+                CliError::Setup(format!(
                     "the current context {current:?} is not in {}; choose one with `gateway context use <name>`",
                     path.display()
                 ))
@@ -267,7 +262,7 @@ pub(crate) fn run(command: &ContextCommand, out: &Out) -> Result<u8, CliError> {
         ContextCommand::Current => match &contexts.current_context {
             Some(current) => out.line(current),
             None => {
-                return Err(CliError::Usage(
+                return Err(CliError::Setup(
                     "no current context; choose one with `gateway context use <name>`".to_owned(),
                 ));
             }
@@ -342,7 +337,7 @@ pub(crate) fn run(command: &ContextCommand, out: &Out) -> Result<u8, CliError> {
             let name = match name.as_deref().or(contexts.current_context.as_deref()) {
                 Some(name) => name.to_owned(),
                 None => {
-                    return Err(CliError::Usage(
+                    return Err(CliError::Setup(
                         "no current context; name one (`gateway context show <name>`) or choose one with \
                          `gateway context use <name>`"
                             .to_owned(),

@@ -6,6 +6,7 @@
 //! | 1 | an error: the gateway is not reachable, a tool failed, a name is unknown, a check failed |
 //! | 2 | a sign-in is needed: the gateway wants a token, or a server wants the person to sign in |
 //! | 3 | a sign-in failed: the gateway refused the token, or signing in to a server did not complete |
+//! | 64 | a command-line mistake (EX_USAGE): an unknown command or flag, a missing argument, a bad `--arg`, an unknown context |
 
 use std::{fmt, process::ExitCode, time::Duration};
 
@@ -19,6 +20,8 @@ pub(crate) const ERROR: u8 = 1;
 pub(crate) const AUTH_REQUIRED: u8 = 2;
 /// The exit code when a sign-in failed.
 pub(crate) const AUTH_FAILED: u8 = 3;
+/// The exit code of a command-line mistake (`EX_USAGE` of sysexits.h), clap's included.
+pub(crate) const USAGE: u8 = 64;
 
 /// Why a client command did not do what it was asked.
 #[derive(Debug)]
@@ -41,8 +44,11 @@ pub(crate) enum CliError {
     Failed { what: String, message: String },
     /// No answer within the `--timeout`.
     Timeout { what: String, after: Duration },
-    /// The command line asks for something impossible (a bad `--arg`, say).
+    /// The command line asks for something impossible (a bad `--arg`, an unknown context).
     Usage(String),
+    /// The local setup cannot be used (the contexts file cannot be read or written, no context
+    /// is current).
+    Setup(String),
 }
 
 impl CliError {
@@ -51,7 +57,8 @@ impl CliError {
         match self {
             Self::GatewayAuthRequired { .. } | Self::ServerAuthRequired { .. } => AUTH_REQUIRED,
             Self::GatewayAuthFailed { .. } | Self::SignInFailed { .. } => AUTH_FAILED,
-            Self::Unreachable(_) | Self::Failed { .. } | Self::Timeout { .. } | Self::Usage(_) => ERROR,
+            Self::Unreachable(_) | Self::Failed { .. } | Self::Timeout { .. } | Self::Setup(_) => ERROR,
+            Self::Usage(_) => USAGE,
         }
     }
 
@@ -104,7 +111,7 @@ impl fmt::Display for CliError {
                 "{what} got no answer within {} and was cancelled; pass a longer --timeout to wait longer",
                 duration::format(*after)
             ),
-            Self::Usage(message) => f.write_str(message),
+            Self::Usage(message) | Self::Setup(message) => f.write_str(message),
         }
     }
 }

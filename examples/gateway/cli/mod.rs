@@ -22,7 +22,7 @@ mod auth;
 mod call;
 mod client;
 pub(crate) mod context;
-mod error;
+pub(crate) mod error;
 mod events;
 mod output;
 mod resources;

@@ -125,6 +125,56 @@ fn a_query_ranks_name_matches_first_and_drops_tools_that_match_nothing() {
 }
 
 #[test]
+fn explain_gives_each_ranked_tool_its_terms_and_fields_and_wants_a_query() {
+    let c = fixture();
+    let view = c.view();
+    let args = json!({"query": "prometheus metrics query", "explain": true});
+    let page = filter_tools(&view, &obj(args), unscoped()).expect("page");
+    let wire = serde_json::to_value(&page).expect("serializes");
+    let top = &wire["tools"][0];
+    assert_eq!(top["name"], "x_prom_query_range");
+    let explain = &top["explain"];
+    let terms: Vec<&str> = explain["terms"]
+        .as_array()
+        .expect("terms")
+        .iter()
+        .filter_map(|t| t["term"].as_str())
+        .collect();
+    // The terms as analysed: inflections folded (metrics: metric, query and queries: queri).
+    assert_eq!(terms, ["prometheus", "metric", "queri"], "{explain}");
+    // "query" is in the name and the first line of the description; "prometheus" only in the latter.
+    let fields = |term: &str| -> Vec<String> {
+        explain["terms"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["term"] == term)
+            .and_then(|t| t["fields"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["field"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(fields("queri"), ["name", "first_line"]);
+    assert_eq!(fields("prometheus"), ["first_line"]);
+    let sum: f64 = explain["terms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["contribution"].as_f64())
+        .sum();
+    let score = explain["score"].as_f64().expect("score");
+    assert!((sum - score).abs() < 1e-9, "{sum} vs {score}");
+    assert!(score > wire["tools"][1]["explain"]["score"].as_f64().expect("second score"));
+
+    let without = filter_tools(&view, &obj(json!({"query": "prometheus"})), unscoped()).expect("page");
+    let without = serde_json::to_value(&without).expect("serializes");
+    assert!(without["tools"][0].get("explain").is_none(), "only when asked");
+    let error = filter_tools(&view, &obj(json!({"explain": true})), unscoped()).expect_err("no query");
+    assert!(error.to_string().contains("give a query"), "{error}");
+}
+
+#[test]
 fn include_schema_returns_full_descriptions_and_schemas() {
     let c = fixture();
     let view = c.view();

@@ -25,8 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::ToolsetError;
@@ -35,47 +34,11 @@ use crate::pattern::NamePattern;
 /// The built-in presets, in the order they are listed.
 pub const BUILT_IN_PRESETS: [&str; 3] = ["read-only", "none", "full"];
 
-/// One preset as `config.yaml` writes it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PresetConfig {
-    /// What the preset is for.
-    #[serde(default)]
-    pub description: String,
-    /// Rules whose matches the preset includes.
-    #[serde(default)]
-    pub include: Vec<RuleConfig>,
-    /// Rules whose matches the preset then removes.
-    #[serde(default)]
-    pub exclude: Vec<RuleConfig>,
-}
-
+/// One preset as `config.yaml` writes it (the type is muster-core's, which documents
+/// `toolsetPresets`).
+pub use muster_core::config::ToolsetPresetConfig as PresetConfig;
 /// One include or exclude rule as `config.yaml` writes it: exactly one key is set.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RuleConfig {
-    /// An exposed tool name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
-    /// A glob on the exposed name (case-sensitive).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<String>,
-    /// An MCPServer (or family) name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<String>,
-    /// A workflow name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workflow: Option<String>,
-    /// `true`: every tool annotated read-only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_only: Option<bool>,
-    /// Another preset (include only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<String>,
-    /// A label: `k=v`, `k` (any value) or `k=` (empty value).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-}
+pub use muster_core::config::ToolsetRuleConfig as RuleConfig;
 
 /// A label rule: a key, and the value it must have (any value when `None`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -116,7 +116,11 @@ pub struct MCPServerSpec {
     /// Start when the system initialises (stdio servers). Default false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub auto_start: bool,
-    /// Executable of a stdio server; required when `type` is `stdio`.
+    /// Executable of a stdio server; required when `type` is `stdio`. A name without a slash is
+    /// looked up on the gateway's `PATH`; a relative path is taken from the gateway's working
+    /// directory. `@self` ([`SELF_COMMAND`](crate::crd::SELF_COMMAND)) is the running gateway's
+    /// own executable, wherever it is installed: the reference gateway's demo server is
+    /// `command: "@self"`, `args: [demo-server]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// Command line arguments of a stdio server.

@@ -91,6 +91,10 @@ pub use workflow::{
 
 /// The API version of every muster resource.
 pub const API_VERSION: &str = "muster.giantswarm.io/v1alpha1";
+/// The `spec.command` of a stdio MCPServer that names the running gateway's own executable
+/// (`std::env::current_exe`), so that a configuration can start a server the gateway binary
+/// itself contains from any directory and any install location.
+pub const SELF_COMMAND: &str = "@self";
 
 /// Annotation holding the human-friendly name UIs show in place of `metadata.name`.
 pub const DISPLAY_NAME_ANNOTATION: &str = "ui.giantswarm.io/display-name";

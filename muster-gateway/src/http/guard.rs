@@ -1,6 +1,8 @@
 //! The request guard of `/mcp`: refuses what the MCP service should never parse, and counts the
 //! requests in flight so that a shutdown can let them finish.
 //!
+//! - A `Host` outside `aggregator.allowedHosts` gets 403 naming the key
+//!   ([`HostCheck`](super::request_head::HostCheck)).
 //! - A body over `aggregator.limits.maxRequestBodyBytes` gets 413; one whose arrays and objects
 //!   nest deeper than `maxJsonDepth` gets 400. Both answer a JSON-RPC error naming the limit,
 //!   and nothing reaches the MCP service (a deep document would otherwise cost a recursive parse
@@ -57,6 +59,8 @@ pub struct Guard {
     pub drain: Arc<Drain>,
     /// The open sessions and `maxSessions`, when the guard bounds them.
     pub sessions: Option<(Sessions, usize)>,
+    /// `allowedHosts`, when the guard checks the `Host` (else nothing is refused for it).
+    pub hosts: Option<super::request_head::HostCheck>,
 }
 
 /// The requests in flight of a gateway's `/mcp`, and whether it is shutting down.
@@ -160,6 +164,9 @@ where
             -32000,
             "the gateway is shutting down; retry once it is back (or against another instance)".to_owned(),
         ));
+    }
+    if let Some(refused) = guard.hosts.as_ref().and_then(|hosts| hosts.refusal(&request)) {
+        return Ok(refused);
     }
     // The standalone stream (GET) lives as long as its session: not a request in flight.
     if request.method() != Method::POST {
@@ -303,7 +310,7 @@ fn refusal(status: StatusCode, code: i64, message: String) -> Response {
 }
 
 /// A JSON-RPC error answering request `id` (`null` when unknown) with HTTP `status`.
-fn refusal_of(id: Option<serde_json::Value>, status: StatusCode, code: i64, message: String) -> Response {
+pub(crate) fn refusal_of(id: Option<serde_json::Value>, status: StatusCode, code: i64, message: String) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
     let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response();
     if status == StatusCode::SERVICE_UNAVAILABLE {

@@ -6,9 +6,11 @@
 //! two differences that matter in front of many idle sessions, each of which an MCP client may
 //! keep on a connection of its own:
 //!
-//! - A connection's read buffer is at most `aggregator.limits.maxRequestHeadBytes` (8 KiB by
-//!   default), which is also the largest request head it reads (a larger one gets 431 and the
-//!   connection closes). With hyper's default the buffer of an idle connection grew to 16 KiB;
+//! - A connection's read buffer is at most twice `aggregator.limits.maxRequestHeadBytes` (8 KiB
+//!   by default), which is also the largest request head it reads: a head over the limit is
+//!   refused by the [`Front`](super::Front) with a 431 whose body names the key, and one over
+//!   twice the limit by hyper, with a bare 431, and the connection closes. The buffer starts at
+//!   8 KiB and grows only when a read fills it (with hyper's default it could grow to 400 KiB);
 //!   bodies are not bound by it (they are read as they come).
 //! - A connection is one task running hyper's HTTP/1.1 connection future (650 bytes), without
 //!   the HTTP/2 half of hyper-util's protocol-detecting connection (1.5 KB in all) and the
@@ -43,9 +45,10 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Serves `service` (a [`Front`](super::Front), or any axum router) on `listener` until `stop`
 /// is cancelled; then stops accepting, asks every open connection to close once its requests
-/// are answered (keep-alive ends), and returns when they have. `max_head_bytes` bounds a
+/// are answered (keep-alive ends), and returns when they have. Twice `max_head_bytes` bounds a
 /// connection's read buffer and request head (at least 8192: hyper's smallest buffer; a smaller
-/// value is raised).
+/// value is raised); the service refuses a head over `max_head_bytes` itself, as a [`Front`](super::Front)
+/// does, naming the limit.
 pub async fn serve<S>(
     listener: tokio::net::TcpListener,
     service: S,
@@ -57,7 +60,11 @@ where
     S::Future: Send + 'static,
 {
     let mut connections = hyper::server::conn::http1::Builder::new();
-    connections.max_buf_size(max_head_bytes.max(muster_core::config::DEFAULT_MAX_REQUEST_HEAD_BYTES));
+    connections.max_buf_size(
+        max_head_bytes
+            .saturating_mul(2)
+            .max(muster_core::config::DEFAULT_MAX_REQUEST_HEAD_BYTES),
+    );
     let graceful = GracefulShutdown::new();
     loop {
         let tcp = tokio::select! {
@@ -103,12 +110,13 @@ fn connection_error(error: &std::io::Error) -> bool {
     )
 }
 
-/// A connection that ended in an error: a request head over the limit names the limit (the client
-/// got 431); the rest (a peer gone mid-request, a malformed request, which got 400) at `debug`.
+/// A connection that ended in an error: a request head over twice the limit names the limit (the
+/// client got a bare 431); the rest (a peer gone mid-request, a malformed request, which got 400) at `debug`.
 fn log_connection_error(error: &hyper::Error, max_head_bytes: usize) {
     if error.is_parse_too_large() {
         tracing::warn!(
-            "a request head over {max_head_bytes} bytes (aggregator.limits.maxRequestHeadBytes) was refused with 431"
+            "a request head over twice {max_head_bytes} bytes (aggregator.limits.maxRequestHeadBytes) was cut off \
+             with 431"
         );
     } else {
         tracing::debug!(%error, "connection ended");

@@ -73,6 +73,16 @@ pub enum UpstreamError {
     /// The MCP handshake failed.
     #[error("MCP initialize failed: {0}")]
     Initialize(String),
+    /// A stdio server did not start: why, how its process ended and what it last wrote to stderr.
+    #[error("{cause}{}{}", exited_text(.status.as_ref()), stderr_text(.stderr))]
+    StdioStart {
+        /// What failed (the handshake, or its timeout).
+        cause: Box<UpstreamError>,
+        /// How the process exited; `None` while it still runs.
+        status: Option<std::process::ExitStatus>,
+        /// Its last lines on stderr, oldest first.
+        stderr: Vec<String>,
+    },
     /// Reading the server's tools, resources or prompts failed.
     #[error("listing {what} failed: {source}")]
     List {
@@ -90,6 +100,21 @@ pub enum UpstreamError {
         /// The budget.
         after: Duration,
     },
+}
+
+fn exited_text(status: Option<&std::process::ExitStatus>) -> String {
+    match status {
+        Some(status) => format!("; the process ended ({status})"),
+        None => String::new(),
+    }
+}
+
+fn stderr_text(lines: &[String]) -> String {
+    if lines.is_empty() {
+        "; it wrote nothing to stderr".to_owned()
+    } else {
+        format!("; its last lines on stderr: {}", lines.join(" | "))
+    }
 }
 
 /// A live MCP connection to one downstream server, with what it offered.
@@ -143,14 +168,16 @@ impl UpstreamConnection {
         // A stdio server runs in a process group of its own, ended with the connection.
         let mut process_group = None;
         let mut stdio_lane = None;
+        let mut stdio_start = None;
         let mut http_lane = None;
         let handshake = async {
             let init = |e: rmcp::service::ClientInitializeError| UpstreamError::Initialize(e.to_string());
             match server.spec.server_type {
                 Some(ServerType::Stdio) | None => {
-                    let child = transport::stdio(&name, &server.spec)?;
+                    let (child, stderr) = transport::stdio(&name, &server.spec)?;
                     process_group = child.id();
                     stdio_lane = Some(child.lane());
+                    stdio_start = Some((stderr, child.exit_status()));
                     client
                         .serve(ProgressInOrder::new(child, relay.clone()))
                         .await
@@ -173,17 +200,31 @@ impl UpstreamConnection {
                 Some(other) => Err(TransportError::UnsupportedType(other.to_string()).into()),
             }
         };
-        let service = match tokio::time::timeout(timeout, handshake).await {
-            Ok(Ok(service)) => service,
-            Ok(Err(e)) => {
+        let failed = match tokio::time::timeout(timeout, handshake).await {
+            Ok(Ok(service)) => Ok(service),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(UpstreamError::Timeout {
+                what: "MCP initialize",
+                after: timeout,
+            }),
+        };
+        let service = match failed {
+            Ok(service) => service,
+            Err(cause) => {
                 transport::end_process_group(process_group);
-                return Err(e);
-            }
-            Err(_) => {
-                transport::end_process_group(process_group);
-                return Err(UpstreamError::Timeout {
-                    what: "MCP initialize",
-                    after: timeout,
+                return Err(match stdio_start {
+                    // A process that did not start says why: how it ended, what it wrote.
+                    Some((stderr, status)) if !matches!(cause, UpstreamError::Transport(_)) => {
+                        // Its stderr ends when it exits: by then the status is known, unless
+                        // it still runs (an initialize that timed out).
+                        let stderr = stderr.lines(Duration::from_millis(500)).await;
+                        UpstreamError::StdioStart {
+                            cause: Box::new(cause),
+                            status: status.get().copied(),
+                            stderr,
+                        }
+                    }
+                    _ => cause,
                 });
             }
         };

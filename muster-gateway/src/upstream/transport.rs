@@ -53,14 +53,23 @@ pub enum TransportError {
     Sse(#[from] SseTransportError),
 }
 
-/// A child process speaking MCP on stdin/stdout; its stderr goes to the log.
-pub(super) fn stdio(server: &str, spec: &MCPServerSpec) -> Result<StdioTransport, TransportError> {
+/// A child process speaking MCP on stdin/stdout; its stderr goes to the log (at `debug`), and
+/// its last lines are kept in the returned [`StderrTail`] to say why it did not start.
+pub(super) fn stdio(server: &str, spec: &MCPServerSpec) -> Result<(StdioTransport, StderrTail), TransportError> {
     let command = spec
         .command
         .as_deref()
         .filter(|c| !c.is_empty())
         .ok_or(TransportError::MissingCommand)?;
-    let cmd = tokio::process::Command::new(command).configure(|c| {
+    let program = if command == muster_core::crd::SELF_COMMAND {
+        std::env::current_exe().map_err(|source| TransportError::Spawn {
+            command: command.to_owned(),
+            source,
+        })?
+    } else {
+        std::path::PathBuf::from(command)
+    };
+    let cmd = tokio::process::Command::new(program).configure(|c| {
         c.args(&spec.args).envs(&spec.env);
         // Its own process group: what the server starts can be ended with it, and a Ctrl-C
         // meant for the gateway reaches the server only through the gateway's shutdown.
@@ -71,16 +80,80 @@ pub(super) fn stdio(server: &str, spec: &MCPServerSpec) -> Result<StdioTransport
         command: command.to_owned(),
         source,
     })?;
+    let tail = StderrTail::default();
     if let Some(stderr) = stderr {
         let server = server.to_owned();
+        let kept = tail.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::debug!(target: "muster::upstream::stderr", server = %server, "{line}");
+                kept.push(line);
             }
+            kept.close();
         });
+    } else {
+        tail.close();
     }
-    Ok(process)
+    Ok((process, tail))
+}
+
+/// The last [`StderrTail::LINES`] lines a stdio server wrote to stderr.
+#[derive(Debug, Clone, Default)]
+pub(super) struct StderrTail {
+    inner: Arc<TailInner>,
+}
+
+#[derive(Debug, Default)]
+struct TailInner {
+    lines: std::sync::Mutex<std::collections::VecDeque<String>>,
+    /// Set once stderr has been read to its end.
+    closed: tokio::sync::Notify,
+    is_closed: std::sync::atomic::AtomicBool,
+}
+
+impl StderrTail {
+    /// How many lines are kept.
+    pub(super) const LINES: usize = 10;
+    /// The longest line kept, in bytes (a longer one is cut).
+    const LINE_BYTES: usize = 400;
+
+    fn push(&self, mut line: String) {
+        if line.len() > Self::LINE_BYTES {
+            let mut end = Self::LINE_BYTES;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line.truncate(end);
+            line.push('…');
+        }
+        let mut lines = self.inner.lines.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == Self::LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    fn close(&self) {
+        self.inner.is_closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.inner.closed.notify_waiters();
+    }
+
+    /// The lines kept, once stderr has ended or `wait` has passed (a child that exited has
+    /// usually closed it; one still running has not).
+    pub(super) async fn lines(&self, wait: Duration) -> Vec<String> {
+        let closed = self.inner.closed.notified();
+        if !self.inner.is_closed.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = tokio::time::timeout(wait, closed).await;
+        }
+        self.inner
+            .lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
 }
 
 /// Ends every process left in the process group of a stdio server whose own process has ended

@@ -27,7 +27,12 @@
 pub(crate) mod lane;
 mod writer;
 
-use std::{io, process::Stdio, sync::Arc, time::Duration};
+use std::{
+    io,
+    process::{ExitStatus, Stdio},
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
 use rmcp::{
     RoleClient,
@@ -51,6 +56,10 @@ const MAX_LINE: usize = 16 * 1024 * 1024;
 const KEEP_LINE: usize = 64 * 1024;
 /// How long the child has to exit after its stdin is closed, and again after `SIGTERM`.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
+/// How often a dropped transport looks for its child's exit status before leaving it.
+const EXIT_PEEKS: usize = 3;
+/// How long a child whose stdout ended is waited for, to read its exit status.
+const EXIT_SEEN: Duration = Duration::from_millis(500);
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// A child process as an rmcp client transport; see the [module docs](self).
@@ -60,6 +69,8 @@ pub(crate) struct StdioTransport {
     lines: LineReader,
     /// The calls written past rmcp; it holds the child's stdin, which rmcp's messages share.
     lane: Arc<StdioLane>,
+    /// How the child exited, once it has been seen to.
+    exit: Arc<OnceLock<ExitStatus>>,
 }
 
 impl StdioTransport {
@@ -81,8 +92,24 @@ impl StdioTransport {
             child: Some(child),
             lines: LineReader::new(stdout),
             lane: Arc::new(StdioLane::new(StdinWriter::new(stdin))),
+            exit: Arc::default(),
         };
         Ok((transport, stderr))
+    }
+
+    /// Where the child's exit status is put once it has exited (after its stdout ended, or when
+    /// the transport closed it).
+    pub(crate) fn exit_status(&self) -> Arc<OnceLock<ExitStatus>> {
+        Arc::clone(&self.exit)
+    }
+
+    /// Waits up to `wait` for the child to exit and keeps its status.
+    async fn reap(&mut self, wait: Duration) {
+        if let Some(child) = self.child.as_mut()
+            && let Ok(Ok(status)) = tokio::time::timeout(wait, child.wait()).await
+        {
+            let _ = self.exit.set(status);
+        }
     }
 
     /// The lane for `tools/call`, past rmcp's service loop (see [`lane`]).
@@ -160,6 +187,9 @@ impl StdioTransport {
                 child.kill().await?;
             }
         }
+        if let Ok(Some(status)) = child.try_wait() {
+            let _ = self.exit.set(status);
+        }
         self.child = None;
         Ok(())
     }
@@ -208,6 +238,8 @@ impl Transport<RoleClient> for StdioTransport {
                 }
                 LineRead::Eof => {
                     self.lane.close();
+                    // A server whose stdout ended has usually exited: its status says why.
+                    self.reap(EXIT_SEEN).await;
                     return None;
                 }
                 LineRead::Io(e) => {
@@ -232,6 +264,17 @@ impl Transport<RoleClient> for StdioTransport {
 
 impl Drop for StdioTransport {
     fn drop(&mut self) {
+        // A child that has exited (or is exiting: a write to it just failed) is reaped here and
+        // its status kept; one still running is killed (kill on drop) and reaped by tokio.
+        if let Some(child) = self.child.as_mut() {
+            for _ in 0..EXIT_PEEKS {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let _ = self.exit.set(status);
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
         self.lane.close();
         // The lane holds stdin and may outlive the transport: the pipe closes with it here
         // (unless a write has it, which fails once the child is gone).
