@@ -7,7 +7,8 @@ use std::{collections::BTreeSet, sync::Arc};
 use serde::Serialize;
 
 use crate::{
-    config_dir::LoadedConfig,
+    config_dir::{LoadWarning, LoadedConfig},
+    events::{Event, KIND_MCP_SERVER, KIND_WORKFLOW},
     registry::{Applied, Registry, Sources},
 };
 
@@ -41,13 +42,15 @@ pub fn apply(registry: &Arc<Registry>, loaded: &LoadedConfig) -> SyncSummary {
         .map(|(_, name)| name.clone())
         .collect();
     let wanted: BTreeSet<&str> = loaded.servers.iter().map(|s| s.metadata.name.as_str()).collect();
+    let mut applied = BTreeSet::new();
     for server in &loaded.servers {
         let name = server.metadata.name.clone();
         match registry.apply_server(server.clone()) {
-            Applied::Added => summary.added.push(name),
-            Applied::Updated => summary.updated.push(name),
-            _ => {}
+            Applied::Added => summary.added.push(name.clone()),
+            Applied::Updated => summary.updated.push(name.clone()),
+            _ => continue,
         }
+        applied.insert((KIND_MCP_SERVER, name));
     }
     for view in registry.servers() {
         let name = &view.definition.metadata.name;
@@ -70,7 +73,10 @@ pub fn apply(registry: &Arc<Registry>, loaded: &LoadedConfig) -> SyncSummary {
     let wanted: BTreeSet<&str> = loaded.workflows.iter().map(|w| w.metadata.name.as_str()).collect();
     for workflow in &loaded.workflows {
         match registry.apply_workflow(workflow.clone()) {
-            Ok(true) => summary.workflows_changed += 1,
+            Ok(true) => {
+                summary.workflows_changed += 1;
+                applied.insert((KIND_WORKFLOW, workflow.metadata.name.clone()));
+            }
             Ok(false) => {}
             // The loader compiles workflows too, so this is a definition that changed between
             // the two reads; it is left out and said so.
@@ -103,5 +109,30 @@ pub fn apply(registry: &Arc<Registry>, loaded: &LoadedConfig) -> SyncSummary {
         }
     }
     registry.set_sources(sources);
+    report_dropped_fields(registry, &loaded.warnings, |kind, name| {
+        applied.contains(&(kind, name.to_owned()))
+    });
     summary
+}
+
+/// Emits one `MCPServerFieldsDropped` or `WorkflowFieldsDropped` event per definition that
+/// `warnings` name and `applies` accepts (the ones that took effect: a file read again
+/// unchanged is not reported again).
+pub(crate) fn report_dropped_fields(
+    registry: &Registry,
+    warnings: &[LoadWarning],
+    applies: impl Fn(&'static str, &str) -> bool,
+) {
+    let mut by_definition: std::collections::BTreeMap<(&'static str, &str), Vec<String>> = Default::default();
+    for w in warnings.iter().filter(|w| applies(w.kind, &w.name)) {
+        by_definition
+            .entry((w.kind, w.name.as_str()))
+            .or_default()
+            .push(w.warning.to_string());
+    }
+    for ((kind, name), warnings) in by_definition {
+        if let Some(event) = Event::fields_dropped(kind, name, &warnings) {
+            registry.emit(event);
+        }
+    }
 }

@@ -82,12 +82,14 @@ pub(super) async fn reload(registry: &std::sync::Arc<Registry>) -> Result<Value,
         .map_err(ToolError::internal)?
         .map_err(|e| ToolError::internal(e.to_string()))?;
     let problems: Vec<String> = loaded.problems.iter().map(ToString::to_string).collect();
+    let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
     registry.set_config(loaded.config.clone());
     let summary = sync::apply(registry, &loaded);
     Ok(json!({
         "reloaded": true,
         "servers": summary,
         "problems": problems,
+        "warnings": warnings,
         "message": "configuration reloaded from the config directory",
     }))
 }

@@ -405,6 +405,25 @@ fn required_name(args: &muster_core::JsonObject) -> Result<&str, ToolError> {
     }
 }
 
+/// The fields dropped from definition `kind`/`name` given to a create, update or validate
+/// tool, each logged as a warning, as the answer's `warnings` lists them.
+pub(crate) fn dropped_fields(kind: &str, name: &str, warnings: &[muster_core::crd::FieldWarning]) -> Vec<String> {
+    warnings
+        .iter()
+        .map(|warning| {
+            tracing::warn!(kind, name, field = %warning.path, "{warning}");
+            warning.to_string()
+        })
+        .collect()
+}
+
+/// Emits the Warning event about the fields dropped from definition `kind`/`name`, if any.
+pub(crate) fn report_dropped_fields(registry: &Registry, kind: &str, name: &str, dropped: &[String]) {
+    if let Some(event) = crate::events::Event::fields_dropped(kind, name, dropped) {
+        registry.emit(event);
+    }
+}
+
 /// A successful result whose one text item is `value` as JSON, mirrored as structuredContent
 /// when it is an object.
 pub(crate) fn json_result(value: &serde_json::Value) -> CallToolResult {

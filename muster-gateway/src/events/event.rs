@@ -100,6 +100,10 @@ pub struct EventDetails {
     /// The tool a step called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The warnings about a definition, one per dropped field (`unknown field "spec.foo"
+    /// (dropped)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl EventDetails {
@@ -141,6 +145,12 @@ impl EventDetails {
     /// Sets the tool name.
     pub fn with_tool(mut self, tool: impl Into<String>) -> Self {
         self.tool = Some(tool.into());
+        self
+    }
+
+    /// Sets the warnings about a definition.
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings = warnings;
         self
     }
 }
@@ -225,6 +235,21 @@ impl Event {
     /// An event about the Workflow `name`.
     pub fn workflow(name: impl Into<String>, reason: impl Into<String>, message: impl Into<String>) -> Self {
         Self::new(KIND_WORKFLOW, name, reason, message)
+    }
+
+    /// The Warning event about the fields dropped from definition `kind`/`name`
+    /// ([`KIND_MCP_SERVER`] or [`KIND_WORKFLOW`]); `None` when none were.
+    pub fn fields_dropped(kind: &str, name: &str, warnings: &[String]) -> Option<Self> {
+        if warnings.is_empty() {
+            return None;
+        }
+        let reason = if kind == KIND_MCP_SERVER {
+            super::reasons::MCP_SERVER_FIELDS_DROPPED
+        } else {
+            super::reasons::WORKFLOW_FIELDS_DROPPED
+        };
+        let message = format!("{kind} {name}: {}", warnings.join("; "));
+        Some(Self::new(kind, name, reason, message).with_details(EventDetails::default().with_warnings(warnings.to_vec())))
     }
 
     /// Moves the event to `namespace` (an empty one keeps [`DEFAULT_NAMESPACE`]).
