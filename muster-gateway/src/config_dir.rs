@@ -137,7 +137,9 @@ pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
                 reason: format!("an MCPServer named {:?} is already defined", server.metadata.name),
             }),
             Ok((server, warnings)) => {
-                loaded.warnings.extend(load_warnings(&file, MCPServer::KIND, &server.metadata.name, warnings));
+                loaded
+                    .warnings
+                    .extend(load_warnings(&file, MCPServer::KIND, &server.metadata.name, warnings));
                 loaded.server_files.insert(file, server.metadata.name.clone());
                 loaded.servers.push(server);
             }
@@ -153,7 +155,9 @@ pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
                 reason: format!("a Workflow named {:?} is already defined", workflow.metadata.name),
             }),
             Ok((workflow, warnings)) => {
-                loaded.warnings.extend(load_warnings(&file, Workflow::KIND, &workflow.metadata.name, warnings));
+                loaded
+                    .warnings
+                    .extend(load_warnings(&file, Workflow::KIND, &workflow.metadata.name, warnings));
                 loaded.workflow_files.insert(file, workflow.metadata.name.clone());
                 loaded.workflows.push(workflow);
             }
@@ -239,7 +243,18 @@ fn read_resource<T>(
             "deprecated spelling; still accepted"
         );
     }
-    validate(&resource).map_err(|errors| validation_problems(file, &errors))?;
+    validate(&resource).map_err(|errors| {
+        // A field dropped from a definition left out may be why (`comand:` for `command:`).
+        let dropped = warnings.iter().map(|w| LoadProblem {
+            file: file.to_owned(),
+            field: Some(w.path.clone()),
+            reason: w.to_string(),
+        });
+        validation_problems(file, &errors)
+            .into_iter()
+            .chain(dropped)
+            .collect::<Vec<_>>()
+    })?;
     Ok((resource, warnings))
 }
 

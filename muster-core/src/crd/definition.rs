@@ -91,11 +91,9 @@ impl fmt::Display for FieldWarning {
         match self.because {
             // Kubernetes' own words (`Warning: unknown field "spec.foo"`), which people grep for.
             DroppedBecause::Unknown => write!(f, "unknown field \"{}\" (dropped)", self.path),
-            DroppedBecause::NotForType(t) => write!(
-                f,
-                "field \"{}\" does not apply to a {t} server (dropped)",
-                self.path
-            ),
+            DroppedBecause::NotForType(t) => {
+                write!(f, "field \"{}\" does not apply to a {t} server (dropped)", self.path)
+            }
         }
     }
 }
@@ -162,9 +160,7 @@ fn path_text(path: &serde_ignored::Path<'_>) -> String {
             p if p.is_empty() => key.clone(),
             p => format!("{p}.{key}"),
         },
-        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
-            path_text(parent)
-        }
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => path_text(parent),
     }
 }
 
@@ -187,7 +183,6 @@ impl MCPServer {
         warnings.extend(server.spec.drop_inapplicable("spec."));
         Ok((server, warnings))
     }
-
 }
 
 impl MCPServerSpec {

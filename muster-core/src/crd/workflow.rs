@@ -88,6 +88,7 @@ pub struct WorkflowSpec {
     ///
     /// [`deprecated_spellings`]: super::deprecated_spellings
     #[serde(rename = "input_schema", default, skip_serializing)]
+    #[schemars(skip)]
     pub input_schema: Option<Value>,
 }
 

@@ -240,20 +240,22 @@ impl CoreTool {
                 Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                     .with_input_schema::<args::WorkflowNameArgs>()
             }
-            Self::WorkflowCreate | Self::WorkflowValidate => {
-                Tool::new(self.name(), self.description(), Arc::new(Default::default()))
-                    .with_input_schema::<args::WorkflowArgs>()
-            }
-            Self::WorkflowUpdate => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
-                .with_input_schema::<args::WorkflowUpdateArgs>(),
+            Self::WorkflowCreate | Self::WorkflowValidate => Tool::new(
+                self.name(),
+                self.description(),
+                args::workflow_schema(&["name", "steps"]),
+            ),
+            Self::WorkflowUpdate => Tool::new(self.name(), self.description(), args::workflow_schema(&["name"])),
             Self::WorkflowExecutionList => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                 .with_input_schema::<args::ExecutionListArgs>(),
             Self::WorkflowExecutionGet => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                 .with_input_schema::<args::ExecutionGetArgs>(),
-            Self::McpServerCreate | Self::McpServerUpdate | Self::McpServerValidate => {
-                Tool::new(self.name(), self.description(), Arc::new(Default::default()))
-                    .with_input_schema::<args::McpServerArgs>()
-            }
+            Self::McpServerCreate | Self::McpServerValidate => Tool::new(
+                self.name(),
+                self.description(),
+                args::mcpserver_schema(&["name", "type"]),
+            ),
+            Self::McpServerUpdate => Tool::new(self.name(), self.description(), args::mcpserver_schema(&["name"])),
             Self::McpServerDetect => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                 .with_input_schema::<args::DetectArgs>(),
             Self::ConfigUpdateAggregator => Tool::new(self.name(), self.description(), Arc::new(Default::default()))

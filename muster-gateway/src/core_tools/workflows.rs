@@ -336,13 +336,15 @@ pub(super) fn validate(registry: &Registry, args: &JsonObject) -> Result<CallToo
     let mut warnings = deprecation_warnings(name, &fields);
     let mut referenced: Vec<String> = Vec::new();
     let outcome = if has_steps(args) {
-        parse_spec(name, fields).map_err(|e| vec![e]).and_then(|(spec, dropped)| {
-            warnings.extend(dropped);
-            let mut workflow = Workflow::new(name, spec);
-            workflow.metadata.labels = parse_labels(args).map_err(|e| vec![e])?.unwrap_or_default();
-            referenced = muster_workflow::referenced_tools(&workflow).into_iter().collect();
-            check(workflow)
-        })
+        parse_spec(name, fields)
+            .map_err(|e| vec![e])
+            .and_then(|(spec, dropped)| {
+                warnings.extend(dropped);
+                let mut workflow = Workflow::new(name, spec);
+                workflow.metadata.labels = parse_labels(args).map_err(|e| vec![e])?.unwrap_or_default();
+                referenced = muster_workflow::referenced_tools(&workflow).into_iter().collect();
+                check(workflow)
+            })
     } else {
         Err(vec!["steps argument is required".to_owned()])
     };

@@ -249,7 +249,10 @@ impl Event {
             super::reasons::WORKFLOW_FIELDS_DROPPED
         };
         let message = format!("{kind} {name}: {}", warnings.join("; "));
-        Some(Self::new(kind, name, reason, message).with_details(EventDetails::default().with_warnings(warnings.to_vec())))
+        Some(
+            Self::new(kind, name, reason, message)
+                .with_details(EventDetails::default().with_warnings(warnings.to_vec())),
+        )
     }
 
     /// Moves the event to `namespace` (an empty one keeps [`DEFAULT_NAMESPACE`]).
