@@ -209,10 +209,17 @@ pub(super) fn list(registry: &Registry) -> Value {
     json!({"workflows": workflows, "total": workflows.len()})
 }
 
+/// The whole definition as structured data (every spec field: description, args with types
+/// and defaults, each step with its args, condition and flags, output, onFailure; `name` and
+/// `labels`), its availability, and in `yaml` the Workflow document as a file of the config
+/// directory holds it, for people reading it.
 pub(super) fn get(registry: &Registry, name: &str) -> Result<Value, ToolError> {
-    let workflow = registry.workflow(name).ok_or_else(|| not_found(name))?;
+    let mut workflow = registry.workflow(name).ok_or_else(|| not_found(name))?;
     let mut map = definition(&workflow)?;
     insert_availability(registry, name, &mut map);
+    workflow.status = None;
+    let yaml = serde_saphyr::to_string(&workflow).map_err(|e| ToolError::internal(e.to_string()))?;
+    map.insert("yaml".into(), json!(yaml));
     Ok(Value::Object(map))
 }
 
