@@ -186,8 +186,8 @@ pub struct WorkflowStep {
     /// by later steps whatever this says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<bool>,
-    /// Deprecated alias of `output`, read only when `output` is not set; see
-    /// [`WorkflowStep::returns_output`].
+    /// Deprecated alias of `output`, read only when `output` is not set: when both are set,
+    /// `output` decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<bool>,
     /// Continue when the step fails. Default false. Deprecated spelling: `allow_failure`.
@@ -241,8 +241,8 @@ pub struct WorkflowSubStep {
     /// by later steps whatever this says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<bool>,
-    /// Deprecated alias of `output`, read only when `output` is not set; see
-    /// [`WorkflowSubStep::returns_output`].
+    /// Deprecated alias of `output`, read only when `output` is not set: when both are set,
+    /// `output` decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<bool>,
     /// Continue when the sub-step fails. Default false. Deprecated spelling:
