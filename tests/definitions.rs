@@ -540,3 +540,53 @@ async fn a_config_directory_file_with_unknown_fields_loads_without_them_and_each
     assert_eq!(again, 1);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn an_update_that_omits_suspended_resumes_the_server_as_the_reference_says() {
+    let h = serve().await;
+    let binary = common::gateway_binary().display().to_string();
+    let (failed, created) = core(
+        &h,
+        "core_mcpserver_create",
+        json!({"name": "nap", "type": "stdio", "command": [binary, "demo-server"], "autoStart": true}),
+    )
+    .await;
+    assert!(!failed, "{created}");
+    let state = |h: &Harness| {
+        h.gateway
+            .registry()
+            .server("nap")
+            .map(|s| s.runtime.state.as_str().to_owned())
+            .unwrap_or_default()
+    };
+    assert!(
+        common::eventually(10, || async { state(&h) == "Running" }).await,
+        "{}",
+        state(&h)
+    );
+
+    let (failed, suspended) = core(&h, "core_mcpserver_update", json!({"name": "nap", "suspended": true})).await;
+    assert!(!failed, "{suspended}");
+    assert_eq!(suspended["suspended"], true);
+    assert!(
+        common::eventually(10, || async { state(&h) == "Stopped" }).await,
+        "{}",
+        state(&h)
+    );
+
+    // Another field changes; suspended is omitted, so the server resumes.
+    let (failed, resumed) = core(
+        &h,
+        "core_mcpserver_update",
+        json!({"name": "nap", "description": "awake again"}),
+    )
+    .await;
+    assert!(!failed, "{resumed}");
+    assert!(resumed.get("suspended").is_none(), "{resumed}");
+    assert!(
+        common::eventually(10, || async { state(&h) == "Running" }).await,
+        "{}",
+        state(&h)
+    );
+    h.stop().await;
+}

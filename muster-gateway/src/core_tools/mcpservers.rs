@@ -121,6 +121,10 @@ pub(super) async fn update(registry: &std::sync::Arc<Registry>, args: &JsonObjec
     if changes.contains_key("command") && !changes.contains_key("args") {
         fields.remove("args");
     }
+    // The reference: suspended "false (or omitted) resumes it", unlike the other fields.
+    if !changes.contains_key("suspended") {
+        fields.remove("suspended");
+    }
     fields.extend(changes);
     let (spec, dropped) = parse_spec(name, fields)?;
     let mut server = current.definition.clone();

@@ -754,7 +754,7 @@ fn from_step_naming_no_earlier_step_is_refused() {
     assert_only(
         wf.validate(),
         "spec.steps[1].condition.fromStep",
-        "step a: condition.fromStep 'later' does not name an earlier step",
+        "step a condition references non-existent step result: later (condition.fromStep must name an earlier step)",
     );
 }
 
@@ -765,7 +765,7 @@ fn from_step_naming_the_step_itself_is_refused() {
     assert_only(
         with_step(step).validate(),
         "spec.steps[0].condition.fromStep",
-        "step a: condition.fromStep 'a' does not name an earlier step",
+        "step a condition references non-existent step result: a (condition.fromStep must name an earlier step)",
     );
 }
 
@@ -781,7 +781,7 @@ fn from_step_naming_a_parallel_sibling_is_refused() {
     assert_only(
         with_step(step).validate(),
         "spec.steps[0].parallel[1].condition.fromStep",
-        "sub-step 1 (b): condition.fromStep 'a' does not name an earlier step",
+        "sub-step 1 (b) condition references non-existent step result: a (condition.fromStep must name an earlier step)",
     );
 }
 
