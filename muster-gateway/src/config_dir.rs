@@ -30,7 +30,7 @@ use std::{
 
 use muster_core::{
     config::MusterConfig,
-    crd::{DefinitionError, FieldWarning, MCPServer, ValidationErrors, Workflow, deprecated_spellings},
+    crd::{DefinitionResult, FieldWarning, MCPServer, ValidationErrors, Workflow, deprecated_spellings},
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -206,7 +206,7 @@ fn load_warnings(file: &Path, kind: &'static str, name: &str, warnings: Vec<Fiel
 }
 
 /// Parses a definition document with its dropped fields.
-type Parse<T> = fn(&Value) -> Result<(T, Vec<FieldWarning>), DefinitionError>;
+type Parse<T> = fn(&Value) -> DefinitionResult<T>;
 
 fn read_resource<T>(
     file: &Path,

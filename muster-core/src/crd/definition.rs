@@ -119,9 +119,12 @@ impl fmt::Display for DefinitionError {
 
 impl std::error::Error for DefinitionError {}
 
+/// A definition read with the fields dropped from it, or why it cannot be read.
+pub type DefinitionResult<T> = Result<(T, Vec<FieldWarning>), DefinitionError>;
+
 /// Parses `value` as `T`, reporting every field `T` does not know (dropped) and refusing a
 /// known field whose value does not fit. Paths are relative to `value`: `steps[0].retries`.
-pub fn parse_spec<T: DeserializeOwned>(value: &Value) -> Result<(T, Vec<FieldWarning>), DefinitionError> {
+pub fn parse_spec<T: DeserializeOwned>(value: &Value) -> DefinitionResult<T> {
     let mut unknown = Vec::new();
     let mut report = |path: serde_ignored::Path<'_>| unknown.push(FieldWarning::unknown(path_text(&path)));
     let ignored = serde_ignored::Deserializer::new(value, &mut report);
@@ -138,7 +141,7 @@ pub fn parse_spec<T: DeserializeOwned>(value: &Value) -> Result<(T, Vec<FieldWar
 /// Parses a whole document (`apiVersion`, `kind`, `metadata`, `spec`). `metadata` carries the
 /// many fields of Kubernetes' `ObjectMeta` a manifest exported from a cluster has (`uid`,
 /// `managedFields`, ...): Kubernetes knows them, so they are not reported.
-fn parse_document<T: DeserializeOwned>(value: &Value) -> Result<(T, Vec<FieldWarning>), DefinitionError> {
+fn parse_document<T: DeserializeOwned>(value: &Value) -> DefinitionResult<T> {
     if !value.is_object() {
         return Err(DefinitionError {
             path: None,
@@ -168,7 +171,7 @@ impl Workflow {
     /// Reads a Workflow document: unknown fields are dropped and reported, a known field with
     /// a wrong value is an error naming its path. The document is not validated
     /// ([`Workflow::validate`]).
-    pub fn from_document(value: &Value) -> Result<(Self, Vec<FieldWarning>), DefinitionError> {
+    pub fn from_document(value: &Value) -> DefinitionResult<Self> {
         parse_document(value)
     }
 }
@@ -178,7 +181,7 @@ impl MCPServer {
     /// server's type ([`MCPServerSpec::drop_inapplicable`]), are dropped and reported; a known field
     /// with a wrong value is an error naming its path. The document is not validated
     /// ([`MCPServer::validate`]).
-    pub fn from_document(value: &Value) -> Result<(Self, Vec<FieldWarning>), DefinitionError> {
+    pub fn from_document(value: &Value) -> DefinitionResult<Self> {
         let (mut server, mut warnings): (Self, _) = parse_document(value)?;
         warnings.extend(server.spec.drop_inapplicable("spec."));
         Ok((server, warnings))

@@ -77,7 +77,7 @@ mod workflow_validate;
 #[cfg(test)]
 mod tests;
 
-pub use definition::{DefinitionError, DroppedBecause, FieldWarning, parse_spec};
+pub use definition::{DefinitionError, DefinitionResult, DroppedBecause, FieldWarning, parse_spec};
 pub use deprecated::{DeprecatedField, deprecated_spellings};
 pub use execution::{
     ExecutionStatus, WORKFLOW_LABEL, WORKFLOW_STATUS_LABEL, WorkflowExecution, WorkflowExecutionSpec,

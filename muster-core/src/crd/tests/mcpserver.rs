@@ -147,7 +147,7 @@ fn unknown_field_in_nested_spec_object_and_at_the_top_is_dropped_and_named() {
 #[test]
 fn a_known_field_with_a_wrong_value_is_still_refused_with_its_path() {
     let value: serde_json::Value = yaml("metadata: {name: a}\nspec: {type: stdio, command: npx, timeout: soon}");
-    let error = MCPServer::from_document(&value).unwrap_err();
+    let error = MCPServer::from_document(&value).expect_err("a wrong value is refused");
     assert_eq!(error.path.as_deref(), Some("spec.timeout"));
     assert!(error.message.contains("invalid type"), "{error}");
 }

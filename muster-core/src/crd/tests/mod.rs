@@ -25,10 +25,7 @@ fn yaml_error<T: DeserializeOwned + std::fmt::Debug>(doc: &str) -> String {
 }
 
 /// The warnings of reading YAML document `doc` with `read` (a `from_document`), rendered.
-fn dropped<T>(
-    doc: &str,
-    read: fn(&serde_json::Value) -> Result<(T, Vec<super::FieldWarning>), super::DefinitionError>,
-) -> Vec<String> {
+fn dropped<T>(doc: &str, read: fn(&serde_json::Value) -> super::DefinitionResult<T>) -> Vec<String> {
     let value: serde_json::Value = yaml(doc);
     match read(&value) {
         Ok((_, warnings)) => warnings.iter().map(ToString::to_string).collect(),
