@@ -538,6 +538,29 @@ async fn a_config_directory_file_with_unknown_fields_loads_without_them_and_each
         .filter(|e| e["reason"] == "WorkflowFieldsDropped")
         .count();
     assert_eq!(again, 1);
+
+    // A changed file is reported again, with what it drops now.
+    write(
+        dir.path(),
+        "workflows/filed.yaml",
+        &WORKFLOW_FILE.replace("      required: true\n", "      retries: 2\n"),
+    );
+    let (failed, reloaded) = core(&h, "core_config_reload", json!({})).await;
+    assert!(!failed, "{reloaded}");
+    let dropped: Vec<Value> = events(&h, "Workflow", "filed")
+        .await
+        .into_iter()
+        .filter(|e| e["reason"] == "WorkflowFieldsDropped")
+        .collect();
+    assert_eq!(dropped.len(), 2, "{dropped:?}");
+    assert_eq!(
+        strings(&dropped[0]["data"]["warnings"]),
+        [
+            r#"unknown field "spec.args.who.requred" (dropped)"#,
+            r#"unknown field "spec.steps[0].retries" (dropped)"#,
+        ],
+        "newest first"
+    );
     h.stop().await;
 }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::{
     config_dir::{LoadWarning, LoadedConfig},
-    events::{Event, KIND_MCP_SERVER, KIND_WORKFLOW},
+    events::{Event, EventQuery, EventType, KIND_MCP_SERVER, KIND_WORKFLOW, reasons},
     registry::{Applied, Registry, Sources},
 };
 
@@ -116,23 +116,42 @@ pub fn apply(registry: &Arc<Registry>, loaded: &LoadedConfig) -> SyncSummary {
 }
 
 /// Emits one `MCPServerFieldsDropped` or `WorkflowFieldsDropped` event per definition that
-/// `warnings` name and `applies` accepts (the ones that took effect: a file read again
-/// unchanged is not reported again).
+/// `warnings` name, when `changed` says the definition took effect anew or its dropped fields
+/// differ from the ones its last such event reported: a file read again unchanged is not
+/// reported again, a file whose only change is in the fields it drops is.
 pub(crate) fn report_dropped_fields(
     registry: &Registry,
     warnings: &[LoadWarning],
-    applies: impl Fn(&'static str, &str) -> bool,
+    changed: impl Fn(&'static str, &str) -> bool,
 ) {
     let mut by_definition: std::collections::BTreeMap<(&'static str, &str), Vec<String>> = Default::default();
-    for w in warnings.iter().filter(|w| applies(w.kind, &w.name)) {
+    for w in warnings {
         by_definition
             .entry((w.kind, w.name.as_str()))
             .or_default()
             .push(w.warning.to_string());
     }
     for ((kind, name), warnings) in by_definition {
+        if !changed(kind, name) && last_reported(registry, kind, name).as_ref() == Some(&warnings) {
+            continue;
+        }
         if let Some(event) = Event::fields_dropped(kind, name, &warnings) {
             registry.emit(event);
         }
     }
+}
+
+/// The dropped fields the newest `*FieldsDropped` event of `kind`/`name` reported.
+fn last_reported(registry: &Registry, kind: &str, name: &str) -> Option<Vec<String>> {
+    let query = EventQuery::new()
+        .with_resource_type(kind)
+        .with_resource_name(name)
+        .with_event_type(EventType::Warning)
+        .with_limit(100);
+    registry
+        .events()
+        .query(&query)
+        .into_iter()
+        .find(|e| e.reason == reasons::MCP_SERVER_FIELDS_DROPPED || e.reason == reasons::WORKFLOW_FIELDS_DROPPED)
+        .map(|e| e.data.warnings)
 }
