@@ -196,7 +196,10 @@ impl CoreTool {
             Self::ConfigGet => "Get the complete muster configuration.",
             Self::ConfigGetAggregator => "Get the aggregator configuration.",
             Self::WorkflowList => "List all workflow definitions with their availability.",
-            Self::WorkflowGet => "Get one workflow definition with all its steps and its availability.",
+            Self::WorkflowGet => {
+                "Get one workflow definition: every field as structured data (args, steps with their args, \
+                 conditions and flags, output, onFailure), its availability, and its YAML text in yaml."
+            }
             Self::WorkflowAvailable => {
                 "Check whether a workflow can run now (every tool it names is present) and which tools are missing."
             }
