@@ -271,3 +271,42 @@ async fn silent_logs_only_errors() {
         "--silent logged more than errors: {log:#?}"
     );
 }
+
+#[tokio::test]
+async fn fields_dropped_from_definition_files_are_logged_as_warnings_by_path() {
+    let dir = config_dir();
+    let server = dir.path().join("mcpservers/demo.yaml");
+    let text = std::fs::read_to_string(&server).expect("demo.yaml");
+    std::fs::write(&server, format!("{text}  retries: 3\n")).expect("an unknown field");
+    std::fs::create_dir_all(dir.path().join("workflows")).expect("workflows/");
+    std::fs::write(
+        dir.path().join("workflows/hello.yaml"),
+        "apiVersion: muster.giantswarm.io/v1alpha1\nkind: Workflow\nmetadata:\n  name: hello\nspec:\n  steps:\n    \
+         - id: a\n      tool: x_demo_echo\n      required: true\n",
+    )
+    .expect("workflows/hello.yaml");
+    let port = free_port();
+    let served = Served::start(dir.path(), &["--port", &port.to_string(), "--log-format", "json"]);
+    let base = format!("http://127.0.0.1:{port}");
+    assert!(
+        wait_healthy(&base).await,
+        "the server loads without the field: {:#?}",
+        served.log()
+    );
+    let log = served.stop();
+    for (field, text) in [
+        ("spec.retries", r#"unknown field \"spec.retries\" (dropped)"#),
+        (
+            "spec.steps[0].required",
+            r#"unknown field \"spec.steps[0].required\" (dropped)"#,
+        ),
+    ] {
+        let line = log
+            .iter()
+            .find(|l| l.contains(text))
+            .unwrap_or_else(|| panic!("{text} not logged: {log:#?}"));
+        let line: Value = serde_json::from_str(line).expect("a JSON line");
+        assert_eq!(line["level"], "WARN", "{line}");
+        assert_eq!(line["fields"]["field"], field, "{line}");
+    }
+}

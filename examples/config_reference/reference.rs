@@ -61,14 +61,22 @@ pub(crate) fn config_reference() -> String {
         Document::of::<MCPServer>(
             "MCPServer",
             "One downstream MCP server: a file in `mcpservers/` (filesystem mode) or a Kubernetes resource of \
-             kind `MCPServer`, API version `muster.giantswarm.io/v1alpha1`. Unknown fields inside `spec` are \
-             refused; `status` is written by the gateway.",
+             kind `MCPServer`, API version `muster.giantswarm.io/v1alpha1`. A field the schema does not know \
+             is dropped and reported as a warning (log, `MCPServerFieldsDropped` event, the answer of the \
+             create, update and validate tools), as Kubernetes does with field validation `Warn`; so is a \
+             field that does not apply to the server's type (`url`, `headers`, `headersFrom` or `auth` on a \
+             stdio server; `command`, `args` or `autoStart` on a remote one), except `env` on a remote \
+             server, which is refused. A known field with a wrong value is refused. `status` is written by \
+             the gateway.",
             serialized(&MCPServer::default()),
         ),
         Document::of::<Workflow>(
             "Workflow",
             "A workflow, exposed as the tool `workflow_<name>`: a file in `workflows/` or a Kubernetes resource of \
-             kind `Workflow`. Unknown fields inside `spec` are refused; `status` is written by the gateway.",
+             kind `Workflow`. A field the schema does not know is dropped and reported as a warning (log, \
+             `WorkflowFieldsDropped` event, the answer of the create, update and validate tools); a known \
+             field with a wrong value is refused. The legacy `spec.input_schema` is read and ignored, with a \
+             deprecation warning. `status` is written by the gateway.",
             serialized(&Workflow::default()),
         ),
         Document::of::<WorkflowExecution>(

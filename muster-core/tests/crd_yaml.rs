@@ -344,13 +344,15 @@ status:
 }
 
 #[test]
-fn unknown_field_in_an_mcpserver_spec_is_refused_with_its_name_and_line() {
+fn unknown_field_in_an_mcpserver_spec_is_dropped_and_named_and_the_rules_still_hold() {
     let doc = "apiVersion: muster.giantswarm.io/v1alpha1\nkind: MCPServer\nmetadata:\n  name: a\nspec:\n  type: sse\n  uri: https://a.example/sse\n";
-    let error = serde_saphyr::from_str::<MCPServer>(doc)
-        .expect_err("an unknown spec field is refused")
-        .to_string();
-    assert!(error.contains("unknown field `uri`"), "{error}");
-    assert!(error.contains("line 7"), "{error}");
+    let raw: Value = serde_saphyr::from_str(doc).expect("parses");
+    let (server, warnings) = MCPServer::from_document(&raw).expect("an unknown spec field is dropped");
+    let warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings, [r#"unknown field "spec.uri" (dropped)"#]);
+    // The misspelt url is not read as the url: the server still lacks one.
+    let errors = server.validate().expect_err("url is required").to_lines();
+    assert_eq!(errors, ["spec.url: url is required for a sse server"]);
 }
 
 const DATABASE_MIGRATION: &str = r#"
@@ -630,12 +632,13 @@ spec:
 }
 
 #[test]
-fn unknown_field_in_a_workflow_step_is_refused_with_its_name() {
+fn unknown_field_in_a_workflow_step_is_dropped_with_its_path() {
     let doc = "metadata: {name: a}\nspec:\n  steps:\n    - id: a\n      tool: t\n      outputs: true\n";
-    let error = serde_saphyr::from_str::<Workflow>(doc)
-        .expect_err("an unknown step field is refused")
-        .to_string();
-    assert!(error.contains("unknown field `outputs`"), "{error}");
+    let raw: Value = serde_saphyr::from_str(doc).expect("parses");
+    let (workflow, warnings) = Workflow::from_document(&raw).expect("an unknown step field is dropped");
+    assert_eq!(workflow.spec.steps[0].tool.as_deref(), Some("t"));
+    let warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings, [r#"unknown field "spec.steps[0].outputs" (dropped)"#]);
 }
 
 const EXECUTION: &str = r#"

@@ -10,6 +10,10 @@
 //! validate is reported as a [`LoadProblem`] (file, field, reason) and left out, and the rest
 //! loads. Only an unreadable directory is an error.
 //!
+//! A field the schema does not know (or, on an MCPServer, one that does not apply to its type)
+//! does not keep a file out: it is dropped, logged, and reported as a [`LoadWarning`], as
+//! Kubernetes does with field validation `Warn`. A known field with a wrong value is a problem.
+//!
 //! ```no_run
 //! let loaded = muster_gateway::config_dir::load(std::path::Path::new("examples/config"))?;
 //! for problem in &loaded.problems {
@@ -26,7 +30,7 @@ use std::{
 
 use muster_core::{
     config::MusterConfig,
-    crd::{MCPServer, ValidationErrors, Workflow, deprecated_spellings},
+    crd::{DefinitionResult, FieldWarning, MCPServer, ValidationErrors, Workflow, deprecated_spellings},
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -72,6 +76,34 @@ impl fmt::Display for LoadProblem {
     }
 }
 
+/// A field of a definition file that was dropped: the definition loaded without it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadWarning {
+    /// The file.
+    pub file: PathBuf,
+    /// Kind of the definition: `MCPServer` or `Workflow`.
+    pub kind: &'static str,
+    /// Name of the definition.
+    pub name: String,
+    /// The field and why it was dropped.
+    pub warning: FieldWarning,
+}
+
+impl LoadWarning {
+    /// The warning as an answer may show it: the file named relative to the config directory
+    /// `dir` ([`relative_path`](crate::store::relative_path)).
+    pub fn relative_to(&self, dir: &Path) -> String {
+        format!("{}: {}", crate::store::relative_path(dir, &self.file), self.warning)
+    }
+}
+
+impl fmt::Display for LoadWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.file.display(), self.warning)
+    }
+}
+
 /// What a config directory holds.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -86,6 +118,8 @@ pub struct LoadedConfig {
     pub workflows: Vec<Workflow>,
     /// The files left out.
     pub problems: Vec<LoadProblem>,
+    /// The fields dropped from the definitions that loaded (already logged).
+    pub warnings: Vec<LoadWarning>,
     /// The file of each valid MCPServer, by file.
     pub server_files: std::collections::BTreeMap<PathBuf, String>,
     /// The file of each valid Workflow, by file.
@@ -116,13 +150,16 @@ pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
 
     let mut names = BTreeSet::new();
     for file in yaml_files(&path.join(MCPSERVERS_DIR))? {
-        match read_resource::<MCPServer>(&file, MCPServer::KIND, MCPServer::validate) {
-            Ok(server) if !names.insert(server.metadata.name.clone()) => loaded.problems.push(LoadProblem {
+        match read_resource(&file, MCPServer::KIND, MCPServer::from_document, MCPServer::validate) {
+            Ok((server, _)) if !names.insert(server.metadata.name.clone()) => loaded.problems.push(LoadProblem {
                 file,
                 field: Some("metadata.name".into()),
                 reason: format!("an MCPServer named {:?} is already defined", server.metadata.name),
             }),
-            Ok(server) => {
+            Ok((server, warnings)) => {
+                loaded
+                    .warnings
+                    .extend(load_warnings(&file, MCPServer::KIND, &server.metadata.name, warnings));
                 loaded.server_files.insert(file, server.metadata.name.clone());
                 loaded.servers.push(server);
             }
@@ -131,13 +168,16 @@ pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
     }
     let mut names = BTreeSet::new();
     for file in yaml_files(&path.join(WORKFLOWS_DIR))? {
-        match read_resource::<Workflow>(&file, Workflow::KIND, compiles) {
-            Ok(workflow) if !names.insert(workflow.metadata.name.clone()) => loaded.problems.push(LoadProblem {
+        match read_resource(&file, Workflow::KIND, Workflow::from_document, compiles) {
+            Ok((workflow, _)) if !names.insert(workflow.metadata.name.clone()) => loaded.problems.push(LoadProblem {
                 file,
                 field: Some("metadata.name".into()),
                 reason: format!("a Workflow named {:?} is already defined", workflow.metadata.name),
             }),
-            Ok(workflow) => {
+            Ok((workflow, warnings)) => {
+                loaded
+                    .warnings
+                    .extend(load_warnings(&file, Workflow::KIND, &workflow.metadata.name, warnings));
                 loaded.workflow_files.insert(file, workflow.metadata.name.clone());
                 loaded.workflows.push(workflow);
             }
@@ -169,11 +209,31 @@ fn compiles(workflow: &Workflow) -> Result<(), ValidationErrors> {
     muster_workflow::engine::CompiledWorkflow::compile(workflow.clone()).map(|_| ())
 }
 
-fn read_resource<T: DeserializeOwned>(
+/// Logs each dropped field of definition `kind`/`name` read from `file`.
+fn load_warnings(file: &Path, kind: &'static str, name: &str, warnings: Vec<FieldWarning>) -> Vec<LoadWarning> {
+    warnings
+        .into_iter()
+        .map(|warning| {
+            tracing::warn!(file = %file.display(), kind, name, field = %warning.path, "{warning}");
+            LoadWarning {
+                file: file.to_owned(),
+                kind,
+                name: name.to_owned(),
+                warning,
+            }
+        })
+        .collect()
+}
+
+/// Parses a definition document with its dropped fields.
+type Parse<T> = fn(&Value) -> DefinitionResult<T>;
+
+fn read_resource<T>(
     file: &Path,
     kind: &str,
+    parse: Parse<T>,
     validate: fn(&T) -> Result<(), ValidationErrors>,
-) -> Result<T, Vec<LoadProblem>> {
+) -> Result<(T, Vec<FieldWarning>), Vec<LoadProblem>> {
     let mut raw = read_yaml(file).map_err(|p| vec![p])?;
     // `status` is observed state that muster writes, not a definition: a stale or foreign one
     // (Go muster wrote lowercase service states there) must not keep the definition out.
@@ -188,7 +248,13 @@ fn read_resource<T: DeserializeOwned>(
             reason: format!("expected kind {kind}, found {found_kind:?}"),
         }]);
     }
-    let resource = typed(file, &raw).map_err(|p| vec![p])?;
+    let (resource, warnings) = parse(&raw).map_err(|e| {
+        vec![LoadProblem {
+            file: file.to_owned(),
+            field: e.path,
+            reason: e.message,
+        }]
+    })?;
     for deprecated in deprecated_spellings(&raw) {
         tracing::warn!(
             file = %file.display(),
@@ -197,8 +263,19 @@ fn read_resource<T: DeserializeOwned>(
             "deprecated spelling; still accepted"
         );
     }
-    validate(&resource).map_err(|errors| validation_problems(file, &errors))?;
-    Ok(resource)
+    validate(&resource).map_err(|errors| {
+        // A field dropped from a definition left out may be why (`comand:` for `command:`).
+        let dropped = warnings.iter().map(|w| LoadProblem {
+            file: file.to_owned(),
+            field: Some(w.path.clone()),
+            reason: w.to_string(),
+        });
+        validation_problems(file, &errors)
+            .into_iter()
+            .chain(dropped)
+            .collect::<Vec<_>>()
+    })?;
+    Ok((resource, warnings))
 }
 
 /// Parses one YAML document into `T`, keeping the raw document too.

@@ -184,6 +184,7 @@ impl Gateway {
             servers: loaded.server_files.clone(),
             workflows: loaded.workflow_files.clone(),
         });
+        crate::sync::report_dropped_fields(&gateway.registry, &loaded.warnings, |_, _| true);
         Ok((gateway, loaded.problems))
     }
 

@@ -7,7 +7,8 @@ use std::{collections::BTreeSet, sync::Arc};
 use serde::Serialize;
 
 use crate::{
-    config_dir::LoadedConfig,
+    config_dir::{LoadWarning, LoadedConfig},
+    events::{Event, EventQuery, EventType, KIND_MCP_SERVER, KIND_WORKFLOW, reasons},
     registry::{Applied, Registry, Sources},
 };
 
@@ -41,13 +42,15 @@ pub fn apply(registry: &Arc<Registry>, loaded: &LoadedConfig) -> SyncSummary {
         .map(|(_, name)| name.clone())
         .collect();
     let wanted: BTreeSet<&str> = loaded.servers.iter().map(|s| s.metadata.name.as_str()).collect();
+    let mut applied = BTreeSet::new();
     for server in &loaded.servers {
         let name = server.metadata.name.clone();
         match registry.apply_server(server.clone()) {
-            Applied::Added => summary.added.push(name),
-            Applied::Updated => summary.updated.push(name),
-            _ => {}
+            Applied::Added => summary.added.push(name.clone()),
+            Applied::Updated => summary.updated.push(name.clone()),
+            _ => continue,
         }
+        applied.insert((KIND_MCP_SERVER, name));
     }
     for view in registry.servers() {
         let name = &view.definition.metadata.name;
@@ -70,7 +73,10 @@ pub fn apply(registry: &Arc<Registry>, loaded: &LoadedConfig) -> SyncSummary {
     let wanted: BTreeSet<&str> = loaded.workflows.iter().map(|w| w.metadata.name.as_str()).collect();
     for workflow in &loaded.workflows {
         match registry.apply_workflow(workflow.clone()) {
-            Ok(true) => summary.workflows_changed += 1,
+            Ok(true) => {
+                summary.workflows_changed += 1;
+                applied.insert((KIND_WORKFLOW, workflow.metadata.name.clone()));
+            }
             Ok(false) => {}
             // The loader compiles workflows too, so this is a definition that changed between
             // the two reads; it is left out and said so.
@@ -103,5 +109,49 @@ pub fn apply(registry: &Arc<Registry>, loaded: &LoadedConfig) -> SyncSummary {
         }
     }
     registry.set_sources(sources);
+    report_dropped_fields(registry, &loaded.warnings, |kind, name| {
+        applied.contains(&(kind, name.to_owned()))
+    });
     summary
+}
+
+/// Emits one `MCPServerFieldsDropped` or `WorkflowFieldsDropped` event per definition that
+/// `warnings` name, when `changed` says the definition took effect anew or its dropped fields
+/// differ from the ones its last such event reported: a file read again unchanged is not
+/// reported again, a file whose only change is in the fields it drops is.
+pub(crate) fn report_dropped_fields(
+    registry: &Registry,
+    warnings: &[LoadWarning],
+    changed: impl Fn(&'static str, &str) -> bool,
+) {
+    let mut by_definition: std::collections::BTreeMap<(&'static str, &str), Vec<String>> = Default::default();
+    for w in warnings {
+        by_definition
+            .entry((w.kind, w.name.as_str()))
+            .or_default()
+            .push(w.warning.to_string());
+    }
+    for ((kind, name), warnings) in by_definition {
+        if !changed(kind, name) && last_reported(registry, kind, name).as_ref() == Some(&warnings) {
+            continue;
+        }
+        if let Some(event) = Event::fields_dropped(kind, name, &warnings) {
+            registry.emit(event);
+        }
+    }
+}
+
+/// The dropped fields the newest `*FieldsDropped` event of `kind`/`name` reported.
+fn last_reported(registry: &Registry, kind: &str, name: &str) -> Option<Vec<String>> {
+    let query = EventQuery::new()
+        .with_resource_type(kind)
+        .with_resource_name(name)
+        .with_event_type(EventType::Warning)
+        .with_limit(100);
+    registry
+        .events()
+        .query(&query)
+        .into_iter()
+        .find(|e| e.reason == reasons::MCP_SERVER_FIELDS_DROPPED || e.reason == reasons::WORKFLOW_FIELDS_DROPPED)
+        .map(|e| e.data.warnings)
 }

@@ -99,7 +99,7 @@ impl fmt::Display for ServerType {
 
 /// The desired state of an MCP server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct MCPServerSpec {
     /// Execution method; required.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -198,7 +198,7 @@ impl Default for MCPServerSpec {
 /// Family grouping: servers sharing `name` appear as one tool surface with a required
 /// parameter named `instanceArg` selecting the instance.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct MCPServerFamily {
     /// Family identifier; pattern `^[a-zA-Z][a-zA-Z0-9_-]*$`. Required.
     #[serde(default)]
@@ -210,7 +210,7 @@ pub struct MCPServerFamily {
 
 /// A header whose value muster reads from a Secret in the MCPServer's namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct MCPServerHeaderFrom {
     /// HTTP header name, 1 to 256 characters, unique in the list.
     #[serde(default)]
@@ -222,7 +222,7 @@ pub struct MCPServerHeaderFrom {
 
 /// The object holding a header's value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HeaderValueFrom {
     /// Kind of object holding the value; required.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -245,7 +245,7 @@ pub enum HeaderValueSourceType {
 
 /// Budget of a tool call that reports progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct MCPServerProgress {
     /// Seconds a whole tool call may run while progress notifications keep restarting
     /// `timeout`: at least `timeout`, at most 3600, default 3600.
@@ -274,7 +274,7 @@ pub enum AuthType {
 
 /// Authentication towards a remote server.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct MCPServerAuth {
     /// `oauth` or `none`.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -310,7 +310,7 @@ fn default_token_exchange_scopes() -> String {
 
 /// RFC 8693 token exchange with a remote Dex.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenExchangeConfig {
     /// Enable token exchange. Default false.
     #[serde(default)]
@@ -356,7 +356,7 @@ fn default_client_secret_key() -> String {
 
 /// Reference to a Secret holding an OAuth client ID and secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ClientCredentialsSecretRef {
     /// Name of the Secret; required.
     #[serde(default)]
@@ -397,7 +397,7 @@ pub enum GrantScope {
 
 /// The pinned OAuth authorization server of a remote server.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct MCPServerAuthAuthorizationServer {
     /// Issuer URL; https, no trailing slash, query or fragment. Required.
     #[serde(default)]

@@ -11,10 +11,14 @@
 //! Each document has the Kubernetes shape `apiVersion`, `kind`, `metadata`, `spec`,
 //! `status`, so one file works in filesystem mode and with `kubectl apply`.
 //!
-//! Parsing is lenient at the top level and in `metadata`: a manifest exported from a
-//! cluster carries `uid`, `resourceVersion`, `managedFields` and the like, which are
-//! ignored. Parsing is strict inside `spec`: an unknown field there is an error that
-//! names it, so a typo (`comand:`) is caught instead of silently ignored.
+//! Reading follows Kubernetes' server-side field validation `Warn`:
+//! [`MCPServer::from_document`], [`Workflow::from_document`] and [`parse_spec`] accept a
+//! field the schema does not know, drop it and report it by its path as a [`FieldWarning`],
+//! so a typo (`comand:`) is never ignored silently; a known field whose value does not fit is
+//! a [`DefinitionError`] naming its path. `metadata` fields of Kubernetes' `ObjectMeta` this
+//! crate does not model (`uid`, `resourceVersion`, `managedFields`, ...) are not reported.
+//! Plain serde (`serde_json::from_value`) drops unknown fields without a word: read
+//! definitions from people through these functions.
 //!
 //! Parsing checks types; [`MCPServer::validate`] and [`Workflow::validate`] check the
 //! documented rules and report every violation at once as [`ValidationErrors`].
@@ -39,11 +43,11 @@
 //! assert_eq!(server.spec.timeout, 30); // the documented default
 //! server.validate()?;
 //!
-//! // A typo inside spec is refused and named.
-//! let typo = r#"{"kind": "MCPServer", "metadata": {"name": "x"},
-//!                "spec": {"type": "stdio", "comand": "npx"}}"#;
-//! let err = serde_json::from_str::<MCPServer>(typo).unwrap_err();
-//! assert!(err.to_string().contains("unknown field `comand`"));
+//! // A typo inside spec is dropped and named.
+//! let typo = serde_json::json!({"kind": "MCPServer", "metadata": {"name": "x"},
+//!                "spec": {"type": "stdio", "command": "npx", "comand": "npx"}});
+//! let (_, warnings) = MCPServer::from_document(&typo)?;
+//! assert_eq!(warnings[0].to_string(), r#"unknown field "spec.comand" (dropped)"#);
 //!
 //! // Validation reports every violation at once.
 //! let mut broken = server.clone();
@@ -61,6 +65,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod definition;
 mod deprecated;
 mod execution;
 mod mcpserver;
@@ -72,6 +77,7 @@ mod workflow_validate;
 #[cfg(test)]
 mod tests;
 
+pub use definition::{DefinitionError, DefinitionResult, DroppedBecause, FieldWarning, parse_spec};
 pub use deprecated::{DeprecatedField, deprecated_spellings};
 pub use execution::{
     ExecutionStatus, WORKFLOW_LABEL, WORKFLOW_STATUS_LABEL, WorkflowExecution, WorkflowExecutionSpec,

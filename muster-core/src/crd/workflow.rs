@@ -62,7 +62,7 @@ impl Default for Workflow {
 
 /// The definition of a workflow.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkflowSpec {
     /// Human-readable description, at most 1000 characters; the tool's description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,6 +88,7 @@ pub struct WorkflowSpec {
     ///
     /// [`deprecated_spellings`]: super::deprecated_spellings
     #[serde(rename = "input_schema", default, skip_serializing)]
+    #[schemars(skip)]
     pub input_schema: Option<Value>,
 }
 
@@ -132,7 +133,7 @@ impl fmt::Display for ArgType {
 
 /// One argument of a workflow.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ArgDefinition {
     /// JSON type of the argument; required.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -154,7 +155,7 @@ pub struct ArgDefinition {
 /// The three are separate optional fields, not an enum, so that
 /// [`Workflow::validate`] can report a step that sets none or several of them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkflowStep {
     /// Step identifier, unique in the workflow; pattern `^[a-zA-Z0-9_-]+$`, at most 63
     /// characters.
@@ -181,12 +182,14 @@ pub struct WorkflowStep {
     /// jq program reshaping the result before it is stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jq: Option<String>,
-    /// Include the result in the returned document. Default false.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub output: bool,
-    /// Deprecated alias of `output`; see [`WorkflowStep::returns_output`].
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub store: bool,
+    /// Include the result in the returned document. Default false. The result is referenceable
+    /// by later steps whatever this says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<bool>,
+    /// Deprecated alias of `output`, read only when `output` is not set: when both are set,
+    /// `output` decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<bool>,
     /// Continue when the step fails. Default false. Deprecated spelling: `allow_failure`.
     #[serde(default, alias = "allow_failure", skip_serializing_if = "is_false")]
     pub allow_failure: bool,
@@ -196,17 +199,22 @@ pub struct WorkflowStep {
 }
 
 impl WorkflowStep {
-    /// Whether the step's result goes into the returned document: `output` or its
-    /// deprecated alias `store`.
+    /// Whether the step's result goes into the returned document: `output` when it is set
+    /// (whatever `store` says), else its deprecated alias `store`, else false.
     pub fn returns_output(&self) -> bool {
-        self.output || self.store
+        returns_output(self.output, self.store)
     }
+}
+
+/// `output` decides when set; the deprecated `store` only when `output` is not.
+fn returns_output(output: Option<bool>, store: Option<bool>) -> bool {
+    output.or(store).unwrap_or(false)
 }
 
 /// A sub-step: in a `forEach` body, a `parallel` group or `onFailure`. A tool call or,
 /// in a `forEach` body only, a nested `forEach`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkflowSubStep {
     /// Sub-step identifier, unique in the workflow.
     #[serde(default)]
@@ -229,12 +237,14 @@ pub struct WorkflowSubStep {
     /// jq program reshaping the result before it is stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jq: Option<String>,
-    /// Include the result in the returned document. Default false.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub output: bool,
-    /// Deprecated alias of `output`; see [`WorkflowSubStep::returns_output`].
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub store: bool,
+    /// Include the result in the returned document. Default false. The result is referenceable
+    /// by later steps whatever this says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<bool>,
+    /// Deprecated alias of `output`, read only when `output` is not set: when both are set,
+    /// `output` decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<bool>,
     /// Continue when the sub-step fails. Default false. Deprecated spelling:
     /// `allow_failure`.
     #[serde(default, alias = "allow_failure", skip_serializing_if = "is_false")]
@@ -245,10 +255,10 @@ pub struct WorkflowSubStep {
 }
 
 impl WorkflowSubStep {
-    /// Whether the sub-step's result goes into the returned document: `output` or its
-    /// deprecated alias `store`.
+    /// Whether the sub-step's result goes into the returned document: `output` when it is set
+    /// (whatever `store` says), else its deprecated alias `store`, else false.
     pub fn returns_output(&self) -> bool {
-        self.output || self.store
+        returns_output(self.output, self.store)
     }
 }
 
@@ -269,7 +279,7 @@ fn default_loop_var() -> String {
 
 /// A loop: runs `steps` once per item of `items`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkflowForEach {
     /// Template resolving to an array, e.g. `{{ .input.clusters }}`; required.
     #[serde(default)]
@@ -317,7 +327,7 @@ fn default_max_pages() -> u32 {
 
 /// Follows a tool's next-page token and stores every page's items as one list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkflowPaginate {
     /// Dotted path of a page's list. Default `items`.
     #[serde(default = "default_items_field")]
@@ -347,7 +357,7 @@ impl Default for WorkflowPaginate {
 /// When a step runs: exactly one of a `template` gate, a `tool` call or the result of
 /// an earlier step (`fromStep`). `tool` and `fromStep` need `expect` or `expectNot`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkflowCondition {
     /// Boolean template gate; the step runs when it renders to `true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -371,7 +381,7 @@ pub struct WorkflowCondition {
 
 /// Expectations about a condition's result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkflowConditionExpectation {
     /// Whether the tool call should succeed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

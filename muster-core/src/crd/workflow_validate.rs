@@ -375,7 +375,11 @@ impl Walker<'_> {
         {
             self.errors.push(
                 format!("{p}.fromStep"),
-                format!("{label}: condition.fromStep '{reference}' does not name an earlier step"),
+                // muster's runtime words, which scripts grep for, then why.
+                format!(
+                    "{label} condition references non-existent step result: {reference} (condition.fromStep \
+                     must name an earlier step)"
+                ),
             );
         }
     }

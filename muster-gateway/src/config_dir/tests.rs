@@ -95,9 +95,17 @@ fn bad_files_are_reported_by_file_field_and_reason_and_the_rest_loads() {
         "{invalid:?}"
     );
 
-    let typo = find("d-typo.yaml");
-    assert_eq!(typo.len(), 1, "{typo:?}");
-    assert!(typo[0].reason.contains("comand"), "{}", typo[0]);
+    // The misspelt field is dropped, so the server lacks its command; both are said.
+    let typo: Vec<String> = find("d-typo.yaml").iter().map(ToString::to_string).collect();
+    assert_eq!(typo.len(), 2, "{typo:?}");
+    assert!(
+        typo[0].ends_with("spec.command: command is required for a stdio server"),
+        "{typo:?}"
+    );
+    assert!(
+        typo[1].ends_with(r#"spec.comand: unknown field "spec.comand" (dropped)"#),
+        "{typo:?}"
+    );
 
     let duplicate = find("e-duplicate.yaml");
     assert_eq!(duplicate[0].field.as_deref(), Some("metadata.name"));
@@ -105,6 +113,52 @@ fn bad_files_are_reported_by_file_field_and_reason_and_the_rest_loads() {
 
     let wrong_kind = find("f-workflow.yaml");
     assert_eq!(wrong_kind[0].field.as_deref(), Some("kind"));
+}
+
+#[test]
+fn a_definition_with_unknown_fields_loads_without_them_and_each_is_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "mcpservers/remote.yaml",
+        "apiVersion: muster.giantswarm.io/v1alpha1\nkind: MCPServer\nmetadata:\n  name: remote\n  uid: abc\nspec:\n  type: streamable-http\n  url: http://127.0.0.1:1/mcp\n  command: npx\n  retries: 3\n",
+    );
+    write(
+        dir.path(),
+        "workflows/w.yaml",
+        "apiVersion: muster.giantswarm.io/v1alpha1\nkind: Workflow\nmetadata:\n  name: w\nspec:\n  steps:\n    - id: a\n      tool: x_demo_echo\n      required: true\n",
+    );
+    let loaded = load(dir.path()).expect("load");
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    assert_eq!(loaded.servers.len(), 1);
+    assert_eq!(loaded.workflows.len(), 1);
+    assert!(loaded.servers[0].spec.command.is_none(), "dropped, not kept");
+    let warnings: Vec<(&str, &str, String)> = loaded
+        .warnings
+        .iter()
+        .map(|w| (w.kind, w.name.as_str(), w.warning.to_string()))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (
+                "MCPServer",
+                "remote",
+                r#"unknown field "spec.retries" (dropped)"#.to_owned()
+            ),
+            (
+                "MCPServer",
+                "remote",
+                r#"field "spec.command" does not apply to a streamable-http server (dropped)"#.to_owned()
+            ),
+            (
+                "Workflow",
+                "w",
+                r#"unknown field "spec.steps[0].required" (dropped)"#.to_owned()
+            ),
+        ]
+    );
+    assert!(loaded.warnings[0].to_string().contains("remote.yaml: unknown field"));
 }
 
 #[test]

@@ -1,45 +1,89 @@
 //! The argument types of the core tools that take more than a name: the source of their input
 //! schemas.
+//!
+//! The create, update and validate tools of MCP servers and workflows take a definition's spec
+//! fields as their arguments, so their schemas are generated from the CRD types themselves
+//! ([`MCPServerSpec`], [`WorkflowSpec`]) with every nested object inlined (`auth`,
+//! `auth.authorizationServer`, a step's `condition`, ...), plus the few arguments that are
+//! not spec fields ([`McpServerNaming`], [`WorkflowNaming`]). Nothing is written by hand, so
+//! the advertised schema cannot drift from what the tools read.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
-use muster_core::crd::{ArgDefinition, WorkflowStep, WorkflowSubStep};
-use schemars::JsonSchema;
+use muster_core::crd::{MCPServerSpec, WorkflowSpec};
+use rmcp::model::JsonObject;
+use schemars::{JsonSchema, generate::SchemaSettings};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// The arguments of `core_mcpserver_create`, `_update` and `_validate` (the MCPServer spec
-/// fields, camelCase, plus `name` and `displayName`).
+/// The arguments of `core_mcpserver_create`, `_update` and `_validate` that are not spec
+/// fields, and the one spec field the tools take in a second shape (`command` as an array).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct McpServerArgs {
+pub(crate) struct McpServerNaming {
     /// Unique server name (the service identifier).
     pub(crate) name: String,
-    /// stdio, streamable-http or sse (required on create).
-    #[serde(rename = "type")]
-    pub(crate) server_type: Option<String>,
-    /// Human-friendly name UIs show (the ui.giantswarm.io/display-name annotation); blank removes it.
+    /// Human-friendly name UIs show (the ui.giantswarm.io/display-name annotation), trimmed; a
+    /// blank value removes it, and omitting it on update keeps the current one.
     pub(crate) display_name: Option<String>,
-    /// What the server is for (at most 500 characters).
-    pub(crate) description: Option<String>,
-    /// The executable of a stdio server (a string, or an array whose first item is the executable).
-    pub(crate) command: Option<Value>,
-    /// Its arguments (stdio).
-    pub(crate) args: Option<Vec<String>>,
-    /// The endpoint of a remote server.
-    pub(crate) url: Option<String>,
-    /// Environment variables (stdio only).
-    pub(crate) env: Option<BTreeMap<String, String>>,
-    /// HTTP headers (remote only; no credentials).
-    pub(crate) headers: Option<BTreeMap<String, String>>,
-    /// Prefix of the server's tools.
-    pub(crate) tool_prefix: Option<String>,
-    /// Budget of every operation in seconds (1 to 300, default 30).
-    pub(crate) timeout: Option<u32>,
-    /// Whether a stdio server starts with muster.
-    pub(crate) auto_start: Option<bool>,
-    /// true stops the server and keeps it stopped.
-    pub(crate) suspended: Option<bool>,
+    /// Executable of a stdio server (required when type is stdio): a string, or an array whose
+    /// first item is the executable and the rest its arguments (put before args).
+    pub(crate) command: Option<CommandArg>,
+}
+
+/// `command` as the MCP server tools take it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum CommandArg {
+    /// The executable.
+    Executable(String),
+    /// The executable and its arguments.
+    WithArgs(Vec<String>),
+}
+
+/// The arguments of `core_workflow_create`, `_update` and `_validate` that are not spec fields.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct WorkflowNaming {
+    /// Unique workflow name; the workflow runs as the tool workflow_<name>.
+    pub(crate) name: String,
+    /// Labels of the workflow (shown on its tool and used by filter_tools).
+    pub(crate) labels: Option<BTreeMap<String, String>>,
+}
+
+/// The input schema of a tool whose arguments are the spec fields of `Spec` plus those of
+/// `Naming` (which wins where both have a field), with `required` required. Nested objects are
+/// inlined (a recursive type stays a `$ref` into `$defs`).
+pub(crate) fn definition_schema<Spec: JsonSchema, Naming: JsonSchema>(required: &[&str]) -> Arc<JsonObject> {
+    let mut generator = SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let Value::Object(mut schema) = generator.root_schema_for::<Spec>().to_value() else {
+        unreachable!("a struct's schema is an object")
+    };
+    let naming = generator.root_schema_for::<Naming>().to_value();
+    for key in ["properties", "$defs"] {
+        if let Some(Value::Object(extra)) = naming.get(key) {
+            let target = schema.entry(key).or_insert_with(|| Value::Object(Default::default()));
+            if let Value::Object(target) = target {
+                target.extend(extra.clone());
+            }
+        }
+    }
+    schema.remove("title");
+    schema.insert("required".into(), Value::from(required.to_vec()));
+    Arc::new(schema)
+}
+
+/// The schema of `core_mcpserver_create` and `_validate` (`required`: name, type) or `_update`
+/// (name).
+pub(crate) fn mcpserver_schema(required: &[&str]) -> Arc<JsonObject> {
+    definition_schema::<MCPServerSpec, McpServerNaming>(required)
+}
+
+/// The schema of `core_workflow_create` and `_validate` (`required`: name, steps) or `_update`
+/// (name).
+pub(crate) fn workflow_schema(required: &[&str]) -> Arc<JsonObject> {
+    definition_schema::<WorkflowSpec, WorkflowNaming>(required)
 }
 
 /// The arguments of `core_mcpserver_detect`.
@@ -85,57 +129,6 @@ pub(crate) struct EventsArgs {
 pub(crate) struct WorkflowNameArgs {
     /// Name of the workflow.
     pub(crate) name: String,
-}
-
-/// The arguments of `core_workflow_create` and `core_workflow_validate`: the Workflow spec
-/// fields with the CRD's camelCase names (a step copied from a manifest works unchanged), plus
-/// `name` and `labels`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct WorkflowArgs {
-    /// Unique workflow name; the workflow runs as the tool workflow_<name>.
-    pub(crate) name: String,
-    /// The steps, in order (at least one). Each is exactly one of a tool call (tool), a loop
-    /// (forEach) or a concurrent group (parallel), with a unique id. Step args are templates:
-    /// inputs as {{ .input.<arg> }}, earlier results as {{ .results.<step-id>.<field> }}. The
-    /// snake_case spellings allow_failure, from_step, expect_not and json_path are deprecated
-    /// aliases, still accepted.
-    pub(crate) steps: Vec<WorkflowStep>,
-    /// The optional fields.
-    #[serde(flatten)]
-    pub(crate) fields: WorkflowFields,
-}
-
-/// The arguments of `core_workflow_update`: the name, and the fields to replace.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct WorkflowUpdateArgs {
-    /// Name of the workflow to update.
-    pub(crate) name: String,
-    /// Updated steps; replaces every existing step.
-    pub(crate) steps: Option<Vec<WorkflowStep>>,
-    /// The other fields to replace; a field not given keeps its value.
-    #[serde(flatten)]
-    pub(crate) fields: WorkflowFields,
-}
-
-/// The optional fields of a workflow definition.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct WorkflowFields {
-    /// Workflow description (at most 1000 characters); the workflow tool's description.
-    pub(crate) description: Option<String>,
-    /// Argument schema, by argument name: each has type (string, integer, boolean, number,
-    /// object or array), required, default and description.
-    pub(crate) args: Option<BTreeMap<String, ArgDefinition>>,
-    /// Cleanup or rollback sub-steps run, each allowed to fail, when the workflow fails on a
-    /// step that does not allow failure.
-    pub(crate) on_failure: Option<Vec<WorkflowSubStep>>,
-    /// Output template rendered after all steps and returned in place of the default answer;
-    /// each leaf is a template over .input, .results and .vars, its JSON type preserved.
-    pub(crate) output: Option<Map<String, Value>>,
-    /// Labels of the workflow (shown on its tool and used by filter_tools).
-    pub(crate) labels: Option<BTreeMap<String, String>>,
 }
 
 /// The arguments of `core_workflow_execution_list`.

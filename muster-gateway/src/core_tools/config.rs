@@ -125,12 +125,14 @@ pub(super) async fn reload(registry: &std::sync::Arc<Registry>, ctx: &CallContex
     }
     tracing::info!(author = %Author::of(ctx), "configuration reloaded from the config directory");
     let problems: Vec<String> = loaded.problems.iter().map(|p| p.relative_to(&dir)).collect();
+    let warnings: Vec<String> = loaded.warnings.iter().map(|w| w.relative_to(&dir)).collect();
     registry.set_config(loaded.config.clone());
     let summary = sync::apply(registry, &loaded);
     Ok(json!({
         "reloaded": true,
         "servers": summary,
         "problems": problems,
+        "warnings": warnings,
         "message": "configuration reloaded from the config directory",
     }))
 }

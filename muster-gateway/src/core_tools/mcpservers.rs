@@ -17,9 +17,9 @@ use muster_core::{
 };
 use serde_json::{Map, Value, json};
 
-use super::{admission::Admission, detect, services::server_definition, store_error};
+use super::{admission::Admission, detect, dropped_fields, report_dropped_fields, services::server_definition, store_error};
 use crate::{
-    events::Author,
+    events::{Author, KIND_MCP_SERVER},
     registry::{Applied, Registry},
 };
 
@@ -54,12 +54,14 @@ fn spec_fields(args: &JsonObject) -> Map<String, Value> {
     fields
 }
 
-fn parse_spec(fields: Map<String, Value>) -> Result<MCPServerSpec, ToolError> {
-    let value = Value::Object(fields);
-    serde_path_to_error::deserialize(&value).map_err(|e| {
-        let path = e.path().to_string();
-        ToolError::invalid_arguments(format!("invalid MCP server definition: {path}: {}", e.into_inner()))
-    })
+/// Parses the spec fields: a mistyped field is an error naming its path; an unknown one, or
+/// one that does not apply to the server's type, is dropped, logged and returned as a warning
+/// naming its path.
+fn parse_spec(name: &str, fields: Map<String, Value>) -> Result<(MCPServerSpec, Vec<String>), ToolError> {
+    let (mut spec, mut dropped) = muster_core::crd::parse_spec::<MCPServerSpec>(&Value::Object(fields))
+        .map_err(|e| ToolError::invalid_arguments(format!("invalid MCP server definition: {e}")))?;
+    dropped.extend(spec.drop_inapplicable(""));
+    Ok((spec, dropped_fields(KIND_MCP_SERVER, name, &dropped)))
 }
 
 fn with_display_name(mut server: MCPServer, display: Option<&Value>) -> MCPServer {
@@ -127,13 +129,14 @@ pub(super) async fn create(
             "MCP server {name} already exists"
         )));
     }
-    let spec = parse_spec(spec_fields(args))?;
+    let (spec, dropped) = parse_spec(name, spec_fields(args))?;
     let server = validated(with_display_name(MCPServer::new(name, spec), args.get("displayName")))?;
     Admission::of(registry).check_server(name, &server.spec, None).await?;
     let server = registered_by(server, ctx);
     let file = persist(registry, &server).await?;
     registry.apply_server_as(server, Some(&Author::of(ctx)));
-    created_or_updated(registry, name, "created", file)
+    report_dropped_fields(registry, KIND_MCP_SERVER, name, &dropped);
+    created_or_updated(registry, name, "created", file, dropped)
 }
 
 pub(super) async fn update(
@@ -154,8 +157,12 @@ pub(super) async fn update(
     if changes.contains_key("command") && !changes.contains_key("args") {
         fields.remove("args");
     }
+    // The reference: suspended "false (or omitted) resumes it", unlike the other fields.
+    if !changes.contains_key("suspended") {
+        fields.remove("suspended");
+    }
     fields.extend(changes);
-    let spec = parse_spec(fields)?;
+    let (spec, dropped) = parse_spec(name, fields)?;
     let mut server = current.definition.clone();
     server.spec = spec;
     let server = validated(with_display_name(server, args.get("displayName")))?;
@@ -169,15 +176,23 @@ pub(super) async fn update(
     } else {
         "updated"
     };
-    created_or_updated(registry, name, verb, file)
+    report_dropped_fields(registry, KIND_MCP_SERVER, name, &dropped);
+    created_or_updated(registry, name, verb, file, dropped)
 }
 
-fn created_or_updated(registry: &Registry, name: &str, verb: &str, file: Option<String>) -> Result<Value, ToolError> {
+fn created_or_updated(
+    registry: &Registry,
+    name: &str,
+    verb: &str,
+    file: Option<String>,
+    warnings: Vec<String>,
+) -> Result<Value, ToolError> {
     let server = registry
         .server(name)
         .ok_or_else(|| ToolError::internal(format!("MCP server {name} vanished")))?;
     let mut value = server_definition(&server);
     value["message"] = json!(format!("MCP server {name} {verb}"));
+    value["warnings"] = json!(warnings);
     if let Some(file) = file {
         value["file"] = json!(file);
     }
@@ -214,8 +229,12 @@ pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallCon
 
 pub(super) async fn validate(registry: &Registry, args: &JsonObject) -> Result<Value, ToolError> {
     let name = name_of(args)?;
-    let outcome = parse_spec(spec_fields(args))
-        .map(|spec| with_display_name(MCPServer::new(name, spec), args.get("displayName")))
+    let mut warnings = Vec::new();
+    let outcome = parse_spec(name, spec_fields(args))
+        .map(|(spec, dropped)| {
+            warnings = dropped;
+            with_display_name(MCPServer::new(name, spec), args.get("displayName"))
+        })
         .and_then(validated);
     let outcome = match outcome {
         Ok(server) => Admission::of(registry)
@@ -225,8 +244,14 @@ pub(super) async fn validate(registry: &Registry, args: &JsonObject) -> Result<V
         Err(e) => Err(e),
     };
     Ok(match outcome {
-        Ok(_) => json!({"name": name, "valid": true, "errors": [], "message": format!("MCP server {name} is valid")}),
-        Err(e) => json!({"name": name, "valid": false, "errors": [e.to_string()], "message": e.to_string()}),
+        Ok(_) => json!({
+            "name": name, "valid": true, "errors": [], "warnings": warnings,
+            "message": format!("MCP server {name} is valid"),
+        }),
+        Err(e) => json!({
+            "name": name, "valid": false, "errors": [e.to_string()], "warnings": warnings,
+            "message": e.to_string(),
+        }),
     })
 }
 

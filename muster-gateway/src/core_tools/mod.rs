@@ -197,7 +197,10 @@ impl CoreTool {
             Self::ConfigGet => "Get the complete muster configuration.",
             Self::ConfigGetAggregator => "Get the aggregator configuration.",
             Self::WorkflowList => "List all workflow definitions with their availability.",
-            Self::WorkflowGet => "Get one workflow definition with all its steps and its availability.",
+            Self::WorkflowGet => {
+                "Get one workflow definition: every field as structured data (args, steps with their args, \
+                 conditions and flags, output, onFailure), its availability, and its YAML text in yaml."
+            }
             Self::WorkflowAvailable => {
                 "Check whether a workflow can run now (every tool it names is present) and which tools are missing."
             }
@@ -241,20 +244,22 @@ impl CoreTool {
                 Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                     .with_input_schema::<args::WorkflowNameArgs>()
             }
-            Self::WorkflowCreate | Self::WorkflowValidate => {
-                Tool::new(self.name(), self.description(), Arc::new(Default::default()))
-                    .with_input_schema::<args::WorkflowArgs>()
-            }
-            Self::WorkflowUpdate => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
-                .with_input_schema::<args::WorkflowUpdateArgs>(),
+            Self::WorkflowCreate | Self::WorkflowValidate => Tool::new(
+                self.name(),
+                self.description(),
+                args::workflow_schema(&["name", "steps"]),
+            ),
+            Self::WorkflowUpdate => Tool::new(self.name(), self.description(), args::workflow_schema(&["name"])),
             Self::WorkflowExecutionList => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                 .with_input_schema::<args::ExecutionListArgs>(),
             Self::WorkflowExecutionGet => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                 .with_input_schema::<args::ExecutionGetArgs>(),
-            Self::McpServerCreate | Self::McpServerUpdate | Self::McpServerValidate => {
-                Tool::new(self.name(), self.description(), Arc::new(Default::default()))
-                    .with_input_schema::<args::McpServerArgs>()
-            }
+            Self::McpServerCreate | Self::McpServerValidate => Tool::new(
+                self.name(),
+                self.description(),
+                args::mcpserver_schema(&["name", "type"]),
+            ),
+            Self::McpServerUpdate => Tool::new(self.name(), self.description(), args::mcpserver_schema(&["name"])),
             Self::McpServerDetect => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
                 .with_input_schema::<args::DetectArgs>(),
             Self::ConfigUpdateAggregator => Tool::new(self.name(), self.description(), Arc::new(Default::default()))
@@ -417,6 +422,25 @@ fn required_name(args: &muster_core::JsonObject) -> Result<&str, ToolError> {
 fn store_error(dir: &std::path::Path, error: &crate::store::StoreError) -> ToolError {
     tracing::warn!(%error, "writing the config directory failed");
     ToolError::internal(error.relative_to(dir))
+}
+
+/// The fields dropped from definition `kind`/`name` given to a create, update or validate
+/// tool, each logged as a warning, as the answer's `warnings` lists them.
+pub(crate) fn dropped_fields(kind: &str, name: &str, warnings: &[muster_core::crd::FieldWarning]) -> Vec<String> {
+    warnings
+        .iter()
+        .map(|warning| {
+            tracing::warn!(kind, name, field = %warning.path, "{warning}");
+            warning.to_string()
+        })
+        .collect()
+}
+
+/// Emits the Warning event about the fields dropped from definition `kind`/`name`, if any.
+pub(crate) fn report_dropped_fields(registry: &Registry, kind: &str, name: &str, dropped: &[String]) {
+    if let Some(event) = crate::events::Event::fields_dropped(kind, name, dropped) {
+        registry.emit(event);
+    }
 }
 
 /// A successful result whose one text item is `value` as JSON, mirrored as structuredContent

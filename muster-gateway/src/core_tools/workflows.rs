@@ -23,9 +23,9 @@ use muster_workflow::{
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
-use super::{json_result, store_error};
+use super::{dropped_fields, json_result, report_dropped_fields, store_error};
 use crate::{
-    events::{Author, Event, reasons},
+    events::{Author, Event, KIND_WORKFLOW, reasons},
     registry::Registry,
     store::WORKFLOWS_DIR,
 };
@@ -64,14 +64,13 @@ fn has_steps(args: &JsonObject) -> bool {
     args.get("steps").is_some_and(|s| !s.is_null())
 }
 
-/// Parses the spec fields with the CRD's names (and the deprecated snake_case aliases); an
-/// unknown or mistyped field is an error naming its path.
-fn parse_spec(fields: Map<String, Value>) -> Result<WorkflowSpec, String> {
-    let value = Value::Object(fields);
-    serde_path_to_error::deserialize(&value).map_err(|e| {
-        let path = e.path().to_string();
-        format!("invalid workflow definition: {path}: {}", e.into_inner())
-    })
+/// Parses the spec fields with the CRD's names (and the deprecated snake_case aliases): a
+/// mistyped field is an error naming its path; an unknown one is dropped, logged and returned
+/// as a warning naming its path.
+fn parse_spec(name: &str, fields: Map<String, Value>) -> Result<(WorkflowSpec, Vec<String>), String> {
+    let (spec, unknown) = muster_core::crd::parse_spec(&Value::Object(fields))
+        .map_err(|e| format!("invalid workflow definition: {e}"))?;
+    Ok((spec, dropped_fields(KIND_WORKFLOW, name, &unknown)))
 }
 
 /// The `labels` argument: absent (`None`), null (no labels), or an object of strings.
@@ -219,10 +218,17 @@ pub(super) fn list(registry: &Registry) -> Value {
     json!({"workflows": workflows, "total": workflows.len()})
 }
 
+/// The whole definition as structured data (every spec field: description, args with types
+/// and defaults, each step with its args, condition and flags, output, onFailure; `name` and
+/// `labels`), its availability, and in `yaml` the Workflow document as a file of the config
+/// directory holds it, for people reading it.
 pub(super) fn get(registry: &Registry, name: &str) -> Result<Value, ToolError> {
-    let workflow = registry.workflow(name).ok_or_else(|| not_found(name))?;
+    let mut workflow = registry.workflow(name).ok_or_else(|| not_found(name))?;
     let mut map = definition(&workflow)?;
     insert_availability(registry, name, &mut map);
+    workflow.status = None;
+    let yaml = serde_saphyr::to_string(&workflow).map_err(|e| ToolError::internal(e.to_string()))?;
+    map.insert("yaml".into(), json!(yaml));
     Ok(Value::Object(map))
 }
 
@@ -244,7 +250,7 @@ pub(super) async fn create(registry: &Arc<Registry>, args: &JsonObject, ctx: &Ca
     }
     let fields = spec_fields(args);
     let mut warnings = deprecation_warnings(name, &fields);
-    let spec = parse_spec(fields).map_err(ToolError::invalid_arguments)?;
+    let (spec, dropped) = parse_spec(name, fields).map_err(ToolError::invalid_arguments)?;
     let mut workflow = Workflow::new(name, spec);
     if let Some(labels) = parse_labels(args).map_err(ToolError::invalid_arguments)? {
         workflow.metadata.labels = labels;
@@ -253,6 +259,8 @@ pub(super) async fn create(registry: &Arc<Registry>, args: &JsonObject, ctx: &Ca
     warnings.extend(checked.warnings);
     let file = persist(registry, &checked.workflow).await?;
     apply(registry, checked.workflow, ctx)?;
+    report_dropped_fields(registry, KIND_WORKFLOW, name, &dropped);
+    warnings.extend(dropped);
     changed(registry, name, "created", warnings, file)
 }
 
@@ -272,7 +280,7 @@ pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject, ctx: &Ca
         }
     }
     fields.extend(changes);
-    let spec = parse_spec(fields).map_err(ToolError::invalid_arguments)?;
+    let (spec, dropped) = parse_spec(name, fields).map_err(ToolError::invalid_arguments)?;
     let mut workflow = current;
     workflow.spec = spec;
     workflow.status = None;
@@ -287,6 +295,8 @@ pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject, ctx: &Ca
     } else {
         "unchanged"
     };
+    report_dropped_fields(registry, KIND_WORKFLOW, name, &dropped);
+    warnings.extend(dropped);
     changed(registry, name, verb, warnings, file)
 }
 
@@ -343,12 +353,15 @@ pub(super) fn validate(registry: &Registry, args: &JsonObject) -> Result<CallToo
     let mut warnings = deprecation_warnings(name, &fields);
     let mut referenced: Vec<String> = Vec::new();
     let outcome = if has_steps(args) {
-        parse_spec(fields).map_err(|e| vec![e]).and_then(|spec| {
-            let mut workflow = Workflow::new(name, spec);
-            workflow.metadata.labels = parse_labels(args).map_err(|e| vec![e])?.unwrap_or_default();
-            referenced = muster_workflow::referenced_tools(&workflow).into_iter().collect();
-            check(workflow)
-        })
+        parse_spec(name, fields)
+            .map_err(|e| vec![e])
+            .and_then(|(spec, dropped)| {
+                warnings.extend(dropped);
+                let mut workflow = Workflow::new(name, spec);
+                workflow.metadata.labels = parse_labels(args).map_err(|e| vec![e])?.unwrap_or_default();
+                referenced = muster_workflow::referenced_tools(&workflow).into_iter().collect();
+                check(workflow)
+            })
     } else {
         Err(vec!["steps argument is required".to_owned()])
     };
@@ -370,17 +383,21 @@ pub(super) fn validate(registry: &Registry, args: &JsonObject) -> Result<CallToo
         format!("validation failed: {}", errors.join("; "))
     };
     let (reason, event_message) = if valid {
-        (
-            reasons::WORKFLOW_VALIDATION_SUCCEEDED,
-            format!("Workflow {name} validation succeeded"),
-        )
+        let mut message = format!("Workflow {name} validation succeeded");
+        if !warnings.is_empty() {
+            message.push_str(&format!(" with warnings: {}", warnings.join("; ")));
+        }
+        (reasons::WORKFLOW_VALIDATION_SUCCEEDED, message)
     } else {
         (
             reasons::WORKFLOW_VALIDATION_FAILED,
             format!("Workflow {name} validation failed: {}", errors.join("; ")),
         )
     };
-    registry.emit(Event::workflow(name, reason, event_message));
+    registry.emit(
+        Event::workflow(name, reason, event_message)
+            .with_details(crate::events::EventDetails::default().with_warnings(warnings.clone())),
+    );
     let answer = json!({
         "valid": valid,
         "name": name,

@@ -103,6 +103,10 @@ pub struct EventDetails {
     /// Who made the change, when a core tool made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub author: Option<Author>,
+    /// The warnings about a definition, one per dropped field (`unknown field "spec.foo"
+    /// (dropped)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Who wrote a definition through a core tool: the principal the front door authenticated
@@ -203,6 +207,12 @@ impl EventDetails {
         self.author = Some(author);
         self
     }
+
+    /// Sets the warnings about a definition.
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings = warnings;
+        self
+    }
 }
 
 /// One event, shaped like Go muster's stored event (`api.EventResult`), one JSON object per
@@ -285,6 +295,24 @@ impl Event {
     /// An event about the Workflow `name`.
     pub fn workflow(name: impl Into<String>, reason: impl Into<String>, message: impl Into<String>) -> Self {
         Self::new(KIND_WORKFLOW, name, reason, message)
+    }
+
+    /// The Warning event about the fields dropped from definition `kind`/`name`
+    /// ([`KIND_MCP_SERVER`] or [`KIND_WORKFLOW`]); `None` when none were.
+    pub fn fields_dropped(kind: &str, name: &str, warnings: &[String]) -> Option<Self> {
+        if warnings.is_empty() {
+            return None;
+        }
+        let reason = if kind == KIND_MCP_SERVER {
+            super::reasons::MCP_SERVER_FIELDS_DROPPED
+        } else {
+            super::reasons::WORKFLOW_FIELDS_DROPPED
+        };
+        let message = format!("{kind} {name}: {}", warnings.join("; "));
+        Some(
+            Self::new(kind, name, reason, message)
+                .with_details(EventDetails::default().with_warnings(warnings.to_vec())),
+        )
     }
 
     /// Moves the event to `namespace` (an empty one keeps [`DEFAULT_NAMESPACE`]).

@@ -59,6 +59,11 @@ pub const MCP_SERVER_RECONNECTING: &str = "MCPServerReconnecting";
 /// Two servers produced the same exposed tool name; the other server keeps it (muster for Rust).
 pub const MCP_SERVER_TOOL_NAME_COLLISION: &str = "MCPServerToolNameCollision";
 
+/// Fields of an MCPServer definition were dropped: unknown to the schema, or not for the
+/// server's type (Warning). Not in Go muster, which drops them without a word; the message
+/// names each field, and [`EventDetails::warnings`](super::EventDetails::warnings) lists them.
+pub const MCP_SERVER_FIELDS_DROPPED: &str = "MCPServerFieldsDropped";
+
 /// A Workflow definition was created.
 pub const WORKFLOW_CREATED: &str = "WorkflowCreated";
 /// A Workflow definition was updated.
@@ -87,6 +92,10 @@ pub const WORKFLOW_STEP_FAILED: &str = "WorkflowStepFailed";
 pub const WORKFLOW_STEP_SKIPPED: &str = "WorkflowStepSkipped";
 /// A workflow step's condition was evaluated.
 pub const WORKFLOW_STEP_CONDITION_EVALUATED: &str = "WorkflowStepConditionEvaluated";
+/// Fields of a Workflow definition the schema does not know were dropped (Warning). Not in Go
+/// muster; the message names each field, and
+/// [`EventDetails::warnings`](super::EventDetails::warnings) lists them.
+pub const WORKFLOW_FIELDS_DROPPED: &str = "WorkflowFieldsDropped";
 /// Every tool a Workflow needs became available.
 pub const WORKFLOW_AVAILABLE: &str = "WorkflowAvailable";
 /// A tool a Workflow needs became unavailable (Warning).
@@ -103,8 +112,10 @@ pub const WORKFLOW_TOOL_UNREGISTERED: &str = "WorkflowToolUnregistered";
 pub const WORKFLOW_CAPABILITIES_REFRESHED: &str = "WorkflowCapabilitiesRefreshed";
 
 /// The reasons whose events are `Warning`; every other reason is `Normal`.
-const WARNINGS: [&str; 11] = [
+const WARNINGS: [&str; 13] = [
     MCP_SERVER_FAILED,
+    MCP_SERVER_FIELDS_DROPPED,
+    WORKFLOW_FIELDS_DROPPED,
     MCP_SERVER_TOOL_NAME_COLLISION,
     MCP_SERVER_TOOLS_UNAVAILABLE,
     MCP_SERVER_HEALTH_CHECK_FAILED,

@@ -138,14 +138,21 @@ fn input_references(workflow: &Workflow) -> Vec<String> {
 fn warnings(workflow: &Workflow) -> Vec<String> {
     let mut out = Vec::new();
     let has_output = workflow.spec.output.is_some();
-    let mut flag = |path: String, store: bool, output: bool| {
-        if store {
+    let mut flag = |path: String, store: Option<bool>, output: Option<bool>| {
+        if store.is_some() {
             out.push(format!("{path}: store is deprecated; use output"));
         }
-        if has_output && (store || output) {
+        if let (Some(output), Some(store)) = (output, store)
+            && output != store
+        {
+            out.push(format!(
+                "{path}: output ({output}) and the deprecated store ({store}) disagree; output decides"
+            ));
+        }
+        if has_output && (store == Some(true) || output == Some(true)) {
             out.push(format!(
                 "{path}: the {} flag has no effect because the workflow declares an output template",
-                if store { "store" } else { "output" }
+                if output == Some(true) { "output" } else { "store" }
             ));
         }
     };

@@ -1,6 +1,6 @@
 //! MCPServer: parsing, defaults and one test per validation rule.
 
-use super::{assert_has, assert_only, assert_valid, yaml, yaml_error};
+use super::{assert_has, assert_only, assert_valid, dropped, yaml, yaml_error};
 use crate::crd::{
     AuthType, ClientCredentialsSecretRef, GrantScope, HeaderValueFrom, HeaderValueSourceType, MCPServer, MCPServerAuth,
     MCPServerAuthAuthorizationServer, MCPServerFamily, MCPServerHeaderFrom, MCPServerProgress, MCPServerState,
@@ -118,17 +118,73 @@ somethingElse: true
 }
 
 #[test]
-fn unknown_spec_field_is_refused_and_named() {
-    let error = yaml_error::<MCPServer>("metadata: {name: a}\nspec: {type: stdio, comand: npx}");
-    assert!(error.contains("unknown field `comand`"), "{error}");
+fn unknown_spec_field_is_dropped_and_named() {
+    let doc = "metadata: {name: a, uid: u1, resourceVersion: '7'}\nspec: {type: stdio, command: npx, comand: npx}";
+    assert_eq!(
+        dropped(doc, MCPServer::from_document),
+        vec![r#"unknown field "spec.comand" (dropped)"#]
+    );
+    let (server, _) = MCPServer::from_document(&yaml(doc)).expect("loads");
+    assert_eq!(server.spec.command.as_deref(), Some("npx"));
+    assert_valid(server.validate());
+    let written = serde_json::to_value(&server).expect("serializes");
+    assert!(written["spec"].get("comand").is_none(), "{written}");
 }
 
 #[test]
-fn unknown_field_in_nested_spec_object_is_refused_and_named() {
-    let error = yaml_error::<MCPServer>(
-        "metadata: {name: a}\nspec: {type: sse, url: 'https://a', auth: {forwardTokens: true}}",
+fn unknown_field_in_nested_spec_object_and_at_the_top_is_dropped_and_named() {
+    let doc = "metadata: {name: a}\nextra: 1\nspec: {type: sse, url: 'https://a', auth: {forwardTokens: true,                tokenExchange: {enabled: false, dexEndpoint: x}}}";
+    assert_eq!(
+        dropped(doc, MCPServer::from_document),
+        vec![
+            r#"unknown field "extra" (dropped)"#,
+            r#"unknown field "spec.auth.forwardTokens" (dropped)"#,
+            r#"unknown field "spec.auth.tokenExchange.dexEndpoint" (dropped)"#,
+        ]
     );
-    assert!(error.contains("unknown field `forwardTokens`"), "{error}");
+}
+
+#[test]
+fn a_known_field_with_a_wrong_value_is_still_refused_with_its_path() {
+    let value: serde_json::Value = yaml("metadata: {name: a}\nspec: {type: stdio, command: npx, timeout: soon}");
+    let error = MCPServer::from_document(&value).expect_err("a wrong value is refused");
+    assert_eq!(error.path.as_deref(), Some("spec.timeout"));
+    assert!(error.message.contains("invalid type"), "{error}");
+}
+
+#[test]
+fn fields_of_the_other_server_type_are_dropped_with_a_warning_but_env_on_a_remote_server_is_refused() {
+    let stdio = "metadata: {name: a}\nspec: {type: stdio, command: npx, url: 'https://a', headers: {X-A: b},                  auth: {type: none}}";
+    assert_eq!(
+        dropped(stdio, MCPServer::from_document),
+        vec![
+            r#"field "spec.url" does not apply to a stdio server (dropped)"#,
+            r#"field "spec.headers" does not apply to a stdio server (dropped)"#,
+            r#"field "spec.auth" does not apply to a stdio server (dropped)"#,
+        ]
+    );
+    let (server, _) = MCPServer::from_document(&yaml(stdio)).expect("loads");
+    assert!(server.spec.url.is_none() && server.spec.headers.is_empty() && server.spec.auth.is_none());
+    assert_valid(server.validate());
+
+    let remote = "metadata: {name: a}\nspec: {type: sse, url: 'https://a', command: npx, args: [x], autoStart: true}";
+    assert_eq!(
+        dropped(remote, MCPServer::from_document),
+        vec![
+            r#"field "spec.command" does not apply to a sse server (dropped)"#,
+            r#"field "spec.args" does not apply to a sse server (dropped)"#,
+            r#"field "spec.autoStart" does not apply to a sse server (dropped)"#,
+        ]
+    );
+
+    let env = "metadata: {name: a}\nspec: {type: sse, url: 'https://a', env: {A: b}}";
+    assert!(dropped(env, MCPServer::from_document).is_empty());
+    let (server, _) = MCPServer::from_document(&yaml(env)).expect("parses");
+    assert_only(
+        server.validate(),
+        "spec.env",
+        "env is refused on a remote server (stdio servers only)",
+    );
 }
 
 #[test]

@@ -24,6 +24,15 @@ fn yaml_error<T: DeserializeOwned + std::fmt::Debug>(doc: &str) -> String {
     }
 }
 
+/// The warnings of reading YAML document `doc` with `read` (a `from_document`), rendered.
+fn dropped<T>(doc: &str, read: fn(&serde_json::Value) -> super::DefinitionResult<T>) -> Vec<String> {
+    let value: serde_json::Value = yaml(doc);
+    match read(&value) {
+        Ok((_, warnings)) => warnings.iter().map(ToString::to_string).collect(),
+        Err(e) => panic!("document must load: {e}\n{doc}"),
+    }
+}
+
 /// Asserts that validation failed with exactly one error, at `path` with `message`.
 #[track_caller]
 fn assert_only(result: Result<(), ValidationErrors>, path: &str, message: &str) {

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{assert_has, assert_only, assert_valid, yaml, yaml_error};
+use super::{assert_has, assert_only, assert_valid, dropped, yaml, yaml_error};
 use crate::crd::{
     ArgDefinition, ArgType, DeprecatedField, Workflow, WorkflowCondition, WorkflowConditionExpectation,
     WorkflowForEach, WorkflowPaginate, WorkflowStep, WorkflowSubStep, deprecated_spellings,
@@ -102,13 +102,18 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(paginate.max_pages, 10);
     assert_eq!(paginate, WorkflowPaginate::default());
     let step: WorkflowStep = yaml("id: a\ntool: t");
-    assert!(!step.output && !step.store && !step.allow_failure);
+    assert!(step.output.is_none() && step.store.is_none() && !step.allow_failure);
 }
 
 #[test]
-fn unknown_spec_field_is_refused_and_named() {
-    let error = yaml_error::<Workflow>("metadata: {name: a}\nspec: {steps: [], outputs: {}}");
-    assert!(error.contains("unknown field `outputs`"), "{error}");
+fn unknown_spec_field_is_dropped_and_named() {
+    assert_eq!(
+        dropped(
+            "metadata: {name: a}\nspec: {steps: [], outputs: {}}",
+            Workflow::from_document
+        ),
+        vec![r#"unknown field "spec.outputs" (dropped)"#]
+    );
 }
 
 #[test]
@@ -134,9 +139,14 @@ spec:
     let written = serde_json::to_value(&wf).expect("serializes");
     assert!(written["spec"].get("input_schema").is_none(), "{written}");
     assert!(written["spec"].get("inputSchema").is_none(), "{written}");
-    // Only the snake_case legacy key is tolerated; other unknown keys stay errors.
-    let error = yaml_error::<Workflow>("metadata: {name: a}\nspec: {steps: [], inputSchema: {}}");
-    assert!(error.contains("unknown field `inputSchema`"), "{error}");
+    // Only the snake_case legacy key is read; other unknown keys are dropped with a warning.
+    assert_eq!(
+        dropped(
+            "metadata: {name: a}\nspec: {steps: [], inputSchema: {}}",
+            Workflow::from_document
+        ),
+        vec![r#"unknown field "spec.inputSchema" (dropped)"#]
+    );
 }
 
 #[test]
@@ -162,9 +172,32 @@ fn legacy_input_schema_is_reported_as_deprecated() {
 }
 
 #[test]
-fn unknown_step_field_is_refused_and_named() {
-    let error = yaml_error::<Workflow>("metadata: {name: a}\nspec: {steps: [{id: a, tool: t, allowFailures: true}]}");
-    assert!(error.contains("unknown field `allowFailures`"), "{error}");
+fn unknown_step_fields_are_dropped_and_named_at_every_depth() {
+    let doc = r#"
+metadata: {name: a}
+spec:
+  args: {x: {type: string, required: true, requred: true}}
+  steps:
+    - id: a
+      tool: t
+      allowFailures: true
+      args: {anything: goes}
+      condition: {fromStep: a, expect: {success: true, jsonpath: {}}}
+    - id: b
+      forEach: {items: '{{ .input.x }}', steps: [{id: c, tool: t, retries: 2}]}
+  onFailure: [{id: d, tool: t, when: always}]
+"#;
+    assert_eq!(
+        dropped(doc, Workflow::from_document),
+        vec![
+            // In the order the document is read (its keys sorted).
+            r#"unknown field "spec.args.x.requred" (dropped)"#,
+            r#"unknown field "spec.onFailure[0].when" (dropped)"#,
+            r#"unknown field "spec.steps[0].allowFailures" (dropped)"#,
+            r#"unknown field "spec.steps[0].condition.expect.jsonpath" (dropped)"#,
+            r#"unknown field "spec.steps[1].forEach.steps[0].retries" (dropped)"#,
+        ]
+    );
 }
 
 #[test]
@@ -721,7 +754,7 @@ fn from_step_naming_no_earlier_step_is_refused() {
     assert_only(
         wf.validate(),
         "spec.steps[1].condition.fromStep",
-        "step a: condition.fromStep 'later' does not name an earlier step",
+        "step a condition references non-existent step result: later (condition.fromStep must name an earlier step)",
     );
 }
 
@@ -732,7 +765,7 @@ fn from_step_naming_the_step_itself_is_refused() {
     assert_only(
         with_step(step).validate(),
         "spec.steps[0].condition.fromStep",
-        "step a: condition.fromStep 'a' does not name an earlier step",
+        "step a condition references non-existent step result: a (condition.fromStep must name an earlier step)",
     );
 }
 
@@ -748,7 +781,7 @@ fn from_step_naming_a_parallel_sibling_is_refused() {
     assert_only(
         with_step(step).validate(),
         "spec.steps[0].parallel[1].condition.fromStep",
-        "sub-step 1 (b): condition.fromStep 'a' does not name an earlier step",
+        "sub-step 1 (b) condition references non-existent step result: a (condition.fromStep must name an earlier step)",
     );
 }
 
@@ -834,15 +867,30 @@ fn jq_is_not_compiled_here() {
 fn output_or_deprecated_store_returns_the_result() {
     let mut step = tool_step("a", "t");
     assert!(!step.returns_output());
-    step.store = true;
+    step.store = Some(true);
     assert!(step.returns_output());
-    step.store = false;
-    step.output = true;
+    step.store = Some(false);
+    step.output = Some(true);
     assert!(step.returns_output());
     let mut sub = tool_sub("b");
     assert!(!sub.returns_output());
-    sub.store = true;
+    sub.store = Some(true);
     assert!(sub.returns_output());
+}
+
+#[test]
+fn output_decides_over_store_when_both_are_set() {
+    let mut step = tool_step("a", "t");
+    step.output = Some(false);
+    step.store = Some(true);
+    assert!(!step.returns_output(), "output: false wins over store: true");
+    step.output = Some(true);
+    step.store = Some(false);
+    assert!(step.returns_output(), "output: true wins over store: false");
+    let mut sub = tool_sub("b");
+    sub.output = Some(false);
+    sub.store = Some(true);
+    assert!(!sub.returns_output());
 }
 
 const SNAKE_CASE: &str = r#"
@@ -881,7 +929,7 @@ fn snake_case_aliases_parse() {
     let wf: Workflow = yaml(SNAKE_CASE);
     assert_valid(wf.validate());
     let risky = &wf.spec.steps[0];
-    assert!(risky.allow_failure && risky.store && risky.returns_output());
+    assert!(risky.allow_failure && risky.store == Some(true) && risky.returns_output());
     let condition = wf.spec.steps[1].condition.as_ref().expect("condition");
     assert_eq!(condition.from_step.as_deref(), Some("risky"));
     let expect_not = condition.expect_not.as_ref().expect("expectNot");

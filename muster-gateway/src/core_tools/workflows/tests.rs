@@ -195,6 +195,68 @@ async fn the_list_is_sorted_by_name_and_counts_core_tools_as_available() {
 }
 
 #[tokio::test]
+async fn unknown_fields_are_dropped_and_reported_in_the_answer_the_event_and_the_definition_keeps_none() {
+    let registry = registry();
+    let created = answer(
+        &registry,
+        "core_workflow_create",
+        json!({"name": "w", "inputs": {}, "steps": [{"id": "a", "tool": "t", "bogus": 1}]}),
+    )
+    .await;
+    assert_eq!(
+        created["warnings"],
+        json!([
+            r#"unknown field "inputs" (dropped)"#,
+            r#"unknown field "steps[0].bogus" (dropped)"#
+        ])
+    );
+    assert_eq!(created["steps"], json!([{"id": "a", "tool": "t"}]));
+    assert!(created.get("inputs").is_none(), "{created}");
+    let events = registry.events().query(&crate::events::EventQuery::new());
+    let dropped = events
+        .iter()
+        .find(|e| e.reason == "WorkflowFieldsDropped")
+        .expect("a WorkflowFieldsDropped event");
+    assert_eq!(dropped.event_type, crate::events::EventType::Warning);
+    assert_eq!(
+        dropped.data.warnings,
+        created["warnings"]
+            .as_array()
+            .map(|w| w
+                .iter()
+                .map(|x| x.as_str().unwrap_or_default().to_owned())
+                .collect::<Vec<_>>())
+            .unwrap_or_default()
+    );
+    assert!(
+        dropped.message.contains(r#"unknown field "steps[0].bogus""#),
+        "{}",
+        dropped.message
+    );
+
+    let validated = answer(
+        &registry,
+        "core_workflow_validate",
+        json!({"name": "v", "steps": [{"id": "a", "tool": "t", "retries": 2}]}),
+    )
+    .await;
+    assert_eq!(validated["valid"], true);
+    assert_eq!(
+        validated["warnings"],
+        json!([r#"unknown field "steps[0].retries" (dropped)"#])
+    );
+
+    let updated = answer(
+        &registry,
+        "core_workflow_update",
+        json!({"name": "w", "descripton": "typo"}),
+    )
+    .await;
+    assert_eq!(updated["warnings"], json!([r#"unknown field "descripton" (dropped)"#]));
+    assert!(updated.get("description").is_none(), "{updated}");
+}
+
+#[tokio::test]
 async fn create_refuses_with_muster_s_messages() {
     let registry = registry();
     // The name is checked before the steps.
@@ -222,20 +284,17 @@ async fn create_refuses_with_muster_s_messages() {
         duplicate.contains("; ") && duplicate.contains("one of tool, forEach, or parallel is required"),
         "every problem, joined: {duplicate}"
     );
-    let unknown = refusal(
+    // A known field with a wrong value is refused, naming its path.
+    let mistyped = refusal(
         &registry,
         "core_workflow_create",
-        json!({"name": "w", "steps": [{"id": "a", "tool": "t", "bogus": 1}]}),
+        json!({"name": "w", "steps": [{"id": "a", "tool": 7}]}),
     )
     .await;
-    assert!(unknown.contains("steps[0]") && unknown.contains("bogus"), "{unknown}");
-    let unknown_top = refusal(
-        &registry,
-        "core_workflow_create",
-        json!({"name": "w", "steps": [step("a", "t")], "inputs": {}}),
-    )
-    .await;
-    assert!(unknown_top.contains("inputs"), "{unknown_top}");
+    assert!(
+        mistyped.starts_with("invalid workflow definition: steps[0].tool: invalid type"),
+        "{mistyped}"
+    );
     assert!(registry.workflows().is_empty(), "nothing was created");
     assert!(reasons(&registry).iter().any(|r| r == "WorkflowValidationFailed"));
 
