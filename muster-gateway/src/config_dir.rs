@@ -55,11 +55,22 @@ pub struct LoadProblem {
     pub reason: String,
 }
 
+/// `path` named relative to the config directory `dir` (`mcpservers/git.yaml`), as answers,
+/// events and errors show files; a path outside `dir` is named by its file name alone.
+pub fn relative_path(dir: &Path, path: &Path) -> String {
+    match path.strip_prefix(dir) {
+        Ok(relative) if !relative.as_os_str().is_empty() => relative.to_string_lossy().replace('\\', "/"),
+        _ => path
+            .file_name()
+            .map_or_else(|| ".".to_owned(), |n| n.to_string_lossy().into_owned()),
+    }
+}
+
 impl LoadProblem {
     /// The problem as an answer may show it: the file named relative to the config directory
-    /// `dir` ([`relative_path`](crate::store::relative_path)).
+    /// `dir` ([`relative_path`]).
     pub fn relative_to(&self, dir: &Path) -> String {
-        let file = crate::store::relative_path(dir, &self.file);
+        let file = relative_path(dir, &self.file);
         match &self.field {
             Some(field) => format!("{file}: {field}: {}", self.reason),
             None => format!("{file}: {}", self.reason),
@@ -92,9 +103,9 @@ pub struct LoadWarning {
 
 impl LoadWarning {
     /// The warning as an answer may show it: the file named relative to the config directory
-    /// `dir` ([`relative_path`](crate::store::relative_path)).
+    /// `dir` ([`relative_path`]).
     pub fn relative_to(&self, dir: &Path) -> String {
-        format!("{}: {}", crate::store::relative_path(dir, &self.file), self.warning)
+        format!("{}: {}", relative_path(dir, &self.file), self.warning)
     }
 }
 

@@ -49,6 +49,8 @@ use muster_core::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::config_dir::relative_path;
+
 /// The folder of the MCPServer definitions.
 pub const MCPSERVERS_DIR: &str = "mcpservers";
 /// The folder of the Workflow definitions.
@@ -153,17 +155,6 @@ impl StoreError {
             }
             other => other.to_string(),
         }
-    }
-}
-
-/// `path` named relative to the config directory `dir` (`mcpservers/git.yaml`), as answers,
-/// events and errors show files; a path outside `dir` is named by its file name alone.
-pub fn relative_path(dir: &Path, path: &Path) -> String {
-    match path.strip_prefix(dir) {
-        Ok(relative) if !relative.as_os_str().is_empty() => relative.to_string_lossy().replace('\\', "/"),
-        _ => path
-            .file_name()
-            .map_or_else(|| ".".to_owned(), |n| n.to_string_lossy().into_owned()),
     }
 }
 

@@ -17,7 +17,9 @@ use muster_core::{
 };
 use serde_json::{Map, Value, json};
 
-use super::{admission::Admission, detect, dropped_fields, report_dropped_fields, services::server_definition, store_error};
+use super::{
+    admission::Admission, detect, dropped_fields, report_dropped_fields, services::server_definition, store_error,
+};
 use crate::{
     events::{Author, KIND_MCP_SERVER},
     registry::{Applied, Registry},
