@@ -16,14 +16,12 @@ mod common;
 mod harness;
 
 use std::{
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::{Arc, Mutex, mpsc},
+    process::{Command, Stdio},
     time::Duration,
 };
 
-use common::gateway_binary;
+use common::{gateway_binary, gateway_process::GatewayChild};
 use harness::{Run, cli, cli_with, command};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -71,68 +69,24 @@ impl Home {
 
 /// `gateway serve` (at its default log level) until dropped.
 struct Served {
-    child: Child,
+    gateway: GatewayChild,
     endpoint: String,
-    log: Arc<Mutex<String>>,
 }
 
 impl Served {
-    fn start(mut command: Command) -> Self {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn gateway serve");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some((_, rest)) = line.split_once("serving MCP at ") {
-                    let _ = tx.send(rest.split_whitespace().next().unwrap_or_default().to_owned());
-                }
-                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let endpoint = rx.recv_timeout(START).unwrap_or_else(|e| {
-            let _ = child.kill();
-            panic!(
-                "gateway serve did not serve ({e}):\n{}",
-                log.lock().unwrap_or_else(|e| e.into_inner())
-            )
-        });
-        Self { child, endpoint, log }
+    fn start(command: Command) -> Self {
+        let gateway = GatewayChild::spawn(command);
+        let endpoint = gateway.endpoint(START);
+        Self { gateway, endpoint }
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.gateway.log()
     }
 
     /// Waits until the log holds `text`.
     async fn log_shows(&self, text: &str) -> String {
-        let deadline = tokio::time::Instant::now() + START;
-        loop {
-            let log = self.log();
-            if log.contains(text) {
-                return log;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the log never showed {text:?}:\n{log}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.gateway.log_shows(text, START).await
     }
 }
 

@@ -7,13 +7,14 @@
 mod common;
 
 use std::{
-    io::{BufRead, BufReader},
-    process::{Child, Command, Stdio},
+    process::Command,
     sync::{Arc, Mutex},
-    time::Duration,
 };
 
-use common::{Harness, call_meta, connect, envelope, eventually, fast_supervision, gateway_binary, remote, text};
+use common::{
+    Harness, call_meta, connect, envelope, eventually, fast_supervision, gateway_binary, gateway_process::GatewayChild,
+    remote, text,
+};
 use muster::{core::config::MusterConfig, gateway::Gateway};
 use serde_json::{Value, json};
 
@@ -104,64 +105,16 @@ async fn a_downstreams_bearer_and_headers_never_reach_the_debug_logs() {
 }
 
 /// A `gateway serve` child process whose stderr is collected line by line.
-struct Served {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Served {
-    fn start(config_dir: &std::path::Path, args: &[&str]) -> Self {
-        let mut child = Command::new(gateway_binary())
-            .arg("serve")
-            .arg("--config-path")
-            .arg(config_dir)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .env_remove("MUSTER_LOG_FORMAT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start gateway serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap_or_else(|e| e.into_inner()).push(line);
-            }
-        });
-        Self { child, lines }
-    }
-
-    fn log(&self) -> Vec<String> {
-        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Stops the gateway (SIGTERM, a graceful shutdown) and returns everything it logged.
-    fn stop(mut self) -> Vec<String> {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // The reader thread drains the pipe after the process ends.
-        std::thread::sleep(Duration::from_millis(200));
-        self.log()
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn serve(config_dir: &std::path::Path, args: &[&str]) -> GatewayChild {
+    let mut command = Command::new(gateway_binary());
+    command
+        .arg("serve")
+        .arg("--config-path")
+        .arg(config_dir)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("MUSTER_LOG_FORMAT");
+    GatewayChild::spawn(command)
 }
 
 /// A free loopback port.
@@ -203,7 +156,7 @@ async fn wait_healthy(base: &str) -> bool {
 async fn serve_logs_json_lines_with_the_spans_of_each_call() {
     let dir = config_dir();
     let port = free_port();
-    let served = Served::start(
+    let served = serve(
         dir.path(),
         &["--port", &port.to_string(), "--log-format", "json", "--debug"],
     );
@@ -258,7 +211,7 @@ async fn serve_logs_json_lines_with_the_spans_of_each_call() {
 async fn silent_logs_only_errors() {
     let dir = config_dir();
     let port = free_port();
-    let served = Served::start(dir.path(), &["--port", &port.to_string(), "--silent"]);
+    let served = serve(dir.path(), &["--port", &port.to_string(), "--silent"]);
     let base = format!("http://127.0.0.1:{port}");
     assert!(
         wait_healthy(&base).await,
@@ -286,7 +239,7 @@ async fn fields_dropped_from_definition_files_are_logged_as_warnings_by_path() {
     )
     .expect("workflows/hello.yaml");
     let port = free_port();
-    let served = Served::start(dir.path(), &["--port", &port.to_string(), "--log-format", "json"]);
+    let served = serve(dir.path(), &["--port", &port.to_string(), "--log-format", "json"]);
     let base = format!("http://127.0.0.1:{port}");
     assert!(
         wait_healthy(&base).await,

@@ -10,14 +10,14 @@
 mod common;
 
 use std::{
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::{Arc, Mutex},
+    process::Command,
     time::Duration,
 };
 
-use common::{DemoHttp, connect, envelope, eventually, gateway_binary, oidc::OidcProvider, text};
+use common::{
+    DemoHttp, connect, envelope, eventually, gateway_binary, gateway_process::GatewayChild, oidc::OidcProvider, text,
+};
 use rmcp::{
     RoleClient,
     model::{CallToolRequestParams, CallToolResult},
@@ -27,41 +27,28 @@ use serde_json::{Value, json};
 
 /// The reference gateway serving a config directory; killed on drop. Its log (stderr) is kept.
 struct Served {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
+    gateway: GatewayChild,
     base: String,
 }
 
 impl Served {
     fn start(dir: &Path, port: u16) -> Self {
-        let mut child = Command::new(gateway_binary())
+        let mut command = Command::new(gateway_binary());
+        command
             .arg("serve")
             .arg("--config-path")
             .arg(dir)
             .args(["--port", &port.to_string()])
             .env_remove("RUST_LOG")
-            .env_remove("MUSTER_LOG_FORMAT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start gateway serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap_or_else(|e| e.into_inner()).push(line);
-            }
-        });
+            .env_remove("MUSTER_LOG_FORMAT");
         Self {
-            child,
-            log,
+            gateway: GatewayChild::spawn(command),
             base: format!("http://127.0.0.1:{port}"),
         }
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+        self.gateway.log()
     }
 
     fn mcp(&self) -> String {
@@ -85,13 +72,6 @@ impl Served {
 
     async fn client(&self, token: &str, headers: &[(&'static str, &str)]) -> RunningService<RoleClient, ()> {
         connect(&self.mcp(), headers, Some(token.to_owned())).await
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

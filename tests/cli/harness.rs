@@ -3,10 +3,8 @@
 //! code, stdout and stderr.
 
 use std::{
-    io::{BufRead, BufReader},
     path::Path,
-    process::{Child, Command, Stdio},
-    sync::{Arc, Mutex, mpsc},
+    process::{Command, Stdio},
     time::Duration,
 };
 
@@ -14,7 +12,7 @@ use muster::core::{config::MusterConfig, crd::MCPServer};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::gateway_binary;
+use crate::common::{gateway_binary, gateway_process::GatewayChild};
 
 /// How long a gateway may take to serve, and its servers to connect.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -67,74 +65,35 @@ pub(crate) fn free_port() -> u16 {
 
 /// `gateway serve` in a child process; killed on drop.
 pub(crate) struct GatewayProcess {
-    child: Child,
+    process: GatewayChild,
     /// `http://127.0.0.1:<port>/mcp`.
     pub(crate) endpoint: String,
-    log: Arc<Mutex<String>>,
     _config: ConfigDir,
 }
 
 impl GatewayProcess {
     /// Serves `config` on loopback port `port` (0: any), once it says where.
     pub(crate) fn start(config: ConfigDir, port: u16) -> Self {
-        let mut child = Command::new(gateway_binary())
+        let mut command = Command::new(gateway_binary());
+        command
             .arg("serve")
             .arg("--config-path")
             .arg(config.path())
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn gateway serve");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some((_, rest)) = line.split_once("serving MCP at ") {
-                    let url: String = rest
-                        .chars()
-                        .take_while(|c| !c.is_whitespace() && *c != '\x1b')
-                        .collect();
-                    let _ = tx.send(url);
-                }
-                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let endpoint = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(url) => url,
-            Err(e) => {
-                let _ = child.kill();
-                panic!(
-                    "gateway serve did not say where it serves ({e}); its log:\n{}",
-                    log.lock().unwrap_or_else(|e| e.into_inner())
-                );
-            }
-        };
+            .env("NO_COLOR", "1");
+        let process = GatewayChild::spawn(command);
+        let endpoint = process.endpoint(START_TIMEOUT);
         Self {
-            child,
+            process,
             endpoint,
-            log,
             _config: config,
         }
     }
 
     /// What the gateway logged so far.
     pub(crate) fn log(&self) -> String {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
-
-impl Drop for GatewayProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.log()
     }
 }
 

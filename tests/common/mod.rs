@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod gateway_process;
 pub mod oidc;
 pub mod progress;
 pub mod scripted;
