@@ -95,14 +95,7 @@ pub(super) async fn save(registry: &Registry, ctx: &CallContext) -> Result<Value
         ));
     };
     let config = registry.config();
-    let dir = store.dir().to_path_buf();
-    let path = tokio::task::spawn_blocking({
-        let store = store.clone();
-        move || store.write_config(&config)
-    })
-    .await
-    .map_err(ToolError::internal)?
-    .map_err(|e| super::store_error(&dir, &e))?;
+    let path = super::on_store(store.clone(), move |store| store.write_config(&config)).await?;
     tracing::info!(file = %path.display(), author = %Author::of(ctx), "configuration saved");
     Ok(json!({"saved": true, "file": store.relative(&path), "message": "configuration saved"}))
 }

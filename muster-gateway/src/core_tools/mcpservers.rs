@@ -18,7 +18,7 @@ use muster_core::{
 use serde_json::{Map, Value, json};
 
 use super::{
-    admission::Admission, detect, dropped_fields, report_dropped_fields, services::server_definition, store_error,
+    admission::Admission, detect, dropped_fields, on_store, report_dropped_fields, services::server_definition,
 };
 use crate::{
     events::{Author, KIND_MCP_SERVER},
@@ -94,14 +94,7 @@ async fn persist(registry: &Registry, server: &MCPServer) -> Result<Option<Strin
         return Ok(None);
     };
     let server = server.clone();
-    let dir = store.dir().to_path_buf();
-    let path = tokio::task::spawn_blocking({
-        let store = store.clone();
-        move || store.write_mcpserver(&server)
-    })
-    .await
-    .map_err(ToolError::internal)?
-    .map_err(|e| store_error(&dir, &e))?;
+    let path = on_store(store.clone(), move |store| store.write_mcpserver(&server)).await?;
     tracing::info!(file = %path.display(), "MCPServer definition written");
     Ok(Some(store.relative(&path)))
 }
@@ -219,11 +212,7 @@ pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallCon
     }
     if let Some(store) = registry.store().cloned() {
         let owned = name.to_owned();
-        let dir = store.dir().to_path_buf();
-        tokio::task::spawn_blocking(move || store.delete_mcpserver(&owned))
-            .await
-            .map_err(ToolError::internal)?
-            .map_err(|e| store_error(&dir, &e))?;
+        on_store(store, move |store| store.delete_mcpserver(&owned)).await?;
     }
     registry.remove_server_as(name, Some(&Author::of(ctx)));
     Ok(json!({"name": name, "deleted": true, "message": format!("MCP server {name} deleted")}))

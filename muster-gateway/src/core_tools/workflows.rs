@@ -23,7 +23,7 @@ use muster_workflow::{
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
-use super::{dropped_fields, json_result, report_dropped_fields, store_error};
+use super::{dropped_fields, json_result, on_store, report_dropped_fields};
 use crate::{
     events::{Author, Event, KIND_WORKFLOW, reasons},
     registry::Registry,
@@ -161,14 +161,7 @@ async fn persist(registry: &Registry, workflow: &Workflow) -> Result<Option<Stri
     };
     refuse_foreign_file(registry, &workflow.metadata.name)?;
     let workflow = workflow.clone();
-    let dir = store.dir().to_path_buf();
-    let path = tokio::task::spawn_blocking({
-        let store = store.clone();
-        move || store.write_workflow(&workflow)
-    })
-    .await
-    .map_err(ToolError::internal)?
-    .map_err(|e| store_error(&dir, &e))?;
+    let path = on_store(store.clone(), move |store| store.write_workflow(&workflow)).await?;
     tracing::info!(file = %path.display(), "Workflow definition written");
     Ok(Some(store.relative(&path)))
 }
@@ -335,11 +328,7 @@ pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallCon
     if let Some(store) = registry.store().cloned() {
         refuse_foreign_file(registry, name)?;
         let owned = name.to_owned();
-        let dir = store.dir().to_path_buf();
-        tokio::task::spawn_blocking(move || store.delete_workflow(&owned))
-            .await
-            .map_err(ToolError::internal)?
-            .map_err(|e| store_error(&dir, &e))?;
+        on_store(store, move |store| store.delete_workflow(&owned)).await?;
     }
     registry.remove_workflow_as(name, Some(&Author::of(ctx)));
     Ok(json!({"name": name, "deleted": true, "message": format!("workflow {name} deleted")}))
