@@ -90,9 +90,17 @@ impl HostCheck {
 
 /// A host and its port, lowercase and without IPv6 brackets; `None` when it is no authority.
 fn authority(text: &str) -> Option<(String, Option<u16>)> {
+    // A bare IPv6 address (`::1`, as allowedHosts lists it) is a host without a port; an
+    // authority writes it in brackets (`[::1]:8090`). Either way it compares in one spelling.
+    if let Ok(ip) = text.parse::<std::net::Ipv6Addr>() {
+        return Some((ip.to_string(), None));
+    }
     let parsed = http::uri::Authority::try_from(text).ok()?;
     let host = parsed.host().trim_start_matches('[').trim_end_matches(']');
-    Some((host.to_ascii_lowercase(), parsed.port_u16()))
+    let host = host
+        .parse::<std::net::Ipv6Addr>()
+        .map_or_else(|_| host.to_ascii_lowercase(), |ip| ip.to_string());
+    Some((host, parsed.port_u16()))
 }
 
 /// The size of a request's head as an HTTP/1.1 client sent it: the request line, each header
@@ -170,6 +178,19 @@ mod tests {
         assert!(check.allows("[::1]:9000"));
         assert!(!check.allows("[::1]:9001"));
         assert!(!check.allows("not a host"));
+    }
+
+    #[test]
+    fn the_ipv6_loopback_is_a_default_host_in_any_spelling() {
+        // allowedHosts lists it bare (`::1`); a Host header writes it in brackets.
+        let loopback = HostCheck::from_config(None);
+        assert!(loopback.allows("[::1]:8090"));
+        assert!(loopback.allows("[::1]"));
+        assert!(loopback.allows("[0:0:0:0:0:0:0:1]:8090"));
+        assert!(!loopback.allows("[::2]:8090"));
+        let listed = HostCheck::from_config(Some(&["fd00::1".to_owned()]));
+        assert!(listed.allows("[fd00:0::1]:443"));
+        assert!(!listed.allows("[fd00::2]:443"));
     }
 
     #[test]
