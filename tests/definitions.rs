@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Harness, demo_stdio, envelope, fast_supervision, text};
+use common::{Harness, demo_stdio, envelope, fast_supervision};
 use muster::core::{
     config::MusterConfig,
     crd::{MCPServerSpec, Workflow, WorkflowSpec},
@@ -27,23 +27,11 @@ async fn serve() -> Harness {
     Harness::serve(gateway).await
 }
 
-/// Calls core tool `name` through `call_tool`: (the inner isError, its JSON answer or text).
-async fn core(h: &Harness, name: &str, args: Value) -> (bool, Value) {
-    let result = h.meta("call_tool", json!({"name": name, "arguments": args})).await;
-    let env = envelope(&result);
-    if env.is_null() {
-        return (true, Value::String(text(&result)));
-    }
-    let body = env["content"][0]["text"].as_str().unwrap_or("null");
-    (
-        env["isError"] == true,
-        serde_json::from_str(body).unwrap_or(Value::String(body.to_owned())),
-    )
-}
-
 /// The events `core_events` answers for resource `kind`/`name`, newest first.
 async fn events(h: &Harness, kind: &str, name: &str) -> Vec<Value> {
-    let (failed, answer) = core(h, "core_events", json!({"resourceType": kind, "resourceName": name})).await;
+    let (failed, answer) = h
+        .core("core_events", json!({"resourceType": kind, "resourceName": name}))
+        .await;
     assert!(!failed, "{answer}");
     answer.as_array().cloned().unwrap_or_default()
 }
@@ -60,17 +48,17 @@ fn strings(value: &Value) -> Vec<String> {
 #[tokio::test]
 async fn unknown_workflow_fields_are_dropped_and_reported_in_the_answer_the_event_and_never_kept() {
     let h = serve().await;
-    let (failed, created) = core(
-        &h,
-        "core_workflow_create",
-        json!({
-            "name": "greet",
-            "inputs": {"who": "string"},
-            "steps": [{"id": "hello", "tool": "x_demo_echo", "args": {"message": "hi"}, "retries": 3,
-                       "condition": {"template": "{{ true }}", "when": "always"}}]
-        }),
-    )
-    .await;
+    let (failed, created) = h
+        .core(
+            "core_workflow_create",
+            json!({
+                "name": "greet",
+                "inputs": {"who": "string"},
+                "steps": [{"id": "hello", "tool": "x_demo_echo", "args": {"message": "hi"}, "retries": 3,
+                           "condition": {"template": "{{ true }}", "when": "always"}}]
+            }),
+        )
+        .await;
     assert!(!failed, "{created}");
     assert_eq!(
         strings(&created["warnings"]),
@@ -97,18 +85,18 @@ async fn unknown_workflow_fields_are_dropped_and_reported_in_the_answer_the_even
         "{dropped:?}"
     );
 
-    let (_, got) = core(&h, "core_workflow_get", json!({"name": "greet"})).await;
+    let (_, got) = h.core("core_workflow_get", json!({"name": "greet"})).await;
     assert!(got.get("inputs").is_none(), "{got}");
     assert!(got["steps"][0].get("retries").is_none(), "{got}");
     assert!(!got["yaml"].as_str().unwrap_or_default().contains("retries"), "{got}");
 
     // A field the schema knows, with a wrong value, is still refused and named.
-    let (failed, refused) = core(
-        &h,
-        "core_workflow_create",
-        json!({"name": "bad", "steps": [{"id": "a", "tool": "x_demo_echo", "allowFailure": "yes"}]}),
-    )
-    .await;
+    let (failed, refused) = h
+        .core(
+            "core_workflow_create",
+            json!({"name": "bad", "steps": [{"id": "a", "tool": "x_demo_echo", "allowFailure": "yes"}]}),
+        )
+        .await;
     assert!(failed);
     assert!(
         refused
@@ -118,23 +106,20 @@ async fn unknown_workflow_fields_are_dropped_and_reported_in_the_answer_the_even
     );
 
     // Validate and update report the same way.
-    let (failed, validated) = core(
-        &h,
-        "core_workflow_validate",
-        json!({"name": "v", "steps": [{"id": "a", "tool": "x_demo_echo", "required": true}]}),
-    )
-    .await;
+    let (failed, validated) = h
+        .core(
+            "core_workflow_validate",
+            json!({"name": "v", "steps": [{"id": "a", "tool": "x_demo_echo", "required": true}]}),
+        )
+        .await;
     assert!(!failed, "{validated}");
     assert_eq!(
         strings(&validated["warnings"]),
         [r#"unknown field "steps[0].required" (dropped)"#]
     );
-    let (failed, updated) = core(
-        &h,
-        "core_workflow_update",
-        json!({"name": "greet", "descripton": "typo"}),
-    )
-    .await;
+    let (failed, updated) = h
+        .core("core_workflow_update", json!({"name": "greet", "descripton": "typo"}))
+        .await;
     assert!(!failed, "{updated}");
     assert_eq!(
         strings(&updated["warnings"]),
@@ -146,13 +131,13 @@ async fn unknown_workflow_fields_are_dropped_and_reported_in_the_answer_the_even
 #[tokio::test]
 async fn mcpserver_fields_unknown_or_of_the_other_type_are_dropped_with_warnings_and_env_on_remote_is_refused() {
     let h = serve().await;
-    let (failed, created) = core(
-        &h,
-        "core_mcpserver_create",
-        json!({"name": "far", "type": "streamable-http", "url": "http://127.0.0.1:9/mcp",
+    let (failed, created) = h
+        .core(
+            "core_mcpserver_create",
+            json!({"name": "far", "type": "streamable-http", "url": "http://127.0.0.1:9/mcp",
                "command": ["npx", "server"], "colour": "blue"}),
-    )
-    .await;
+        )
+        .await;
     assert!(!failed, "{created}");
     assert_eq!(
         strings(&created["warnings"]),
@@ -162,7 +147,7 @@ async fn mcpserver_fields_unknown_or_of_the_other_type_are_dropped_with_warnings
             r#"field "args" does not apply to a streamable-http server (dropped)"#,
         ]
     );
-    let (_, got) = core(&h, "core_mcpserver_get", json!({"name": "far"})).await;
+    let (_, got) = h.core("core_mcpserver_get", json!({"name": "far"})).await;
     assert!(
         got.get("command").is_none() && got.get("args").is_none() && got.get("colour").is_none(),
         "{got}"
@@ -177,12 +162,12 @@ async fn mcpserver_fields_unknown_or_of_the_other_type_are_dropped_with_warnings
     assert_eq!(dropped[0]["data"]["warnings"], created["warnings"]);
 
     // An update reports what it drops the same way.
-    let (failed, updated) = core(
-        &h,
-        "core_mcpserver_update",
-        json!({"name": "far", "autoStart": true, "descripton": "typo"}),
-    )
-    .await;
+    let (failed, updated) = h
+        .core(
+            "core_mcpserver_update",
+            json!({"name": "far", "autoStart": true, "descripton": "typo"}),
+        )
+        .await;
     assert!(!failed, "{updated}");
     assert_eq!(
         strings(&updated["warnings"]),
@@ -193,23 +178,23 @@ async fn mcpserver_fields_unknown_or_of_the_other_type_are_dropped_with_warnings
     );
 
     // validate: the same warnings; env on a remote server and a wrong value stay refused.
-    let (_, valid) = core(
-        &h,
-        "core_mcpserver_validate",
-        json!({"name": "local", "type": "stdio", "command": "npx", "url": "http://127.0.0.1:9/mcp"}),
-    )
-    .await;
+    let (_, valid) = h
+        .core(
+            "core_mcpserver_validate",
+            json!({"name": "local", "type": "stdio", "command": "npx", "url": "http://127.0.0.1:9/mcp"}),
+        )
+        .await;
     assert_eq!(valid["valid"], true, "{valid}");
     assert_eq!(
         strings(&valid["warnings"]),
         [r#"field "url" does not apply to a stdio server (dropped)"#]
     );
-    let (_, env) = core(
-        &h,
-        "core_mcpserver_validate",
-        json!({"name": "far2", "type": "sse", "url": "http://127.0.0.1:9/sse", "env": {"A": "b"}}),
-    )
-    .await;
+    let (_, env) = h
+        .core(
+            "core_mcpserver_validate",
+            json!({"name": "far2", "type": "sse", "url": "http://127.0.0.1:9/sse", "env": {"A": "b"}}),
+        )
+        .await;
     assert_eq!(env["valid"], false, "{env}");
     assert!(
         env["message"]
@@ -217,12 +202,12 @@ async fn mcpserver_fields_unknown_or_of_the_other_type_are_dropped_with_warnings
             .is_some_and(|m| m.contains("spec.env: env is refused on a remote server")),
         "{env}"
     );
-    let (_, mistyped) = core(
-        &h,
-        "core_mcpserver_validate",
-        json!({"name": "far3", "type": "sse", "url": "http://127.0.0.1:9/sse", "timeout": "soon"}),
-    )
-    .await;
+    let (_, mistyped) = h
+        .core(
+            "core_mcpserver_validate",
+            json!({"name": "far3", "type": "sse", "url": "http://127.0.0.1:9/sse", "timeout": "soon"}),
+        )
+        .await;
     assert_eq!(mistyped["valid"], false, "{mistyped}");
     assert!(
         mistyped["message"]
@@ -236,21 +221,21 @@ async fn mcpserver_fields_unknown_or_of_the_other_type_are_dropped_with_warnings
 #[tokio::test]
 async fn output_decides_over_store_and_every_result_stays_referenceable() {
     let h = serve().await;
-    let (failed, created) = core(
-        &h,
-        "core_workflow_create",
-        json!({
-            "name": "flags",
-            "steps": [
-                {"id": "hidden", "tool": "x_demo_echo", "args": {"message": "one"}, "output": false, "store": true},
-                {"id": "shown", "tool": "x_demo_echo", "args": {"message": "{{ .results.hidden }} two"},
-                 "output": true, "store": false},
-                {"id": "legacy", "tool": "x_demo_echo", "args": {"message": "three"}, "store": true},
-                {"id": "last", "tool": "x_demo_echo", "args": {"message": "{{ .results.shown }} four"}}
-            ]
-        }),
-    )
-    .await;
+    let (failed, created) = h
+        .core(
+            "core_workflow_create",
+            json!({
+                "name": "flags",
+                "steps": [
+                    {"id": "hidden", "tool": "x_demo_echo", "args": {"message": "one"}, "output": false, "store": true},
+                    {"id": "shown", "tool": "x_demo_echo", "args": {"message": "{{ .results.hidden }} two"},
+                     "output": true, "store": false},
+                    {"id": "legacy", "tool": "x_demo_echo", "args": {"message": "three"}, "store": true},
+                    {"id": "last", "tool": "x_demo_echo", "args": {"message": "{{ .results.shown }} four"}}
+                ]
+            }),
+        )
+        .await;
     assert!(!failed, "{created}");
     let warnings = strings(&created["warnings"]).join("\n");
     assert!(
@@ -307,7 +292,7 @@ async fn core_workflow_get_answers_the_whole_definition_and_its_yaml() {
         "onFailure": [{"id": "undo", "tool": "x_demo_echo", "args": {"message": "undo"}}],
         "output": {"greeting": "{{ .results.hello }}"}
     });
-    let (failed, created) = core(&h, "core_workflow_create", definition.clone()).await;
+    let (failed, created) = h.core("core_workflow_create", definition.clone()).await;
     assert!(!failed, "{created}");
 
     let result = h
@@ -507,7 +492,7 @@ async fn a_config_directory_file_with_unknown_fields_loads_without_them_and_each
     assert!(problems.is_empty(), "{problems:?}");
     let h = Harness::serve(gateway).await;
 
-    let (_, listed) = core(&h, "core_workflow_list", json!({})).await;
+    let (_, listed) = h.core("core_workflow_list", json!({})).await;
     assert_eq!(listed["total"], 1, "the file is not left out: {listed}");
     let dropped: Vec<Value> = events(&h, "Workflow", "filed")
         .await
@@ -524,7 +509,7 @@ async fn a_config_directory_file_with_unknown_fields_loads_without_them_and_each
     );
 
     // A reload that finds the file unchanged reports its warnings in the answer, with no new event.
-    let (failed, reloaded) = core(&h, "core_config_reload", json!({})).await;
+    let (failed, reloaded) = h.core("core_config_reload", json!({})).await;
     assert!(!failed, "{reloaded}");
     let warnings = strings(&reloaded["warnings"]);
     assert_eq!(warnings.len(), 2, "{reloaded}");
@@ -545,7 +530,7 @@ async fn a_config_directory_file_with_unknown_fields_loads_without_them_and_each
         "workflows/filed.yaml",
         &WORKFLOW_FILE.replace("      required: true\n", "      retries: 2\n"),
     );
-    let (failed, reloaded) = core(&h, "core_config_reload", json!({})).await;
+    let (failed, reloaded) = h.core("core_config_reload", json!({})).await;
     assert!(!failed, "{reloaded}");
     let dropped: Vec<Value> = events(&h, "Workflow", "filed")
         .await
@@ -568,12 +553,12 @@ async fn a_config_directory_file_with_unknown_fields_loads_without_them_and_each
 async fn an_update_that_omits_suspended_resumes_the_server_as_the_reference_says() {
     let h = serve().await;
     let binary = common::gateway_binary().display().to_string();
-    let (failed, created) = core(
-        &h,
-        "core_mcpserver_create",
-        json!({"name": "nap", "type": "stdio", "command": [binary, "demo-server"], "autoStart": true}),
-    )
-    .await;
+    let (failed, created) = h
+        .core(
+            "core_mcpserver_create",
+            json!({"name": "nap", "type": "stdio", "command": [binary, "demo-server"], "autoStart": true}),
+        )
+        .await;
     assert!(!failed, "{created}");
     let state = |h: &Harness| {
         h.gateway
@@ -588,7 +573,9 @@ async fn an_update_that_omits_suspended_resumes_the_server_as_the_reference_says
         state(&h)
     );
 
-    let (failed, suspended) = core(&h, "core_mcpserver_update", json!({"name": "nap", "suspended": true})).await;
+    let (failed, suspended) = h
+        .core("core_mcpserver_update", json!({"name": "nap", "suspended": true}))
+        .await;
     assert!(!failed, "{suspended}");
     assert_eq!(suspended["suspended"], true);
     assert!(
@@ -598,12 +585,12 @@ async fn an_update_that_omits_suspended_resumes_the_server_as_the_reference_says
     );
 
     // Another field changes; suspended is omitted, so the server resumes.
-    let (failed, resumed) = core(
-        &h,
-        "core_mcpserver_update",
-        json!({"name": "nap", "description": "awake again"}),
-    )
-    .await;
+    let (failed, resumed) = h
+        .core(
+            "core_mcpserver_update",
+            json!({"name": "nap", "description": "awake again"}),
+        )
+        .await;
     assert!(!failed, "{resumed}");
     assert!(resumed.get("suspended").is_none(), "{resumed}");
     assert!(

@@ -564,24 +564,10 @@ fn deploy_with_monitoring() -> Value {
     })
 }
 
-/// Calls core tool `name` through call_tool: (isError, the answer parsed from its text).
-async fn core(h: &Harness, name: &str, args: Value) -> (bool, Value) {
-    let result = h.meta("call_tool", json!({"name": name, "arguments": args})).await;
-    let env = envelope(&result);
-    if env.is_null() {
-        return (true, Value::String(text(&result)));
-    }
-    let body = env["content"][0]["text"].as_str().unwrap_or("null");
-    (
-        env["isError"] == true,
-        serde_json::from_str(body).unwrap_or(Value::String(body.to_owned())),
-    )
-}
-
 #[tokio::test]
 async fn the_documented_create_request_defines_a_workflow_that_waits_for_its_tools() {
     let h = serve(vec![demo_stdio("demo")], Vec::new()).await;
-    let (failed, created) = core(&h, "core_workflow_create", deploy_with_monitoring()).await;
+    let (failed, created) = h.core("core_workflow_create", deploy_with_monitoring()).await;
     assert!(!failed, "{created}");
     assert_eq!(created["available"], false);
     assert_eq!(created["missing_tools"], json!(["echo", "x_kubernetes_apply"]));
@@ -592,7 +578,9 @@ async fn the_documented_create_request_defines_a_workflow_that_waits_for_its_too
         "the deprecated store flag is warned about: {created}"
     );
 
-    let (_, got) = core(&h, "core_workflow_get", json!({"name": "deploy-with-monitoring"})).await;
+    let (_, got) = h
+        .core("core_workflow_get", json!({"name": "deploy-with-monitoring"}))
+        .await;
     assert_eq!(got["steps"][1]["condition"]["expect"]["jsonPath"]["value"], true);
     let refused = h
         .meta(
@@ -607,17 +595,17 @@ async fn the_documented_create_request_defines_a_workflow_that_waits_for_its_too
     );
 
     // The documented update request: only the steps and description change.
-    let (failed, updated) = core(
-        &h,
-        "core_workflow_update",
-        json!({
-            "name": "deploy-with-monitoring",
-            "description": "Updated: Enhanced deployment with advanced monitoring and rollback",
-            "steps": [{"id": "deploy", "tool": "x_demo_echo", "description": "Deploy the application",
-                       "args": {"message": "{{ .input.app_name }} to {{ .input.environment }}"}}]
-        }),
-    )
-    .await;
+    let (failed, updated) = h
+        .core(
+            "core_workflow_update",
+            json!({
+                "name": "deploy-with-monitoring",
+                "description": "Updated: Enhanced deployment with advanced monitoring and rollback",
+                "steps": [{"id": "deploy", "tool": "x_demo_echo", "description": "Deploy the application",
+                           "args": {"message": "{{ .input.app_name }} to {{ .input.environment }}"}}]
+            }),
+        )
+        .await;
     assert!(!failed, "{updated}");
     assert_eq!(updated["available"], true);
     assert_eq!(updated["args"]["environment"]["default"], "development", "args kept");
@@ -625,12 +613,12 @@ async fn the_documented_create_request_defines_a_workflow_that_waits_for_its_too
     assert!(!failed, "{doc}");
     assert_eq!(doc["steps"][0]["status"], "completed");
 
-    let (failed, invalid) = core(
-        &h,
-        "core_workflow_validate",
-        json!({"name": "broken", "steps": [{"id": "a", "tool": "t", "jq": ".["}, {"id": "a"}]}),
-    )
-    .await;
+    let (failed, invalid) = h
+        .core(
+            "core_workflow_validate",
+            json!({"name": "broken", "steps": [{"id": "a", "tool": "t", "jq": ".["}, {"id": "a"}]}),
+        )
+        .await;
     assert!(failed);
     let errors = invalid.to_string();
     for needle in [
@@ -641,9 +629,11 @@ async fn the_documented_create_request_defines_a_workflow_that_waits_for_its_too
         assert!(errors.contains(needle), "{needle:?} missing from {errors}");
     }
 
-    let (failed, _) = core(&h, "core_workflow_delete", json!({"name": "deploy-with-monitoring"})).await;
+    let (failed, _) = h
+        .core("core_workflow_delete", json!({"name": "deploy-with-monitoring"}))
+        .await;
     assert!(!failed);
-    let (_, list) = core(&h, "core_workflow_list", json!({})).await;
+    let (_, list) = h.core("core_workflow_list", json!({})).await;
     assert_eq!(list["workflows"], json!([]));
     h.stop().await;
 }

@@ -157,6 +157,23 @@ impl Harness {
         call_meta(&self.client, name, args).await
     }
 
+    /// Calls core tool `name` through `call_tool`: (the inner isError, its JSON answer, or its
+    /// text when that is not JSON, or the refusal's text when nothing ran).
+    pub async fn core(&self, name: &str, args: Value) -> (bool, Value) {
+        let result = self
+            .meta("call_tool", serde_json::json!({"name": name, "arguments": args}))
+            .await;
+        let env = envelope(&result);
+        if env.is_null() {
+            return (true, Value::String(text(&result)));
+        }
+        let body = env["content"][0]["text"].as_str().unwrap_or("null");
+        (
+            env["isError"] == true,
+            serde_json::from_str(body).unwrap_or(Value::String(body.to_owned())),
+        )
+    }
+
     /// Another client of the same gateway, sending `headers` on every request.
     pub async fn client_with_headers(&self, headers: &[(&'static str, &str)]) -> RunningService<RoleClient, ()> {
         connect(&self.url, headers, None).await
