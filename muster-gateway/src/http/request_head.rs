@@ -61,11 +61,22 @@ impl HostCheck {
         let Some(allowed) = &self.allowed else {
             return true;
         };
-        authority(host).is_some_and(|(name, port)| {
-            allowed
-                .iter()
-                .any(|(a_name, a_port)| *a_name == name && a_port.is_none_or(|p| Some(p) == port))
-        })
+        // Every request to /mcp comes here: the Host is compared where it lies, without a copy;
+        // only an IPv6 literal is rewritten, into the one spelling the list keeps.
+        let Some((name, port)) = split_authority(host) else {
+            return false;
+        };
+        let v6 = name
+            .contains(':')
+            .then(|| name.parse::<std::net::Ipv6Addr>().map(|ip| ip.to_string()))
+            .transpose();
+        let Ok(v6) = v6 else {
+            return false;
+        };
+        let name = v6.as_deref().unwrap_or(name);
+        allowed
+            .iter()
+            .any(|(a_name, a_port)| a_name.eq_ignore_ascii_case(name) && a_port.is_none_or(|p| Some(p) == port))
     }
 
     /// The refusal of a request whose `Host` (or, without one, URI authority) is not accepted.
@@ -86,6 +97,27 @@ impl HostCheck {
         };
         Some(refusal_of(None, StatusCode::FORBIDDEN, -32600, message))
     }
+}
+
+/// A request's `Host` split into its host (IPv6 brackets taken off) and port, borrowed:
+/// `name[:port]` or `[v6][:port]`; `None` when it is no authority.
+fn split_authority(text: &str) -> Option<(&str, Option<u16>)> {
+    let (host, port) = match text.strip_prefix('[') {
+        Some(rest) => {
+            let (v6, after) = rest.split_once(']')?;
+            let port = match after {
+                "" => None,
+                after => Some(after.strip_prefix(':')?.parse().ok()?),
+            };
+            (v6, port)
+        }
+        None => match text.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port.parse().ok()?)),
+            None => (text, None),
+        },
+    };
+    let plain = |b: u8| b.is_ascii_graphic() && !b"/?#@[]".contains(&b);
+    (!host.is_empty() && host.bytes().all(plain)).then_some((host, port))
 }
 
 /// A host and its port, lowercase and without IPv6 brackets; `None` when it is no authority.
@@ -178,6 +210,10 @@ mod tests {
         assert!(check.allows("[::1]:9000"));
         assert!(!check.allows("[::1]:9001"));
         assert!(!check.allows("not a host"));
+        assert!(!check.allows("muster.example.com:port"));
+        assert!(!check.allows("user@muster.example.com"));
+        assert!(!check.allows("[::1]x"));
+        assert!(!check.allows("[:::]:9000"));
     }
 
     #[test]
