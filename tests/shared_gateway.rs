@@ -411,6 +411,50 @@ async fn behind_the_front_door_link_local_addresses_are_refused_by_default() {
         assert!(probe.0 && probe.1.contains("link-local"), "{url}: {probe:?}");
     }
     assert!(!dir.path().join("mcpservers/imds.yaml").exists());
+
+    // A name that resolves to loopback is admitted, and the server's own connections (rmcp's
+    // and the call lane's, both resolving through the refusing resolver) reach it.
+    let demo = DemoHttp::start();
+    let by_name = demo.url.replace("127.0.0.1", "localhost");
+    let created = answer_json(
+        &call(
+            &client,
+            "core_mcpserver_create",
+            json!({"name": "named", "type": "streamable-http", "url": by_name, "autoStart": true, "timeout": 5}),
+        )
+        .await,
+    );
+    assert_eq!(created["registeredBy"], "erin", "{created}");
+    served.wait_ready(2).await;
+    let echoed = inner(&call(&client, "x_named_echo", json!({"message": "through the filter"})).await);
+    assert!(!echoed.0 && echoed.1.contains("through the filter"), "{echoed:?}");
+
+    // Its definition comes to point at the metadata address (as a name that rebinds would):
+    // the connection itself is refused, naming why, rather than attempted.
+    let file = dir.path().join("mcpservers/named.yaml");
+    let written = std::fs::read_to_string(&file).expect("written");
+    let port = demo
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next())
+        .expect("a port");
+    std::fs::write(
+        &file,
+        written.replace(&by_name, &format!("http://169.254.169.254:{port}/mcp")),
+    )
+    .expect("rewritten");
+    let refused = eventually(30, || async {
+        let got = answer_json(&call(&client, "core_mcpserver_get", json!({"name": "named"})).await);
+        got["lastError"].as_str().is_some_and(|e| e.contains("link-local"))
+    })
+    .await;
+    let got = answer_json(&call(&client, "core_mcpserver_get", json!({"name": "named"})).await);
+    assert!(refused, "the connection was not refused for link-local: {got}");
+    assert!(
+        got["lastError"].as_str().is_some_and(|e| e.contains("allowLinkLocal")),
+        "{got}"
+    );
     let _ = client.cancel().await;
 }
 

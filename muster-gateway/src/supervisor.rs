@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::{
     events::{Event, EventDetails, reasons},
     registry::Registry,
-    upstream::{ListChanged, UpstreamConnection},
+    upstream::{Egress, ListChanged, UpstreamConnection},
 };
 
 /// A remote server is Failed from this many consecutive failed attempts.
@@ -227,10 +227,13 @@ pub(crate) async fn supervise(
                 rt.next_retry_after = None;
             })
         });
+        let Some(egress) = with_registry(&registry, |r| Egress::of(&definition, &r.config().aggregator)) else {
+            return;
+        };
         let (changes_tx, mut changes) = mpsc::unbounded_channel();
         let attempt = tokio::select! {
             result = tracing::Instrument::instrument(
-                UpstreamConnection::connect(&definition, Some(changes_tx)),
+                UpstreamConnection::connect(&definition, Some(changes_tx), egress),
                 tracing::info_span!("upstream_connect", server = %key.name),
             ) => Some(result),
             command = commands.recv() => {

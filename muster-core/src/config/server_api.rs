@@ -10,7 +10,7 @@
 //!   the API: `allowStdio: true` allows it;
 //! - a remote server or a probe cannot reach a link-local address (cloud metadata at
 //!   `169.254.169.254`, `fe80::/10`, their IPv6-embedded forms, `fd00:ec2::254`), named or
-//!   resolved: `allowLinkLocal: true` allows it.
+//!   resolved, when it is written and at every connection: `allowLinkLocal: true` allows it.
 //!
 //! Without the front door (one person on loopback) both are allowed, as in Go muster, unless
 //! set to `false`. `allowedUrls`, when not empty, limits the URLs of remote servers defined
@@ -72,7 +72,7 @@ pub struct ServerApiConfig {
     pub allowed_urls: Vec<String>,
     /// Whether remote servers defined through the core tools, and `core_mcpserver_detect`'s
     /// probe, may reach link-local addresses (cloud metadata at `169.254.169.254`), by address
-    /// or by a name that resolves to one. Default: refused behind the front door, allowed
+    /// or by a name that resolves to one (checked at every connection). Default: refused behind the front door, allowed
     /// otherwise. RISK: `true` behind the front door lets a caller read the cloud metadata
     /// service (instance credentials) through the gateway.
     #[serde(skip_serializing_if = "Option::is_none")]

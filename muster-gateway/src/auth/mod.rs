@@ -51,7 +51,7 @@ use self::{
 use crate::{
     events::{Event, reasons},
     registry::Registry,
-    upstream::UpstreamConnection,
+    upstream::{Egress, UpstreamConnection},
 };
 
 /// The state of sign-ins: links, client registrations and grants.
@@ -554,7 +554,8 @@ impl SignInService {
                 completed.server
             ));
         }
-        let conn = connect_as(view.definition, &completed.grant, None)
+        let egress = Egress::of(&view.definition, &registry.config().aggregator);
+        let conn = connect_as(view.definition, &completed.grant, None, egress)
             .await
             .map_err(|e| format!("signed in, but the connection to {} failed: {e}", completed.server))?;
         let generation = self
@@ -645,7 +646,8 @@ impl SignInService {
             return Ok(());
         }
         // Boxed, as the refresh above: connecting is rare, and every call's future would carry it.
-        let conn = Box::pin(connect_as(view.definition, &held.grant, identity.as_ref()))
+        let egress = Egress::of(&view.definition, &registry.config().aggregator);
+        let conn = Box::pin(connect_as(view.definition, &held.grant, identity.as_ref(), egress))
             .await
             .map_err(|reason| ToolError::ServerUnavailable {
                 server: server.to_owned(),
@@ -753,11 +755,12 @@ impl SignInService {
 
 /// A connection to `definition`'s server carrying `grant`'s access token, and `identity` (the
 /// caller's validated bearer) in `X-Muster-Id-Token` when the server asks for it
-/// (`forwardIdentity`).
+/// (`forwardIdentity`), on connections `egress` allows.
 async fn connect_as(
     mut definition: muster_core::crd::MCPServer,
     grant: &Grant,
     identity: Option<&muster_auth::Secret>,
+    egress: Egress,
 ) -> Result<UpstreamConnection, String> {
     definition.spec.headers.insert(
         "Authorization".to_owned(),
@@ -769,7 +772,7 @@ async fn connect_as(
             .headers
             .insert(ID_TOKEN_HEADER.to_owned(), identity.expose().to_owned());
     }
-    UpstreamConnection::connect(&definition, None)
+    UpstreamConnection::connect(&definition, None, egress)
         .await
         .map_err(|e| e.to_string())
 }

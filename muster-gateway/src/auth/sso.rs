@@ -36,7 +36,7 @@ use crate::{
     events::{Event, reasons},
     registry::{Registry, ServerView},
     secrets::SecretSource,
-    upstream::UpstreamConnection,
+    upstream::{Egress, UpstreamConnection},
 };
 
 /// Whether `server` is used with each caller's own identity (forwarded or exchanged).
@@ -193,7 +193,8 @@ impl SsoService {
                 reasons::MCP_SERVER_TOKEN_FORWARDING_FAILED,
             )
         };
-        match UpstreamConnection::connect(&definition, None).await {
+        let egress = Egress::of(&definition, &registry.config().aggregator);
+        match UpstreamConnection::connect(&definition, None, egress).await {
             Ok(conn) => {
                 let conn = registry.limited(conn);
                 if registry.session_connection(session, &name).is_some() {

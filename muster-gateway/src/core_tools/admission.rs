@@ -10,16 +10,12 @@
 //! | remote URL outside `allowedUrls` (when set) | refused | refused |
 //! | remote URL at a link-local address, literal or resolved | allowed | refused unless `allowLinkLocal: true` |
 //!
-//! A name that resolves to a link-local address is refused when it is written and, for the
-//! probe, at every connection (the probe's client resolves through [`LinkLocalRefusing`]). A
-//! server's own connections do not resolve through it: a name that resolves to a link-local
-//! address only after the definition was written is not refused (`allowedUrls` and an egress
-//! policy are the controls that do not depend on DNS; SECURITY.md says so).
+//! A name that resolves to a link-local address is refused when it is written, and again at
+//! every connection: the probe's and, behind the front door, those of every server a caller
+//! defined ([`Egress`], which the connections resolve through), so a name that answers with a
+//! link-local address only later (DNS rebinding) is refused then.
 
-use std::{
-    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
-    sync::Arc,
-};
+use std::net::IpAddr;
 
 use muster_core::{
     ToolError,
@@ -28,7 +24,10 @@ use muster_core::{
 };
 use url::Url;
 
-use crate::registry::Registry;
+use crate::{
+    registry::Registry,
+    upstream::egress::{Egress, is_link_local},
+};
 
 /// The `aggregator.serverApi` policy in force, and whether the front door guards the gateway.
 #[derive(Debug, Clone)]
@@ -50,6 +49,11 @@ impl Admission {
     /// Whether probes and definitions may reach link-local addresses.
     pub(crate) fn allows_link_local(&self) -> bool {
         self.api.allows_link_local(self.front_door)
+    }
+
+    /// Where a probe may go.
+    pub(crate) fn probe_egress(&self) -> Egress {
+        Egress::allowing_link_local(self.allows_link_local())
     }
 
     /// Checks definition `spec`, which replaces `previous` on an update (`None`: a new one).
@@ -141,112 +145,9 @@ fn runs_another_command(old: &MCPServerSpec, new: &MCPServerSpec) -> bool {
     !runs_command(old) || old.command != new.command || old.args != new.args || old.env != new.env
 }
 
-/// Whether `ip` is link-local, or an IPv6 form that carries a link-local IPv4 address (mapped,
-/// compatible, NAT64, 6to4) or names a cloud metadata service (`fd00:ec2::254`).
-pub(crate) fn is_link_local(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            let embedded = |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
-            (s[0] & 0xffc0) == 0xfe80
-                || v6 == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
-                || v6.to_ipv4().is_some_and(|v4| v4.is_link_local())
-                || (s[0] == 0x64 && s[1] == 0xff9b && embedded(s[6], s[7]).is_link_local())
-                || (s[0] == 0x2002 && embedded(s[1], s[2]).is_link_local())
-        }
-    }
-}
-
-/// A DNS resolver that answers as the system's, minus link-local addresses: a name that
-/// resolves only to such addresses is an error naming the refusal. It is consulted at every
-/// connection, so a name that changes its answer after a check is refused too.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct LinkLocalRefusing;
-
-impl reqwest::dns::Resolve for LinkLocalRefusing {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let addresses: reqwest::dns::Addrs = Box::new(without_link_local(&host, resolved)?.into_iter());
-            Ok(addresses)
-        })
-    }
-}
-
-/// The addresses `host` resolved to, minus link-local ones; an error when that leaves none.
-fn without_link_local(host: &str, resolved: Vec<SocketAddr>) -> Result<Vec<SocketAddr>, String> {
-    let any = !resolved.is_empty();
-    let kept: Vec<SocketAddr> = resolved.into_iter().filter(|a| !is_link_local(a.ip())).collect();
-    if kept.is_empty() && any {
-        return Err(format!(
-            "{host} resolves to a link-local address, which this gateway refuses behind the front door \
-             (aggregator.serverApi.allowLinkLocal)"
-        ));
-    }
-    Ok(kept)
-}
-
-/// The resolver a probe uses under `admission`: [`LinkLocalRefusing`] unless link-local
-/// addresses are allowed.
-pub(crate) fn probe_resolver(admission: &Admission) -> Option<Arc<dyn reqwest::dns::Resolve>> {
-    (!admission.allows_link_local()).then(|| Arc::new(LinkLocalRefusing) as Arc<dyn reqwest::dns::Resolve>)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().expect("an address")
-    }
-
-    #[test]
-    fn cloud_metadata_in_every_spelling_is_link_local() {
-        for address in [
-            "169.254.169.254",
-            "169.254.0.1",
-            "fe80::1",
-            "febf::1",
-            "::ffff:169.254.169.254",
-            "::169.254.169.254",
-            "64:ff9b::a9fe:a9fe",
-            "2002:a9fe:a9fe::1",
-            "fd00:ec2::254",
-        ] {
-            assert!(is_link_local(ip(address)), "{address}");
-        }
-    }
-
-    #[test]
-    fn ordinary_addresses_are_not_link_local() {
-        for address in [
-            "127.0.0.1",
-            "10.0.0.1",
-            "8.8.8.8",
-            "::1",
-            "fec0::1",
-            "2001:db8::1",
-            "::ffff:10.0.0.1",
-            "fd00:ec2::253",
-        ] {
-            assert!(!is_link_local(ip(address)), "{address}");
-        }
-    }
-
-    #[test]
-    fn the_probe_resolver_drops_link_local_answers_and_refuses_a_name_with_only_those() {
-        let at = |a: &str| SocketAddr::new(ip(a), 0);
-        let mixed = without_link_local(
-            "rebound.test",
-            vec![at("169.254.169.254"), at("10.0.0.7"), at("fe80::1")],
-        );
-        assert_eq!(mixed, Ok(vec![at("10.0.0.7")]));
-        let only = without_link_local("imds.test", vec![at("169.254.169.254"), at("::ffff:169.254.169.254")]);
-        assert!(only.is_err_and(|e| e.contains("imds.test") && e.contains("allowLinkLocal")));
-        assert_eq!(without_link_local("none.test", Vec::new()), Ok(Vec::new()));
-    }
 
     fn stdio(command: &str) -> MCPServerSpec {
         MCPServerSpec {

@@ -40,6 +40,8 @@ use reqwest::{Client, Response, Url};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::upstream::Egress;
+
 /// The overall budget of a detection when the caller names none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -118,15 +120,15 @@ impl DetectResult {
 /// Probes `url` for its MCP transport, sending `headers` with every request, within `timeout`
 /// in all. Never fails; see the [module documentation](self).
 pub async fn detect(url: &str, headers: &BTreeMap<String, String>, timeout: Duration) -> DetectResult {
-    detect_resolving(url, headers, timeout, None).await
+    detect_resolving(url, headers, timeout, Egress::Open).await
 }
 
-/// As [`detect`], resolving names with `resolver` when given (one that refuses addresses).
+/// As [`detect`], on connections `egress` allows (its names resolved at each connection).
 pub(crate) async fn detect_resolving(
     url: &str,
     headers: &BTreeMap<String, String>,
     timeout: Duration,
-    resolver: Option<std::sync::Arc<dyn reqwest::dns::Resolve>>,
+    egress: Egress,
 ) -> DetectResult {
     let url = url.trim();
     let parsed = match Url::parse(url) {
@@ -149,7 +151,7 @@ pub(crate) async fn detect_resolving(
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(timeout)
         .user_agent(concat!("muster/", env!("CARGO_PKG_VERSION")));
-    if let Some(resolver) = resolver {
+    if let Some(resolver) = egress.resolver() {
         builder = builder.dns_resolver(resolver);
     }
     let client = match builder.build() {

@@ -265,7 +265,6 @@ pub(super) async fn detect(registry: &Registry, args: &JsonObject) -> Result<Val
         .map_or(detect::DEFAULT_TIMEOUT, Duration::from_secs_f64);
     let admission = Admission::of(registry);
     admission.check_url(&url).await.map_err(ToolError::invalid_arguments)?;
-    let resolver = super::admission::probe_resolver(&admission);
-    let result = detect::detect_resolving(&url, &headers, timeout, resolver).await;
+    let result = detect::detect_resolving(&url, &headers, timeout, admission.probe_egress()).await;
     serde_json::to_value(result).map_err(ToolError::internal)
 }

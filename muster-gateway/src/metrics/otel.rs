@@ -236,7 +236,7 @@ impl TraceContextClient {
     /// A client whose handshake carries the context of the current span, over the gateway's
     /// shared downstream HTTP client (kept-alive connections, same-origin 307/308 redirects only).
     pub fn new() -> Self {
-        Self::with_client(crate::upstream::transport::http_client())
+        Self::with_client(crate::upstream::transport::http_client(crate::upstream::Egress::Open))
     }
 
     /// A client over `inner` whose handshake carries the context of the current span.

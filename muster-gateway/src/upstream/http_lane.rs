@@ -67,6 +67,7 @@ use http_body_util::{BodyDataStream, BodyExt};
 use sender::{ResponseBody, Senders};
 
 use super::{
+    egress::Egress,
     lane::{CallBudget, CallRequestLine, Clock, Failure, Read, Reading, cancelled, lane_id, read},
     progress::ProgressHook,
     relay::{CallRelay, ClientPeer, progress_update},
@@ -179,17 +180,17 @@ impl fmt::Debug for HttpLane {
 }
 
 impl HttpLane {
-    /// A lane posting in the session `session` records (through `http` where the lane's own
-    /// plain-HTTP pool does not serve, [`sender`]); what it does not take goes to rmcp through
-    /// `to_rmcp`, log lines through `relay`.
+    /// A lane posting in the session `session` records, on connections `egress` allows
+    /// ([`sender`]); what it does not take goes to rmcp through `to_rmcp`, log lines through
+    /// `relay`.
     pub(crate) fn new(
-        http: reqwest::Client,
+        egress: Egress,
         session: Arc<SessionRecord>,
         to_rmcp: mpsc::UnboundedSender<ServerJsonRpcMessage>,
         relay: CallRelay,
     ) -> Self {
         Self {
-            senders: Senders::new(http),
+            senders: Senders::new(egress),
             session,
             to_rmcp,
             relay,

@@ -8,7 +8,8 @@
 //! may run up to `spec.progress.maxDuration`, each progress notification restarting `timeout`.
 //! During a call the downstream's progress, logging, sampling and elicitation reach the calling
 //! client ([`relay`]); a call the caller cancels is cancelled downstream. A streamable-HTTP
-//! server that forgets the session is re-initialized by the transport.
+//! server that forgets the session is re-initialized by the transport. A remote server's
+//! connections go only where its [`Egress`] allows ([`egress`]).
 //!
 //! rmcp does the handshake, the lists and everything but tool calls. A `tools/call` to a stdio
 //! or streamable-HTTP server of a revision with an `initialize` handshake goes on a call lane
@@ -16,13 +17,14 @@
 //!
 //! ```no_run
 //! # async fn demo(server: &muster_core::crd::MCPServer) -> Result<(), Box<dyn std::error::Error>> {
-//! use muster_gateway::upstream::UpstreamConnection;
+//! use muster_gateway::upstream::{Egress, UpstreamConnection};
 //!
-//! let conn = UpstreamConnection::connect(server, None).await?;
+//! let conn = UpstreamConnection::connect(server, None, Egress::Open).await?;
 //! println!("{} tools", conn.tools().len());
 //! # Ok(()) }
 //! ```
 
+pub mod egress;
 pub mod fast_answers;
 mod http_lane;
 mod lane;
@@ -52,6 +54,7 @@ use rmcp::{
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use egress::{Egress, LinkLocalRefused};
 pub use relay::{ClientPeer, ListChanged, UpstreamClient};
 pub use transport::TransportError;
 
@@ -147,11 +150,13 @@ enum Lane {
 type Lists = (Vec<CompactTool>, Vec<Resource>, Vec<ResourceTemplate>, Vec<Prompt>);
 
 impl UpstreamConnection {
-    /// Connects to `server` and reads what it offers. Its `list_changed` notifications are sent
-    /// to `changes`, when given.
+    /// Connects to `server`, on connections `egress` allows ([`Egress::of`] the definition),
+    /// and reads what it offers. Its `list_changed` notifications are sent to `changes`, when
+    /// given.
     pub async fn connect(
         server: &MCPServer,
         changes: Option<mpsc::UnboundedSender<ListChanged>>,
+        egress: Egress,
     ) -> Result<Self, UpstreamError> {
         let name = server.metadata.name.clone();
         let timeout = Duration::from_secs(u64::from(server.spec.timeout.max(1)));
@@ -186,7 +191,7 @@ impl UpstreamConnection {
                 Some(ServerType::StreamableHttp) => {
                     let record = Arc::new(SessionRecord::default());
                     let (to_rmcp, injected) = mpsc::unbounded_channel();
-                    let transport = transport::streamable_http(&server.spec, &record)?;
+                    let transport = transport::streamable_http(&server.spec, &record, egress)?;
                     http_lane = Some((record, to_rmcp));
                     client
                         .serve(ProgressInOrder::new(transport, relay.clone()).with_injected(injected))
@@ -194,7 +199,10 @@ impl UpstreamConnection {
                         .map_err(init)
                 }
                 Some(ServerType::Sse) => client
-                    .serve(ProgressInOrder::new(transport::sse(&server.spec)?, relay.clone()))
+                    .serve(ProgressInOrder::new(
+                        transport::sse(&server.spec, egress)?,
+                        relay.clone(),
+                    ))
                     .await
                     .map_err(init),
                 Some(other) => Err(TransportError::UnsupportedType(other.to_string()).into()),
@@ -236,7 +244,7 @@ impl UpstreamConnection {
             _ if !takes_lane => None,
             (Some(lane), _) => Some(Lane::Stdio(lane)),
             (None, Some((record, to_rmcp))) => Some(Lane::Http(Arc::new(HttpLane::new(
-                transport::http_client(),
+                egress,
                 record,
                 to_rmcp,
                 relay.clone(),

@@ -60,6 +60,8 @@ use rmcp::{
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::egress::{Egress, LinkLocalRefused};
+
 /// The default bound of the GET's response plus its `endpoint` event.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default bound of one POST.
@@ -89,6 +91,9 @@ pub enum SseTransportError {
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
+    /// The URL's host is an address its [`Egress`] refuses.
+    #[error(transparent)]
+    Refused(#[from] LinkLocalRefused),
     /// The GET failed before any response.
     #[error("GET {url} failed: {source}")]
     Connect {
@@ -214,6 +219,8 @@ pub struct SseClientConfig {
     pub request_timeout: Duration,
     /// Bound of one SSE event, in bytes.
     pub max_event_size: usize,
+    /// Where its connections may go.
+    pub egress: Egress,
 }
 
 impl SseClientConfig {
@@ -236,6 +243,7 @@ impl SseClientConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_event_size: DEFAULT_MAX_EVENT_SIZE,
+            egress: Egress::Open,
         })
     }
 
@@ -262,6 +270,12 @@ impl SseClientConfig {
         self.max_event_size = bytes;
         self
     }
+
+    /// Holds its connections to `egress` (the GET's and every POST's).
+    pub fn with_egress(mut self, egress: Egress) -> Self {
+        self.egress = egress;
+        self
+    }
 }
 
 /// An rmcp client transport over the legacy HTTP+SSE transport; see the [module docs](self).
@@ -284,8 +298,13 @@ impl fmt::Debug for SseClientTransport {
 impl SseClientTransport {
     /// A transport for `config`; no I/O happens until the first message is sent.
     pub fn new(config: SseClientConfig) -> Result<Self, SseTransportError> {
+        config.egress.check_url(&config.url)?;
         let origin = config.url.origin();
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if let Some(resolver) = config.egress.resolver() {
+            builder = builder.dns_resolver(resolver);
+        }
+        let client = builder
             .connect_timeout(config.connect_timeout)
             .redirect(reqwest::redirect::Policy::custom(move |attempt| {
                 if attempt.previous().len() >= MAX_REDIRECTS {

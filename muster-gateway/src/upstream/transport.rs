@@ -14,6 +14,7 @@ use rmcp::transport::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{
+    egress::{Egress, LinkLocalRefused},
     fast_answers::FastCallAnswers,
     http_lane::SessionRecord,
     sse::{SseClientConfig, SseClientTransport, SseTransportError},
@@ -51,6 +52,9 @@ pub enum TransportError {
     /// The legacy HTTP+SSE transport could not be set up (an invalid url, ...).
     #[error(transparent)]
     Sse(#[from] SseTransportError),
+    /// The server's URL is an address its [`Egress`] refuses.
+    #[error(transparent)]
+    Refused(#[from] LinkLocalRefused),
 }
 
 /// A child process speaking MCP on stdin/stdout; its stderr goes to the log (at `debug`), and
@@ -180,31 +184,40 @@ pub(crate) const POOL_IDLE: Duration = Duration::from_secs(4);
 /// How many redirects a request follows at most.
 const MAX_REDIRECTS: usize = 10;
 
-static HTTP_CLIENT: LazyLock<reqwest::Client> = LazyLock::new(|| {
-    reqwest::Client::builder()
-        .pool_idle_timeout(POOL_IDLE)
-        .redirect(reqwest::redirect::Policy::custom(|attempt| {
-            let keeps_body = matches!(
-                attempt.status(),
-                reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
-            );
-            let same_origin = attempt
-                .previous()
-                .first()
-                .is_some_and(|first| first.origin() == attempt.url().origin());
-            if !keeps_body || !same_origin {
-                attempt.stop()
-            } else if attempt.previous().len() > MAX_REDIRECTS {
-                attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
-            } else {
-                attempt.follow()
-            }
-        }))
-        .build()
-        .unwrap_or_default()
-});
+/// The shared client of [`Egress::Open`] connections.
+static HTTP_CLIENT: LazyLock<reqwest::Client> = LazyLock::new(|| build_http_client(Egress::Open));
+/// The shared client of [`Egress::NoLinkLocal`] connections: a pool of its own, so that no
+/// connection one opened unrefused is reused by the other.
+static HTTP_CLIENT_NO_LINK_LOCAL: LazyLock<reqwest::Client> = LazyLock::new(|| build_http_client(Egress::NoLinkLocal));
 
-/// The HTTP client every streamable-HTTP connection of the process shares: one pool of kept-alive
+fn build_http_client(egress: Egress) -> reqwest::Client {
+    let mut builder =
+        reqwest::Client::builder()
+            .pool_idle_timeout(POOL_IDLE)
+            .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                let keeps_body = matches!(
+                    attempt.status(),
+                    reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+                );
+                let same_origin = attempt
+                    .previous()
+                    .first()
+                    .is_some_and(|first| first.origin() == attempt.url().origin());
+                if !keeps_body || !same_origin {
+                    attempt.stop()
+                } else if attempt.previous().len() > MAX_REDIRECTS {
+                    attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+                } else {
+                    attempt.follow()
+                }
+            }));
+    if let Some(resolver) = egress.resolver() {
+        builder = builder.dns_resolver(resolver);
+    }
+    builder.build().unwrap_or_default()
+}
+
+/// The HTTP client every streamable-HTTP connection of `egress` shares: one pool of kept-alive
 /// connections, and only same-origin 307/308 redirects followed (a cross-origin one would replay
 /// the server's headers elsewhere; a 301/302/303 would lose the message).
 ///
@@ -212,8 +225,11 @@ static HTTP_CLIENT: LazyLock<reqwest::Client> = LazyLock::new(|| {
 /// TCP connection of its own (one per tool call, measured: 540 connections for 520 calls). rmcp
 /// reads each POST's event stream to its end after the answer, which is what lets a
 /// connection go back to the pool without the stall that made rmcp turn pooling off.
-pub(crate) fn http_client() -> reqwest::Client {
-    HTTP_CLIENT.clone()
+pub(crate) fn http_client(egress: Egress) -> reqwest::Client {
+    match egress {
+        Egress::Open => HTTP_CLIENT.clone(),
+        Egress::NoLinkLocal => HTTP_CLIENT_NO_LINK_LOCAL.clone(),
+    }
 }
 
 /// The HTTP client of streamable-HTTP connections: with the `otel` feature, one that sends
@@ -224,17 +240,22 @@ type HttpClient = FastCallAnswers<reqwest::Client>;
 #[cfg(feature = "otel")]
 type HttpClient = FastCallAnswers<crate::metrics::otel::TraceContextClient>;
 
-/// A streamable-HTTP client with the server's headers, recording its session in `record` for the
-/// HTTP call lane.
+/// A streamable-HTTP client with the server's headers, held to `egress`, recording its session
+/// in `record` for the HTTP call lane.
 pub(super) fn streamable_http(
     spec: &MCPServerSpec,
     record: &Arc<SessionRecord>,
+    egress: Egress,
 ) -> Result<StreamableHttpClientTransport<HttpClient>, TransportError> {
     let url = spec
         .url
         .as_deref()
         .filter(|u| !u.is_empty())
         .ok_or(TransportError::MissingUrl)?;
+    // A URL that does not parse fails in rmcp, which says so; a literal is refused here.
+    if let Ok(parsed) = url::Url::parse(url) {
+        egress.check_url(&parsed)?;
+    }
     let mut headers = HashMap::with_capacity(spec.headers.len());
     for (name, value) in &spec.headers {
         let invalid = || TransportError::InvalidHeader { name: name.clone() };
@@ -244,16 +265,18 @@ pub(super) fn streamable_http(
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
     #[cfg(not(feature = "otel"))]
-    let client = FastCallAnswers::new(http_client());
+    let client = FastCallAnswers::new(http_client(egress));
     #[cfg(feature = "otel")]
-    let client = FastCallAnswers::new(crate::metrics::otel::TraceContextClient::new());
+    let client = FastCallAnswers::new(crate::metrics::otel::TraceContextClient::with_client(http_client(
+        egress,
+    )));
     let transport = StreamableHttpClientTransport::with_client(client.recording(record), config);
     Ok(transport)
 }
 
-/// A legacy HTTP+SSE client with the server's headers. The wait for the stream's `endpoint` event
+/// A legacy HTTP+SSE client with the server's headers, held to `egress`. The wait for the stream's `endpoint` event
 /// gets four fifths of the server's timeout, so that its error, clearer, wins over the handshake's.
-pub(super) fn sse(spec: &MCPServerSpec) -> Result<SseClientTransport, TransportError> {
+pub(super) fn sse(spec: &MCPServerSpec, egress: Egress) -> Result<SseClientTransport, TransportError> {
     let url = spec
         .url
         .as_deref()
@@ -270,6 +293,7 @@ pub(super) fn sse(spec: &MCPServerSpec) -> Result<SseClientTransport, TransportE
     let config = SseClientConfig::new(url)?
         .with_headers(headers)
         .with_connect_timeout(timeout.mul_f64(0.8))
-        .with_request_timeout(timeout);
+        .with_request_timeout(timeout)
+        .with_egress(egress);
     Ok(SseClientTransport::new(config)?)
 }

@@ -243,7 +243,7 @@ async fn a_downstream_call_carries_the_callers_trace_in_meta_and_headers() {
         ..Default::default()
     };
     let server = muster_core::crd::MCPServer::new("traced", spec);
-    let connection = crate::upstream::UpstreamConnection::connect(&server, None)
+    let connection = crate::upstream::UpstreamConnection::connect(&server, None, crate::upstream::Egress::Open)
         .await
         .expect("connects");
 

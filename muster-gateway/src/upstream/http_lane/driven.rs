@@ -50,7 +50,10 @@ use hyper::{
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::{driver::Driver, upstream::transport::POOL_IDLE};
+use crate::{
+    driver::Driver,
+    upstream::{egress::Egress, transport::POOL_IDLE},
+};
 
 /// The most idle connections kept to one host.
 pub(crate) const MAX_IDLE_PER_HOST: usize = 256;
@@ -88,8 +91,10 @@ struct Link {
 }
 
 impl Link {
-    async fn connect(host: &Host) -> io::Result<Self> {
-        let stream = TcpStream::connect((host.name.as_str(), host.port)).await?;
+    /// Connects to `host` at an address `egress` allows (resolved anew for each connection).
+    async fn connect(host: &Host, egress: Egress) -> io::Result<Self> {
+        let addresses = egress.resolve(&host.name, host.port).await?;
+        let stream = TcpStream::connect(addresses.as_slice()).await?;
         stream.set_nodelay(true)?;
         let (sender, connection) = http1::handshake(TokioIo::new(stream)).await.map_err(io::Error::other)?;
         Ok(Self {
@@ -159,11 +164,13 @@ pub(crate) struct DrivenPool {
     idle: Mutex<Idle>,
     /// How long a connection stays idle: [`POOL_IDLE`].
     keep: Duration,
+    /// Where its connections may go.
+    egress: Egress,
 }
 
 impl Default for DrivenPool {
     fn default() -> Self {
-        Self::keeping_idle(POOL_IDLE)
+        Self::held_to(Egress::Open)
     }
 }
 
@@ -193,12 +200,20 @@ impl fmt::Debug for DrivenPool {
 }
 
 impl DrivenPool {
-    /// A pool whose connections stay idle for at most `keep`.
-    pub(crate) fn keeping_idle(keep: Duration) -> Self {
+    /// A pool whose connections go where `egress` allows, idle for at most [`POOL_IDLE`].
+    pub(crate) fn held_to(egress: Egress) -> Self {
         Self {
             idle: Mutex::default(),
-            keep,
+            keep: POOL_IDLE,
+            egress,
         }
+    }
+
+    /// The pool with connections idle for at most `keep` (a test waits less).
+    #[cfg(test)]
+    pub(crate) fn keeping_idle(mut self, keep: Duration) -> Self {
+        self.keep = keep;
+        self
     }
 
     /// Sends `request` (an absolute `http` URI) on an idle connection to its host, or a new one.
@@ -230,7 +245,10 @@ impl DrivenPool {
             let (mut link, reused) = match self.checkout(&host) {
                 Some(link) => (link, true),
                 // Boxed: the rare path, kept out of every call's future.
-                None => (Box::pin(Link::connect(&host)).await.map_err(failed)?, false),
+                None => (
+                    Box::pin(Link::connect(&host, self.egress)).await.map_err(failed)?,
+                    false,
+                ),
             };
             match link.round_trip(request, &driver).await {
                 Ok(response) => {

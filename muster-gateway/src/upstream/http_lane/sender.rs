@@ -15,7 +15,7 @@
 //! which goes through rmcp, whose client follows same-origin 307 and 308.
 //!
 //! ```ignore
-//! let senders = Senders::new(transport::http_client());
+//! let senders = Senders::new(Egress::Open);
 //! let response = senders.send(session.plain, request).await?;
 //! ```
 //!
@@ -30,6 +30,7 @@ use axum::body::Bytes;
 use http_body_util::{BodyExt, combinators::UnsyncBoxBody};
 
 use super::driven::DrivenPool;
+use crate::upstream::{egress::Egress, transport::http_client};
 
 /// A response's body, whichever sender it came through.
 pub(crate) type ResponseBody = UnsyncBoxBody<Bytes, io::Error>;
@@ -37,8 +38,11 @@ pub(crate) type ResponseBody = UnsyncBoxBody<Bytes, io::Error>;
 /// Why a request got no response.
 pub(crate) type SendError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The process's one pool of plain-HTTP connections for the lane.
-static PLAIN: LazyLock<Arc<DrivenPool>> = LazyLock::new(Arc::default);
+/// The process's pool of plain-HTTP connections for the lane, for [`Egress::Open`].
+static PLAIN: LazyLock<Arc<DrivenPool>> = LazyLock::new(|| Arc::new(DrivenPool::held_to(Egress::Open)));
+/// The same for [`Egress::NoLinkLocal`]: no connection is shared between the two.
+static PLAIN_NO_LINK_LOCAL: LazyLock<Arc<DrivenPool>> =
+    LazyLock::new(|| Arc::new(DrivenPool::held_to(Egress::NoLinkLocal)));
 
 /// The lane's two ways out; see the [module docs](self).
 #[derive(Debug, Clone)]
@@ -48,11 +52,15 @@ pub(crate) struct Senders {
 }
 
 impl Senders {
-    /// The plain-HTTP pool, and `reqwest` for the rest.
-    pub(crate) fn new(reqwest: reqwest::Client) -> Self {
+    /// The plain-HTTP pool of `egress`, and the shared reqwest client of `egress` for the rest.
+    pub(crate) fn new(egress: Egress) -> Self {
+        let plain = match egress {
+            Egress::Open => &PLAIN,
+            Egress::NoLinkLocal => &PLAIN_NO_LINK_LOCAL,
+        };
         Self {
-            plain: Some(Arc::clone(&PLAIN)),
-            reqwest,
+            plain: Some(Arc::clone(plain)),
+            reqwest: http_client(egress),
         }
     }
 

@@ -110,7 +110,7 @@ fn lane_at(url: &str, via: Via) -> (HttpLane, mpsc::UnboundedReceiver<ServerJson
     ]);
     record.note(url, Some("session-1"), Some("secret"), &headers);
     let (to_rmcp, from_lane) = mpsc::unbounded_channel();
-    let lane = HttpLane::new(reqwest::Client::new(), record, to_rmcp, CallRelay::default());
+    let lane = HttpLane::new(Egress::Open, record, to_rmcp, CallRelay::default());
     let lane = match via {
         Via::Plain => lane,
         Via::Reqwest => lane.with_senders(Senders::reqwest_only(reqwest::Client::new())),
@@ -425,7 +425,7 @@ async fn a_request_turned_away_goes_to_rmcp_with_its_params_as_they_were() {
     }
     // No session recorded yet: nothing is sent.
     let (to_rmcp, _) = mpsc::unbounded_channel();
-    let unrecorded = HttpLane::new(reqwest::Client::new(), Arc::default(), to_rmcp, CallRelay::default());
+    let unrecorded = HttpLane::new(Egress::Open, Arc::default(), to_rmcp, CallRelay::default());
     let failure = call_once(&unrecorded).await.expect_err("no session");
     assert!(matches!(failure, Failure::Fallback), "{failure:?}");
 }

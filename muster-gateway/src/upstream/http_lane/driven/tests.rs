@@ -222,7 +222,7 @@ async fn a_response_with_no_body_gives_its_connection_back_unread() {
 async fn idle_connections_are_closed_once_they_have_been_idle_too_long() {
     let (url, _accepted, mut closed) = server(Serve::KeepAlive).await;
     let keep = Duration::from_millis(200);
-    let pool = Arc::new(DrivenPool::keeping_idle(keep));
+    let pool = Arc::new(DrivenPool::default().keeping_idle(keep));
     text(&pool, &url).await;
     assert_eq!(pool.idle_count(), 1);
     tokio::time::sleep(keep * 2 + Duration::from_millis(100)).await;
@@ -244,4 +244,28 @@ async fn a_request_the_connection_may_have_written_is_not_sent_again() {
         .expect_err("closed unanswered");
     assert!(error.to_string().contains(&url), "{error}");
     assert_eq!(accepted.load(Ordering::SeqCst), 1, "not sent again on a new connection");
+}
+
+#[tokio::test]
+async fn a_pool_held_to_no_link_local_refuses_the_metadata_address_and_reaches_loopback() {
+    let held = Arc::new(DrivenPool::held_to(Egress::NoLinkLocal));
+    let refused = tokio::time::timeout(
+        Duration::from_secs(10),
+        held.send(post("http://169.254.169.254/latest/meta-data")),
+    )
+    .await
+    .expect("refused before any connection is tried")
+    .expect_err("refused");
+    let chain = std::iter::successors(Some(&refused as &dyn std::error::Error), |e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ");
+    assert!(
+        chain.contains("link-local") && chain.contains("allowLinkLocal"),
+        "{chain}"
+    );
+
+    let (url, accepted, _closed) = server(Serve::KeepAlive).await;
+    assert!(text(&held, &url).await.starts_with("connection 0"));
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }
