@@ -56,11 +56,9 @@ pub mod auth;
 pub mod config_dir;
 pub mod core_tools;
 pub mod dispatch;
-mod driver;
 pub mod events;
 mod gateway;
 pub mod http;
-pub mod limits;
 pub mod meta;
 pub mod metrics;
 pub mod registry;
@@ -69,8 +67,9 @@ pub mod store;
 pub mod supervisor;
 mod surface;
 pub mod sync;
-pub mod upstream;
 pub mod watch;
 pub mod workflows;
 
 pub use gateway::{Gateway, GatewayError, ShutdownReport};
+/// The downstream side: connections to downstream servers ([`muster_upstream`]).
+pub use muster_upstream as upstream;

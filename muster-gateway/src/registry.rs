@@ -265,7 +265,7 @@ pub struct Registry {
     event_followers: crate::events::EventFollowers,
     store: Option<ConfigStore>,
     /// The concurrency limits of sessions and servers (`aggregator.limits`, read at start).
-    limits: Arc<crate::limits::CallLimits>,
+    limits: Arc<muster_upstream::limits::CallLimits>,
     /// Cancelled when a shutdown's deadline ends the calls still running.
     calls_ended: tokio_util::sync::CancellationToken,
     /// The metrics served at `/metrics`.
@@ -399,7 +399,9 @@ impl Registry {
                 }
             })
             .collect();
-        let limits = Arc::new(crate::limits::CallLimits::new(config.aggregator.limits.clone()));
+        let limits = Arc::new(muster_upstream::limits::CallLimits::new(
+            config.aggregator.limits.clone(),
+        ));
         let metrics = Arc::new(crate::metrics::GatewayMetrics::new());
         let executions: Arc<dyn ExecutionStore> = Arc::new(crate::metrics::CountingStore::new(
             options
@@ -814,7 +816,7 @@ impl Registry {
     }
 
     /// The concurrency limits of sessions and servers.
-    pub fn call_limits(&self) -> &Arc<crate::limits::CallLimits> {
+    pub fn call_limits(&self) -> &Arc<muster_upstream::limits::CallLimits> {
         &self.limits
     }
 

@@ -97,9 +97,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// downstream (10 sessions, alternated runs).
 const HEAD_WAIT: Duration = Duration::from_millis(100);
 
-pub(crate) const SESSION_ID: &str = "mcp-session-id";
+pub(crate) use muster_upstream::headers::{LAST_EVENT_ID, SESSION_ID};
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
-pub(crate) const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// The headers whose values rmcp's checks of a POST read.
 const VALIDATED: [HeaderName; 5] = [
     header::HOST,

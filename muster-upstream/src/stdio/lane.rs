@@ -49,8 +49,8 @@ use rmcp::model::{CallToolRequestParams, ProgressNotificationParam, ProgressToke
 use tokio::{sync::oneshot, time::Instant};
 
 use super::writer::StdinWriter;
-pub(crate) use crate::upstream::lane::{CallBudget, Failure};
-use crate::upstream::{
+pub(crate) use crate::lane::{CallBudget, Failure};
+use crate::{
     lane::{CallRequestLine, Clock, Found, Read, Reading, cancelled, lane_id, read},
     relay::progress_update,
 };

@@ -25,7 +25,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //!
-//! use muster_gateway::upstream::sse::{SseClientConfig, SseClientTransport};
+//! use muster_upstream::sse::{SseClientConfig, SseClientTransport};
 //! use rmcp::ServiceExt;
 //!
 //! let mut headers = http::HeaderMap::new();

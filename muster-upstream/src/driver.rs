@@ -37,13 +37,19 @@ use std::{
 use futures::task::AtomicWaker;
 
 /// How many times [`Driver::poll`] polls again, for wakes from inside, before it yields.
-pub(crate) const MAX_INNER_POLLS: usize = 32;
+pub const MAX_INNER_POLLS: usize = 32;
 
 /// Polls under a waker that keeps wakes from inside the poll out of the scheduler; see the
 /// [module docs](self).
-pub(crate) struct Driver {
+pub struct Driver {
     shared: Arc<DriverWaker>,
     waker: Waker,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").finish_non_exhaustive()
+    }
 }
 
 impl Default for Driver {
@@ -56,7 +62,7 @@ impl Default for Driver {
 
 impl Driver {
     /// Runs `step` under the driver's waker, and again while it was woken from inside itself.
-    pub(crate) fn poll<T>(&self, cx: &mut Context<'_>, mut step: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
+    pub fn poll<T>(&self, cx: &mut Context<'_>, mut step: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
         let shared = &self.shared;
         shared.task.register(cx.waker());
         let mut inner = Context::from_waker(&self.waker);
@@ -107,7 +113,7 @@ impl Wake for DriverWaker {
 pin_project_lite::pin_project! {
     /// A future polled under a [`Driver`]: a task's whole work, its wakes of itself kept out of
     /// the scheduler.
-    pub(crate) struct Driven<F> {
+    pub struct Driven<F> {
         #[pin]
         inner: F,
         driver: Driver,
@@ -115,7 +121,8 @@ pin_project_lite::pin_project! {
 }
 
 impl<F> Driven<F> {
-    pub(crate) fn new(inner: F) -> Self {
+    /// `inner`, to be polled under a driver of its own.
+    pub fn new(inner: F) -> Self {
         Self {
             inner,
             driver: Driver::default(),

@@ -233,12 +233,12 @@ pub(crate) fn http_client(egress: Egress) -> reqwest::Client {
 }
 
 /// The HTTP client of streamable-HTTP connections: with the `otel` feature, one that sends
-/// each message's W3C trace context as headers ([`crate::metrics::otel::TraceContextClient`]).
+/// each message's W3C trace context as headers ([`crate::trace_context::TraceContextClient`]).
 /// Either way, a `tools/call`'s answer is read by [`FastCallAnswers`].
 #[cfg(not(feature = "otel"))]
 type HttpClient = FastCallAnswers<reqwest::Client>;
 #[cfg(feature = "otel")]
-type HttpClient = FastCallAnswers<crate::metrics::otel::TraceContextClient>;
+type HttpClient = FastCallAnswers<crate::trace_context::TraceContextClient>;
 
 /// A streamable-HTTP client with the server's headers, held to `egress`, recording its session
 /// in `record` for the HTTP call lane.
@@ -267,7 +267,7 @@ pub(super) fn streamable_http(
     #[cfg(not(feature = "otel"))]
     let client = FastCallAnswers::new(http_client(egress));
     #[cfg(feature = "otel")]
-    let client = FastCallAnswers::new(crate::metrics::otel::TraceContextClient::with_client(http_client(
+    let client = FastCallAnswers::new(crate::trace_context::TraceContextClient::with_client(http_client(
         egress,
     )));
     let transport = StreamableHttpClientTransport::with_client(client.recording(record), config);

@@ -40,7 +40,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use http::{HeaderValue, header::HOST};
 use http_body_util::Full;
 use hyper::{
@@ -50,10 +50,7 @@ use hyper::{
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::{
-    driver::Driver,
-    upstream::{egress::Egress, transport::POOL_IDLE},
-};
+use crate::{driver::Driver, egress::Egress, transport::POOL_IDLE};
 
 /// The most idle connections kept to one host.
 pub(crate) const MAX_IDLE_PER_HOST: usize = 256;

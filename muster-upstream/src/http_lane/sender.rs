@@ -19,18 +19,18 @@
 //! let response = senders.send(session.plain, request).await?;
 //! ```
 //!
-//! [`POOL_IDLE`]: crate::upstream::transport::POOL_IDLE
+//! [`POOL_IDLE`]: crate::transport::POOL_IDLE
 
 use std::{
     io,
     sync::{Arc, LazyLock},
 };
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use http_body_util::{BodyExt, combinators::UnsyncBoxBody};
 
 use super::driven::DrivenPool;
-use crate::upstream::{egress::Egress, transport::http_client};
+use crate::{egress::Egress, transport::http_client};
 
 /// A response's body, whichever sender it came through.
 pub(crate) type ResponseBody = UnsyncBoxBody<Bytes, io::Error>;

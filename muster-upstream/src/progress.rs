@@ -14,7 +14,7 @@
 //! dropped) and are handed to the hook the same way ([`ProgressHook::logging`]).
 //!
 //! ```
-//! use muster_gateway::upstream::progress::{ProgressHook, ProgressInOrder};
+//! use muster_upstream::progress::{ProgressHook, ProgressInOrder};
 //! use rmcp::model::ProgressNotificationParam;
 //!
 //! struct Print;

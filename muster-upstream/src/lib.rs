@@ -1,4 +1,7 @@
-//! Upstream connections: the gateway as an MCP client of each downstream server.
+//! # muster-upstream
+//!
+//! The downstream side of an MCP gateway: one MCP client connection to each downstream
+//! server, with what it offers, and the ways its calls go out.
 //!
 //! [`UpstreamConnection::connect`] starts a stdio server as a child process (`command`, `args`,
 //! `env`) or reaches a remote one over streamable HTTP or legacy HTTP+SSE (`url`, `headers`),
@@ -17,22 +20,37 @@
 //!
 //! ```no_run
 //! # async fn demo(server: &muster_core::crd::MCPServer) -> Result<(), Box<dyn std::error::Error>> {
-//! use muster_gateway::upstream::{Egress, UpstreamConnection};
+//! use muster_upstream::{Egress, UpstreamConnection};
 //!
 //! let conn = UpstreamConnection::connect(server, None, Egress::Open).await?;
 //! println!("{} tools", conn.tools().len());
 //! # Ok(()) }
 //! ```
+//!
+//! - [`egress`]: where a remote server's connections may go.
+//! - [`limits`]: how many calls run at once, per server and per session.
+//! - [`progress`], [`relay`]: a call's progress, logging, sampling and elicitation, relayed to
+//!   the caller in order.
+//! - [`sse`]: the legacy HTTP+SSE client transport (rmcp has none).
+//! - [`fast_answers`]: a streamable-HTTP client that reads a `tools/call` answer without
+//!   rmcp's per-event overhead.
+//! - [`driver`]: polling a connection from the task that waits on it.
+//! - [`headers`]: the streamable-HTTP transport's header names.
 
+pub mod driver;
 pub mod egress;
 pub mod fast_answers;
+pub mod headers;
 mod http_lane;
 mod lane;
+pub mod limits;
 pub mod progress;
 pub mod relay;
 mod schemas;
 pub mod sse;
 mod stdio;
+#[cfg(feature = "otel")]
+pub mod trace_context;
 pub(crate) mod transport;
 
 use std::{sync::Arc, time::Duration};
@@ -473,7 +491,7 @@ impl UpstreamConnection {
         // The call's trace context goes down in `_meta` (SEP-414), and over streamable HTTP as
         // `traceparent` headers too, so the downstream's spans join the caller's trace.
         #[cfg(feature = "otel")]
-        if let Some(meta) = crate::metrics::otel::request_meta(&tracing::Span::current()) {
+        if let Some(meta) = crate::trace_context::request_meta(&tracing::Span::current()) {
             params.meta = Some(meta);
         }
         let remaining = ctx

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{super::tests::sh, *};
-use crate::upstream::lane::ID_PREFIX;
+use crate::lane::ID_PREFIX;
 
 const BUDGET: CallBudget = CallBudget {
     idle: Duration::from_secs(10),

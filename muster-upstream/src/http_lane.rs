@@ -62,7 +62,7 @@ use rmcp::model::{CallToolRequestParams, LoggingMessageNotificationParam, Progre
 use tokio::{sync::mpsc, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use http_body_util::{BodyDataStream, BodyExt};
 use sender::{ResponseBody, Senders};
 
@@ -73,7 +73,7 @@ use super::{
     relay::{CallRelay, ClientPeer, progress_update},
     sse::{DEFAULT_MAX_EVENT_SIZE, EventStream},
 };
-use crate::http::session_calls::{LAST_EVENT_ID, SESSION_ID};
+use crate::headers::{LAST_EVENT_ID, SESSION_ID};
 
 /// The largest JSON answer read (rmcp's default).
 const MAX_JSON_ANSWER: usize = 16 * 1024 * 1024;
@@ -238,7 +238,7 @@ impl HttpLane {
         #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
         let mut request = session.post(body);
         #[cfg(feature = "otel")]
-        request.headers_mut().extend(crate::metrics::otel::call_headers(params));
+        request.headers_mut().extend(crate::trace_context::call_headers(params));
         // Registered before it is sent: a sampling request the call causes finds its client.
         let _in_flight = self.relay.register(token, None, client);
         let mut call = Outstanding {

@@ -9,7 +9,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use std::time::Duration;
-//! use muster_gateway::limits::CallLimiter;
+//! use muster_upstream::limits::CallLimiter;
 //!
 //! let limiter = CallLimiter::new("server echo", 1, 0, Duration::from_secs(1), "maxConcurrentCallsPerServer");
 //! let first = limiter.acquire().await.expect("a free slot");

@@ -4,7 +4,7 @@
 //!
 //! The refusal holds at every connection, not only when a definition is written: a URL whose
 //! host is an address literal is checked when the transport is set up, and a name is resolved
-//! through [`LinkLocalRefusing`] each time a connection is opened (by reqwest, for the
+//! through `LinkLocalRefusing` each time a connection is opened (by reqwest, for the
 //! streamable-HTTP and legacy SSE transports, and by the HTTP call lane's own pool), so a name
 //! that answers with a link-local address later (DNS rebinding) is refused then.
 //!
@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use muster_core::{config::AggregatorConfig, crd::MCPServer};
-//! use muster_gateway::upstream::Egress;
+//! use muster_upstream::Egress;
 //!
 //! let server = MCPServer::new("tools", Default::default());
 //! assert_eq!(Egress::of(&server, &AggregatorConfig::default()), Egress::Open);
@@ -58,7 +58,7 @@ impl Egress {
 
     /// The egress of a probe or definition under a policy that does or does not allow
     /// link-local addresses.
-    pub(crate) fn allowing_link_local(allowed: bool) -> Self {
+    pub fn allowing_link_local(allowed: bool) -> Self {
         if allowed { Self::Open } else { Self::NoLinkLocal }
     }
 
@@ -82,7 +82,7 @@ impl Egress {
     }
 
     /// The resolver reqwest clients of this egress resolve names with (`None`: reqwest's own).
-    pub(crate) fn resolver(self) -> Option<Arc<dyn reqwest::dns::Resolve>> {
+    pub fn resolver(self) -> Option<Arc<dyn reqwest::dns::Resolve>> {
         match self {
             Self::Open => None,
             Self::NoLinkLocal => Some(Arc::new(LinkLocalRefusing::system())),
@@ -113,7 +113,7 @@ pub struct LinkLocalRefused {
 
 /// Whether `ip` is link-local, or an IPv6 form that carries a link-local IPv4 address (mapped,
 /// compatible, NAT64, 6to4) or names a cloud metadata service (`fd00:ec2::254`).
-pub(crate) fn is_link_local(ip: IpAddr) -> bool {
+pub fn is_link_local(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_link_local(),
         IpAddr::V6(v6) => {
