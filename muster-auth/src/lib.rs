@@ -5,7 +5,8 @@
 //!
 //! - [`oauth`]: the OAuth client people sign in to downstream servers with: discovery of a
 //!   protected server's authorization server, client registration, PKCE sign-in links, the
-//!   callback, refresh and revocation;
+//!   callback, refresh and revocation (the link, the code exchange and the refresh are the
+//!   `oauth2` crate's; [`oauth`] says what is ours and why);
 //! - [`jwt`]: bearer JWTs checked against trusted issuers (JWKS with rotation);
 //! - [`resource`]: an MCP endpoint as a protected resource (the 401 challenge, RFC 9728
 //!   metadata);

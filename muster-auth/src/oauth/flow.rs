@@ -35,19 +35,21 @@ use std::{
     time::{Duration, Instant},
 };
 
-use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
+use oauth2::{AuthUrl, AuthorizationCode, CsrfToken, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope};
 use url::Url;
 
 use super::{
     discovery::AuthorizationServerMetadata,
     error::{AuthError, Result},
-    grant::{Grant, TokenResponse},
-    http::OAuthHttp,
+    grant::{Grant, TOKEN_ENDPOINT},
+    http::{OAuthHttp, oauth2_failure},
     registration::ClientRegistration,
 };
 use crate::{Secret, secret::constant_time_eq};
+
+/// Random bytes in a `state` (43 characters of base64url): as many as in a PKCE verifier.
+const STATE_BYTES: u32 = 32;
 
 /// How long a sign-in link stays valid.
 pub const STATE_TTL: Duration = Duration::from_secs(10 * 60);
@@ -136,7 +138,7 @@ pub struct CompletedSignIn {
 
 struct Pending {
     request: SignInRequest,
-    verifier: Secret,
+    verifier: PkceCodeVerifier,
     started: Instant,
 }
 
@@ -180,32 +182,31 @@ impl SignIns {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts a sign-in: a fresh PKCE verifier and state, and the authorization URL. Refused
-    /// when the authorization endpoint is not a URL.
+    /// Starts a sign-in: a fresh PKCE verifier and state, and the authorization URL (built by
+    /// the `oauth2` crate, with the `resource` of RFC 8707). Refused when the authorization
+    /// endpoint, the token endpoint or the redirect URI is not a URL.
     pub fn start(&self, request: SignInRequest) -> Result<StartedSignIn> {
-        let mut url = Url::parse(&request.metadata.authorization_endpoint).map_err(|e| {
+        let metadata = &request.metadata;
+        let authorization_url = AuthUrl::new(metadata.authorization_endpoint.clone()).map_err(|e| {
             AuthError::Unsupported(format!(
                 "the authorization endpoint {:?} of {} is not a URL: {e}",
-                request.metadata.authorization_endpoint, request.metadata.issuer
+                metadata.authorization_endpoint, metadata.issuer
             ))
         })?;
-        let verifier = random_token();
-        let state = random_token();
-        let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
-        {
-            let mut query = url.query_pairs_mut();
-            query
-                .append_pair("response_type", "code")
-                .append_pair("client_id", &request.client.client_id)
-                .append_pair("redirect_uri", &request.redirect_uri)
-                .append_pair("state", &state)
-                .append_pair("code_challenge", &challenge)
-                .append_pair("code_challenge_method", "S256")
-                .append_pair("resource", &request.resource);
-            if let Some(scope) = &request.scope {
-                query.append_pair("scope", scope);
-            }
-        }
+        let client = request
+            .client
+            .token_client(&metadata.issuer, &metadata.token_endpoint)?
+            .set_auth_uri(authorization_url)
+            .set_redirect_uri(redirect_url(&request.redirect_uri)?);
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let scopes = request.scope.iter().flat_map(|s| s.split_whitespace());
+        let (url, state) = client
+            .authorize_url(|| CsrfToken::new_random_len(STATE_BYTES))
+            .set_pkce_challenge(challenge)
+            .add_scopes(scopes.map(|s| Scope::new(s.to_owned())))
+            .add_extra_param("resource", request.resource.as_str())
+            .url();
+        let state = state.into_secret();
         let expires_at = Utc::now() + chrono::TimeDelta::from_std(self.ttl).unwrap_or_default();
         let mut pending = self.lock();
         pending.retain(|_, p| p.started.elapsed() < self.ttl);
@@ -213,7 +214,7 @@ impl SignIns {
             state.clone(),
             Pending {
                 request,
-                verifier: Secret::new(verifier),
+                verifier,
                 started: Instant::now(),
             },
         );
@@ -277,20 +278,18 @@ impl SignIns {
             .code
             .as_deref()
             .ok_or_else(|| AuthError::MissingCode("the callback has no code parameter".to_owned()))?;
-        let response: TokenResponse = http
-            .post_form(
-                "the token endpoint",
-                &request.metadata.token_endpoint,
-                &[
-                    ("grant_type", "authorization_code"),
-                    ("code", code),
-                    ("redirect_uri", &request.redirect_uri),
-                    ("code_verifier", pending.verifier.expose()),
-                    ("resource", &request.resource),
-                ],
-                request.client.credentials(),
-            )
-            .await?;
+        let metadata = &request.metadata;
+        let client = request
+            .client
+            .token_client(&metadata.issuer, &metadata.token_endpoint)?
+            .set_redirect_uri(redirect_url(&request.redirect_uri)?);
+        let response = client
+            .exchange_code(AuthorizationCode::new(code.to_owned()))
+            .set_pkce_verifier(pending.verifier)
+            .add_extra_param("resource", request.resource.as_str())
+            .request_async(&http.oauth2_client(TOKEN_ENDPOINT))
+            .await
+            .map_err(|e| oauth2_failure(TOKEN_ENDPOINT, &metadata.token_endpoint, e))?;
         let grant = Grant {
             access_token: Secret::new(String::new()),
             refresh_token: None,
@@ -302,7 +301,7 @@ impl SignIns {
             client: request.client.clone(),
             resource: request.resource.clone(),
         }
-        .updated(response, Utc::now());
+        .updated(&response, Utc::now());
         Ok(CompletedSignIn {
             session: request.session,
             owner: request.owner,
@@ -312,19 +311,17 @@ impl SignIns {
     }
 }
 
-/// 32 random bytes, base64url: a PKCE verifier (43 characters) or a state.
-fn random_token() -> String {
-    let mut bytes = [0u8; 32];
-    // The OS random source does not fail on the platforms the gateway runs on; if it ever did,
-    // a zeroed state would be refused by nothing, so fail loudly instead.
-    if let Err(e) = getrandom::fill(&mut bytes) {
-        panic!("the operating system's random source failed: {e}");
-    }
-    URL_SAFE_NO_PAD.encode(bytes)
+/// The gateway's callback as `oauth2` takes it; refused when it is not a URL.
+fn redirect_url(redirect_uri: &str) -> Result<RedirectUrl> {
+    RedirectUrl::new(redirect_uri.to_owned())
+        .map_err(|e| AuthError::Unsupported(format!("the callback URL {redirect_uri:?} is not a URL: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    use sha2::{Digest, Sha256};
+
     use super::*;
 
     fn request() -> SignInRequest {
@@ -354,7 +351,7 @@ mod tests {
         let pending = sign_ins.lock();
         let verifier = pending
             .get(&started.state)
-            .map(|p| p.verifier.expose().to_owned())
+            .map(|p| p.verifier.secret().to_owned())
             .unwrap_or_default();
         assert_eq!(verifier.len(), 43);
         assert_eq!(

@@ -1,11 +1,23 @@
 //! [`Grant`]: what a completed sign-in yields, refreshed before it expires and revoked on
 //! logout.
+//!
+//! The refresh is the `oauth2` crate's (`grant_type=refresh_token`, the `resource` of RFC 8707
+//! added); the revocation (RFC 7009) is a form post of our own, because `oauth2` refuses every
+//! revocation endpoint that is not `https` and muster also signs in at authorization servers on
+//! a loopback `http` address (see the [module docs](super)).
 
 use chrono::{DateTime, TimeDelta, Utc};
-use serde::Deserialize;
+use oauth2::{RefreshToken, TokenResponse, basic::BasicTokenResponse};
 
-use super::{error::Result, http::OAuthHttp, registration::ClientRegistration};
+use super::{
+    error::Result,
+    http::{OAuthHttp, oauth2_failure},
+    registration::ClientRegistration,
+};
 use crate::Secret;
+
+/// The token endpoint, as errors name it.
+pub(crate) const TOKEN_ENDPOINT: &str = "the token endpoint";
 
 /// Refresh this long before the access token expires.
 pub const REFRESH_MARGIN: TimeDelta = TimeDelta::seconds(60);
@@ -33,33 +45,25 @@ pub struct Grant {
     pub resource: String,
 }
 
-/// A token endpoint's answer.
-#[derive(Debug, Deserialize)]
-pub(crate) struct TokenResponse {
-    pub(crate) access_token: String,
-    #[serde(default)]
-    pub(crate) refresh_token: Option<String>,
-    #[serde(default)]
-    pub(crate) expires_in: Option<i64>,
-    #[serde(default)]
-    pub(crate) scope: Option<String>,
-}
-
 impl Grant {
     /// Whether the access token expires within [`REFRESH_MARGIN`] of `now`.
     pub fn needs_refresh(&self, now: DateTime<Utc>) -> bool {
         self.expires_at.is_some_and(|at| at - REFRESH_MARGIN <= now)
     }
 
-    /// The grant with the tokens of `response`, received at `now`.
-    pub(crate) fn updated(mut self, response: TokenResponse, now: DateTime<Utc>) -> Self {
-        self.access_token = Secret::new(response.access_token);
-        if let Some(refresh) = response.refresh_token {
-            self.refresh_token = Some(Secret::new(refresh));
+    /// The grant with the tokens of `response`, received at `now`: the refresh token and the
+    /// scope stay when the answer has none; an `expires_in` too large for a date is no expiry.
+    pub(crate) fn updated(mut self, response: &BasicTokenResponse, now: DateTime<Utc>) -> Self {
+        self.access_token = Secret::new(response.access_token().secret().as_str());
+        if let Some(refresh) = response.refresh_token() {
+            self.refresh_token = Some(Secret::new(refresh.secret().as_str()));
         }
-        self.expires_at = response.expires_in.map(|s| now + TimeDelta::seconds(s));
-        if response.scope.is_some() {
-            self.scope = response.scope;
+        self.expires_at = response
+            .expires_in()
+            .and_then(|lifetime| TimeDelta::from_std(lifetime).ok())
+            .and_then(|lifetime| now.checked_add_signed(lifetime));
+        if let Some(scopes) = response.scopes() {
+            self.scope = Some(scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "));
         }
         self
     }
@@ -72,19 +76,15 @@ impl Grant {
                 self.issuer
             )));
         };
-        let response: TokenResponse = http
-            .post_form(
-                "the token endpoint",
-                &self.token_endpoint,
-                &[
-                    ("grant_type", "refresh_token"),
-                    ("refresh_token", refresh.expose()),
-                    ("resource", &self.resource),
-                ],
-                self.client.credentials(),
-            )
-            .await?;
-        Ok(self.clone().updated(response, Utc::now()))
+        let client = self.client.token_client(&self.issuer, &self.token_endpoint)?;
+        let refresh = RefreshToken::new(refresh.expose().to_owned());
+        let response = client
+            .exchange_refresh_token(&refresh)
+            .add_extra_param("resource", self.resource.as_str())
+            .request_async(&http.oauth2_client(TOKEN_ENDPOINT))
+            .await
+            .map_err(|e| oauth2_failure(TOKEN_ENDPOINT, &self.token_endpoint, e))?;
+        Ok(self.clone().updated(&response, Utc::now()))
     }
 
     /// Revokes the grant at the authorization server (RFC 7009): the refresh token when there
@@ -108,3 +108,6 @@ impl Grant {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests;

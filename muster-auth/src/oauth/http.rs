@@ -1,8 +1,12 @@
 //! [`OAuthHttp`]: the HTTP client of every OAuth request: no redirects followed, bounded time,
 //! JSON documents and form posts, OAuth error bodies turned into [`AuthError::OAuth`].
+//!
+//! It is also the HTTP client of the `oauth2` crate, which builds the code exchange and the
+//! refresh: those requests get the same limits and the same error answers as every other.
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 
 use super::error::{AuthError, Result};
@@ -84,20 +88,9 @@ impl OAuthHttp {
         answer(endpoint, url, response).await
     }
 
-    /// POSTs `form` to `endpoint` (token, revocation), authenticating the client with HTTP
-    /// Basic when it has a secret, and reads the JSON answer.
-    pub async fn post_form<T: DeserializeOwned>(
-        &self,
-        endpoint: &'static str,
-        url: &str,
-        form: &[(&str, &str)],
-        client: (&str, Option<&Secret>),
-    ) -> Result<T> {
-        let response = self.send_form(url, form, client).await?;
-        answer(endpoint, url, response).await
-    }
-
-    /// POSTs `form` and only checks the status (revocation answers 200 with no body).
+    /// POSTs `form` to `endpoint`, authenticating the client with HTTP Basic when it has a
+    /// secret (the client id in the form otherwise), and only checks the status (RFC 7009
+    /// revocation answers 200 with no body).
     pub async fn post_form_empty(
         &self,
         endpoint: &'static str,
@@ -109,7 +102,43 @@ impl OAuthHttp {
         if response.status().is_success() {
             return Ok(());
         }
-        answer::<serde_json::Value>(endpoint, url, response).await.map(|_| ())
+        let status = response.status();
+        Err(refusal(endpoint, status, &read_body(url, response).await?))
+    }
+
+    /// The HTTP client the `oauth2` crate sends a request to `endpoint` through (code exchange,
+    /// refresh): [`OAuthHttp::send_oauth2`] on a clone of this client. Its future is boxed and
+    /// owns what it uses, so the caller's future stays `Send` for any lifetime.
+    pub(crate) fn oauth2_client(
+        &self,
+        endpoint: &'static str,
+    ) -> impl Fn(oauth2::HttpRequest) -> BoxFuture<'static, Result<oauth2::HttpResponse>> + use<> {
+        let http = self.clone();
+        move |request| {
+            let http = http.clone();
+            Box::pin(async move { http.send_oauth2(endpoint, request).await })
+        }
+    }
+
+    /// Sends a request the `oauth2` crate built (code exchange, refresh) to `endpoint`, and
+    /// hands a successful answer back to it as it came. Like every other request here it
+    /// follows no redirect, gives up after [`REQUEST_TIMEOUT`] and reads at most 1 MiB; an
+    /// answer that is no success is the server's refusal, [`AuthError::OAuth`] with its
+    /// `error` and `error_description`.
+    async fn send_oauth2(&self, endpoint: &'static str, request: oauth2::HttpRequest) -> Result<oauth2::HttpResponse> {
+        let url = request.uri().to_string();
+        let request = reqwest::Request::try_from(request).map_err(|e| unreachable(&url, &e))?;
+        let response = self.client.execute(request).await.map_err(|e| unreachable(&url, &e))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = read_body(&url, response).await?;
+        if !status.is_success() {
+            return Err(refusal(endpoint, status, &body));
+        }
+        let mut answer = ::http::Response::new(body);
+        *answer.status_mut() = status;
+        *answer.headers_mut() = headers;
+        Ok(answer)
     }
 
     /// POSTs `form`, authenticating the client with HTTP Basic when one is given (and not at
@@ -169,6 +198,35 @@ impl OAuthHttp {
     }
 }
 
+/// The [`AuthError`] of a token request `oauth2` ran at `endpoint` (`url`) over
+/// [`OAuthHttp::send_oauth2`]: that client's own error as it is; what `oauth2` found wrong with
+/// a successful answer (not JSON, no `token_type`, ...) as a [`AuthError::BadDocument`]. The
+/// answer's body is never quoted: it may hold a token.
+pub(crate) fn oauth2_failure(
+    endpoint: &'static str,
+    url: &str,
+    error: oauth2::basic::BasicRequestTokenError<AuthError>,
+) -> AuthError {
+    use oauth2::RequestTokenError;
+    let reason = match error {
+        RequestTokenError::Request(error) => return error,
+        RequestTokenError::ServerResponse(refused) => {
+            return AuthError::OAuth {
+                endpoint,
+                error: refused.error().as_ref().to_owned(),
+                description: refused.error_description().cloned(),
+            };
+        }
+        RequestTokenError::Parse(error, _body) => format!("not a token response: {error}"),
+        RequestTokenError::Other(reason) => reason,
+    };
+    AuthError::BadDocument {
+        what: endpoint,
+        url: url.to_owned(),
+        reason,
+    }
+}
+
 /// RFC 6749 §2.3.1: the client id and secret are form-encoded before Basic encoding.
 fn form_encode(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
@@ -178,29 +236,35 @@ async fn answer<T: DeserializeOwned>(endpoint: &'static str, url: &str, response
     let status = response.status();
     let body = read_body(url, response).await?;
     if !status.is_success() {
-        #[derive(serde::Deserialize)]
-        struct OAuthErrorBody {
-            error: String,
-            error_description: Option<String>,
-        }
-        return Err(match serde_json::from_slice::<OAuthErrorBody>(&body) {
-            Ok(e) => AuthError::OAuth {
-                endpoint,
-                error: e.error,
-                description: e.error_description,
-            },
-            Err(_) => AuthError::OAuth {
-                endpoint,
-                error: format!("HTTP {status}"),
-                description: None,
-            },
-        });
+        return Err(refusal(endpoint, status, &body));
     }
     serde_json::from_slice(&body).map_err(|e| AuthError::BadDocument {
         what: endpoint,
         url: url.to_owned(),
         reason: format!("not the expected JSON: {e}"),
     })
+}
+
+/// The refusal `body` of `endpoint` answered with `status`: the server's `error` and
+/// `error_description` (RFC 6749 §5.2), or the status when the body says nothing readable.
+fn refusal(endpoint: &'static str, status: reqwest::StatusCode, body: &[u8]) -> AuthError {
+    #[derive(serde::Deserialize)]
+    struct OAuthErrorBody {
+        error: String,
+        error_description: Option<String>,
+    }
+    match serde_json::from_slice::<OAuthErrorBody>(body) {
+        Ok(e) => AuthError::OAuth {
+            endpoint,
+            error: e.error,
+            description: e.error_description,
+        },
+        Err(_) => AuthError::OAuth {
+            endpoint,
+            error: format!("HTTP {status}"),
+            description: None,
+        },
+    }
 }
 
 async fn read_body(url: &str, response: reqwest::Response) -> Result<Vec<u8>> {

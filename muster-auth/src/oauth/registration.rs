@@ -1,6 +1,7 @@
 //! The gateway as an OAuth client of an authorization server: registered dynamically (RFC
 //! 7591), identified by a Client ID Metadata Document it serves, or registered out of band.
 
+use oauth2::{ClientId, ClientSecret, EndpointNotSet, EndpointSet, TokenUrl, basic::BasicClient};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -58,7 +59,27 @@ impl ClientRegistration {
     pub fn credentials(&self) -> (&str, Option<&Secret>) {
         (&self.client_id, self.client_secret.as_ref())
     }
+
+    /// This client as the `oauth2` crate knows it, at `token_endpoint` of `issuer`. A client
+    /// with a secret authenticates with HTTP Basic (`client_secret_basic`, the id and secret
+    /// form-encoded first, RFC 6749 §2.3.1); one without sends its `client_id` in the form
+    /// (`none`). Refused when the token endpoint is not a URL.
+    pub(crate) fn token_client(&self, issuer: &str, token_endpoint: &str) -> Result<TokenClient> {
+        let token_url = TokenUrl::new(token_endpoint.to_owned()).map_err(|e| {
+            AuthError::Unsupported(format!(
+                "the token endpoint {token_endpoint:?} of {issuer} is not a URL: {e}"
+            ))
+        })?;
+        let client = BasicClient::new(ClientId::new(self.client_id.clone())).set_token_uri(token_url);
+        Ok(match &self.client_secret {
+            Some(secret) => client.set_client_secret(ClientSecret::new(secret.expose().to_owned())),
+            None => client,
+        })
+    }
 }
+
+/// An `oauth2` client that knows its token endpoint.
+pub(crate) type TokenClient = BasicClient<EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
 
 /// What the gateway says about itself when it registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
