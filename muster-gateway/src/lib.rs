@@ -74,3 +74,9 @@ pub mod watch;
 pub mod workflows;
 
 pub use gateway::{Gateway, GatewayError, ShutdownReport};
+
+/// The Rust blocks of this crate's `README.md` (its crates.io page), compiled and run as doc tests
+/// so that the page stays true to the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
