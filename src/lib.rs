@@ -9,7 +9,8 @@
 //! | [`catalog`] | `muster-catalog` | the catalogue: paging, BM25F discovery, toolsets and their tower layers |
 //! | [`workflow`] | `muster-workflow` | workflows: templates, the engine (through any `ToolService`), run records |
 //! | [`auth`] | `muster-auth` | sign-in to downstream servers, the front door (`BearerAuthLayer`), token exchange |
-//! | [`gateway`] | `muster-gateway` | composition: upstream connections, registry, core tools, meta-tools, HTTP |
+//! | [`upstream`] | `muster-upstream` | connections to downstream servers: transports, call lanes, egress, call limits |
+//! | [`gateway`] | `muster-gateway` | composition: supervision, registry, core tools, meta-tools, HTTP |
 //!
 //! A tool call is a tower `Service`: the gateway's whole stack can be called without HTTP.
 //!
@@ -61,4 +62,5 @@ pub use muster_auth as auth;
 pub use muster_catalog as catalog;
 pub use muster_core as core;
 pub use muster_gateway as gateway;
+pub use muster_upstream as upstream;
 pub use muster_workflow as workflow;

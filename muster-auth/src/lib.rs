@@ -69,3 +69,9 @@ pub mod resource;
 mod secret;
 
 pub use secret::{Secret, constant_time_eq};
+
+/// The Rust blocks of this crate's `README.md` (its crates.io page), compiled and run as doc tests
+/// so that the page stays true to the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -73,3 +73,9 @@ pub mod toolset;
 
 pub use error::CatalogError;
 pub use snapshot::{Catalog, CatalogBuilder, CatalogSource, View};
+
+/// The Rust blocks of this crate's `README.md` (its crates.io page), compiled and run as doc tests
+/// so that the page stays true to the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

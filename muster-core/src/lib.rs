@@ -70,3 +70,9 @@ pub use rmcp::model::JsonObject;
 
 /// A boxed error, for the failures of arbitrary inner services.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The Rust blocks of this crate's `README.md` (its crates.io page), compiled and run as doc tests
+/// so that the page stays true to the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -73,3 +73,9 @@ pub mod workflows;
 pub use gateway::{Gateway, GatewayError, ShutdownReport};
 /// The downstream side: connections to downstream servers ([`muster_upstream`]).
 pub use muster_upstream as upstream;
+
+/// The Rust blocks of this crate's `README.md` (its crates.io page), compiled and run as doc tests
+/// so that the page stays true to the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

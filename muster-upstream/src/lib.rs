@@ -717,3 +717,9 @@ impl UpstreamConnection {
 
 /// A shared connection.
 pub type SharedConnection = Arc<UpstreamConnection>;
+
+/// The Rust blocks of this crate's `README.md` (its crates.io page), compiled and run as doc tests
+/// so that the page stays true to the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

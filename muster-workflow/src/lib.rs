@@ -70,6 +70,12 @@ pub mod engine;
 
 pub mod record;
 
+/// The Rust blocks of this crate's `README.md` (its crates.io page), compiled and run as doc tests
+/// so that the page stays true to the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 use std::collections::BTreeSet;
 
 use muster_core::crd::{Workflow, WorkflowCondition, WorkflowSubStep};

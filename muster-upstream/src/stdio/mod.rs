@@ -13,7 +13,7 @@
 //! it came ([`ToolOutput`](muster_core::ToolOutput)), where rmcp's parser tries it against every
 //! kind of result in turn (`CallToolResult` is the sixteenth), building and throwing away an
 //! error for each miss (46k of the gateway's 312k instructions per call in an early callgrind
-//! profile; `benches/README.md`), and the gateway then writes it out again.
+//! profile; `benches/JOURNAL.md`, fourth sitting), and the gateway then writes it out again.
 //!
 //! It also lets go of the memory of a large message: the line buffer shrinks back after a line
 //! over 64 KiB (a `tools/list` answer), where rmcp's keeps the largest size it ever read.
