@@ -56,6 +56,7 @@ pub mod auth;
 pub mod config_dir;
 pub mod core_tools;
 pub mod dispatch;
+mod error;
 pub mod events;
 mod gateway;
 pub mod http;
@@ -70,7 +71,8 @@ pub mod sync;
 pub mod watch;
 pub mod workflows;
 
-pub use gateway::{Gateway, GatewayError, ShutdownReport};
+pub use error::GatewayError;
+pub use gateway::{Gateway, ShutdownReport};
 /// The downstream side: connections to downstream servers ([`muster_upstream`]).
 pub use muster_upstream as upstream;
 

@@ -305,8 +305,8 @@ impl RegistryOptions {
     /// Keeps events in `dir/events/` and workflow run records in `dir/workflow_executions/`
     /// (creating them; a run an earlier process left unfinished is marked failed), as filesystem
     /// mode does beside its definitions. Refused when either cannot be opened.
-    pub fn with_data_dir(self, dir: &std::path::Path) -> Result<Self, crate::gateway::GatewayError> {
-        let events = EventLog::open(dir).map_err(|source| crate::gateway::GatewayError::DataDir {
+    pub fn with_data_dir(self, dir: &std::path::Path) -> Result<Self, crate::error::GatewayError> {
+        let events = EventLog::open(dir).map_err(|source| crate::error::GatewayError::DataDir {
             dir: dir.to_path_buf(),
             source,
         })?;
@@ -359,7 +359,7 @@ impl Registry {
         servers: Vec<MCPServer>,
         workflows: Vec<Workflow>,
         options: RegistryOptions,
-    ) -> Result<Arc<Self>, crate::gateway::GatewayError> {
+    ) -> Result<Arc<Self>, crate::error::GatewayError> {
         let supervision = options.supervision;
         let presets = Arc::new(Presets::from_config(&config.toolset_presets)?);
         let names = NameRules::new(config.aggregator.muster_prefix.clone())
@@ -1330,6 +1330,20 @@ fn authored(event: Event, author: Option<&Author>) -> Event {
             event.with_details(details)
         }
         None => event,
+    }
+}
+
+/// The gauges at each scrape of `/metrics`.
+impl crate::metrics::MetricsSource for Registry {
+    fn gauge_snapshot(&self) -> crate::metrics::GaugeSnapshot {
+        let catalog = self.catalog();
+        crate::metrics::GaugeSnapshot {
+            upstreams: self.server_states(),
+            catalog_tools: catalog.tools().len(),
+            catalog_resources: catalog.resources().len(),
+            catalog_prompts: catalog.prompts().len(),
+            sessions: self.session_count(),
+        }
     }
 }
 

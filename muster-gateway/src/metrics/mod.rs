@@ -16,7 +16,7 @@
 //! ```
 //!
 //! A [`Gateway`](crate::Gateway) builds one registry of metrics, puts [`MetricsLayer`] outermost
-//! on its tool stack and serves them at [`METRICS_PATH`](crate::http::METRICS_PATH). What it
+//! on its tool stack and serves them at `/metrics` (the HTTP router's `METRICS_PATH`). What it
 //! counts:
 //!
 //! | metric | type | labels |

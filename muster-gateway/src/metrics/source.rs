@@ -1,9 +1,7 @@
 //! Where the gauges come from: a [`MetricsSource`] answers with a [`GaugeSnapshot`] at each
-//! scrape. The gateway's [`Registry`] is one.
+//! scrape. The gateway's registry is one.
 
 use muster_core::crd::MCPServerState;
-
-use crate::registry::Registry;
 
 /// What the gauges show at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,17 +24,4 @@ pub struct GaugeSnapshot {
 pub trait MetricsSource: Send + Sync + 'static {
     /// The gauges now.
     fn gauge_snapshot(&self) -> GaugeSnapshot;
-}
-
-impl MetricsSource for Registry {
-    fn gauge_snapshot(&self) -> GaugeSnapshot {
-        let catalog = self.catalog();
-        GaugeSnapshot {
-            upstreams: self.server_states(),
-            catalog_tools: catalog.tools().len(),
-            catalog_resources: catalog.resources().len(),
-            catalog_prompts: catalog.prompts().len(),
-            sessions: self.session_count(),
-        }
-    }
 }

@@ -1,0 +1,49 @@
+//! [`GatewayError`]: why a gateway, or its registry, could not be built.
+
+use muster_catalog::toolset::ToolsetError;
+
+/// Why a gateway could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewayError {
+    /// The config directory could not be read.
+    #[error("cannot read the config directory {}: {source}", dir.display())]
+    ConfigDir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The directory of events and workflow run records could not be opened.
+    #[error("cannot keep events in {}: {source}", dir.display())]
+    DataDir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A toolset preset of `config.yaml` is invalid.
+    #[error(transparent)]
+    Toolset(#[from] ToolsetError),
+    /// With `prefixMode: never`, two servers expose the same name: one sentence per clash.
+    #[error(
+        "{}\nWith aggregator.prefixMode: never in config.yaml, tools keep their downstream names; set \
+         aggregator.prefixMode: always (tools are then named x_<server>_<tool>), or remove one server of each pair",
+        .0.join("\n")
+    )]
+    NameCollisions(Vec<String>),
+    /// The grant store of `aggregator.oauth.mcpClient.grantStore` cannot be opened.
+    #[error("cannot open the grant store (aggregator.oauth.mcpClient.grantStore): {0}")]
+    GrantStore(#[from] muster_auth::oauth::store::GrantStoreError),
+    /// The workflow execution records cannot be opened.
+    #[error("cannot open the workflow execution records: {0}")]
+    Executions(#[from] muster_workflow::record::RecordError),
+    /// Watching needs a config directory (filesystem mode).
+    #[error("this gateway has no config directory to watch")]
+    NoConfigDir,
+    /// The config directory cannot be watched.
+    #[error("cannot watch the config directory: {0}")]
+    Watch(String),
+}
