@@ -6,7 +6,7 @@
 //! the session manager: about a third of the gateway's own work on a call through it.
 //! [`SessionCalls`] sits in front of it and answers the one request an agent sends most,
 //! `tools/call` on a session that already exists, itself: it reads the body's envelope, parses
-//! the call's params alone, runs them through the same handler ([`MetaTools`]) as rmcp would,
+//! the call's params alone, runs them through the same handler ([`MetaTools`](crate::meta::MetaTools)) as rmcp would,
 //! and writes the answer (and the call's progress, in order) as the request's SSE stream.
 //! Everything else goes to rmcp unchanged: initialize, notifications, the other methods, GET and
 //! DELETE, and any request that the rules below do not clear.
@@ -79,10 +79,9 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-#[cfg(doc)]
-use crate::meta::MetaTools;
 use answer::Outgoing;
-pub use answer::{AnswersCalls, CallAnswer};
+
+use crate::meta::in_front::{AdmitsSessions, AnswersCalls, CallAnswer, CallStream, Queued};
 
 /// How long after rmcp last saw a session its calls may still be answered here. Well under the
 /// five minutes after which the session manager ends an idle session.
@@ -147,6 +146,12 @@ struct LiveSession {
     touched: AtomicU64,
     /// The streams of its calls, for a client that lost one to resume it.
     replays: Arc<replay::Replays>,
+}
+
+impl AdmitsSessions for SessionTable {
+    fn admit(&self, parts: &http::request::Parts, peer: Peer<RoleServer>) {
+        SessionTable::admit(self, parts, peer);
+    }
 }
 
 impl SessionTable {
@@ -284,8 +289,8 @@ impl<S, H> std::fmt::Debug for SessionCalls<S, H> {
 impl<S, H> SessionCalls<S, H> {
     /// Answers calls on the sessions of `table` with `handler`, and passes the rest to `inner`.
     /// A body over `max_body_bytes` goes to `inner` (which refuses it). The handler admits each
-    /// session to `table` ([`SessionTable::admit`]) when it is initialized, as [`MetaTools`]
-    /// does.
+    /// session to `table` ([`SessionTable::admit`]) when it is initialized, as
+    /// [`MetaTools`](crate::meta::MetaTools) does.
     pub fn new(inner: S, handler: Arc<H>, table: Arc<SessionTable>, max_body_bytes: usize) -> Self {
         Self {
             inner: Arc::new(inner),
@@ -477,24 +482,6 @@ where
     forward(inner.clone(), request).await
 }
 
-/// The sending end of a call's own stream to its client, answered in front of rmcp: what the
-/// call reports before its answer (progress) goes here ([`crate::meta::call_context`]).
-#[derive(Debug, Clone)]
-pub struct CallStream(mpsc::UnboundedSender<Queued>);
-
-/// A message queued on a call's stream, boxed: tokio's unbounded channel allocates its first
-/// block of 32 slots with the channel, which for unboxed messages is 12 KB a call (a large chunk
-/// of the allocator's, not one it keeps at hand), where most calls send nothing before their
-/// answer.
-type Queued = Box<ServerJsonRpcMessage>;
-
-impl CallStream {
-    /// Sends `message` on the request's stream (nothing when the client has gone).
-    pub fn send(&self, message: ServerJsonRpcMessage) {
-        let _ = self.0.send(Box::new(message));
-    }
-}
-
 /// Answers the call with its SSE stream ([`CallBody`]), once the stream's first event is there.
 async fn answer<H: AnswersCalls + Send + Sync + 'static>(
     handler: Arc<H>,
@@ -512,7 +499,7 @@ async fn answer<H: AnswersCalls + Send + Sync + 'static>(
         .insert(id.clone(), ctx.ct.clone());
     ctx.meta = params.meta.take().unwrap_or_default();
     ctx.extensions.insert(parts);
-    ctx.extensions.insert(CallStream(messages));
+    ctx.extensions.insert(CallStream::new(messages));
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let replays = Arc::clone(&session.replays);
     let call = Box::pin(async move {

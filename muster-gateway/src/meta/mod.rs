@@ -8,6 +8,7 @@
 
 mod definitions;
 mod envelope;
+pub mod in_front;
 mod native;
 mod server;
 
@@ -38,10 +39,10 @@ use tower::ServiceExt;
 
 pub use definitions::{MetaTool, definitions};
 pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
+use in_front::{AdmitsSessions, CallStream};
 
 use crate::{
     auth::challenge::{self, Consent, SignInState},
-    http::session_calls::{CallStream, SessionTable},
     metrics::{CallTarget, Outcome},
     registry::Registry,
     upstream::ClientPeer,
@@ -56,8 +57,8 @@ pub struct MetaTools {
     registry: Arc<Registry>,
     tools: BoxToolService,
     /// Where an HTTP session is admitted once rmcp set it up, for its calls to be answered
-    /// in front of rmcp ([`crate::http::session_calls`]).
-    sessions: Option<Arc<SessionTable>>,
+    /// in front of rmcp ([`in_front`]).
+    sessions: Option<Arc<dyn AdmitsSessions>>,
 }
 
 impl std::fmt::Debug for MetaTools {
@@ -77,9 +78,9 @@ impl MetaTools {
     }
 
     /// Admits each HTTP session to `table` once it is initialized
-    /// ([`crate::http::session_calls`]).
+    /// ([`in_front`]).
     #[must_use]
-    pub fn with_session_table(mut self, table: Arc<SessionTable>) -> Self {
+    pub fn with_session_table(mut self, table: Arc<impl AdmitsSessions + 'static>) -> Self {
         self.sessions = Some(table);
         self
     }

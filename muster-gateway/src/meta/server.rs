@@ -31,10 +31,10 @@ use std::future::Future;
 
 use tracing::{Instrument, Span, field::Empty};
 
+use super::in_front::{AnswersCalls, CallAnswer};
 use super::{AUTH_STATUS_URI, INSTRUCTIONS, MetaTool, MetaTools, call_context, definitions, native::page, session_of};
 use crate::{
     auth::challenge::{self, ChallengeSlot},
-    http::session_calls::{AnswersCalls, CallAnswer},
     metrics::{CallTarget, Outcome, REQUEST_SPAN, log_session},
 };
 

@@ -1,76 +1,11 @@
-//! What answers a call taken in front of rmcp ([`AnswersCalls`]), what it answers
-//! ([`CallAnswer`]), and the message that goes out ([`Outgoing`]).
-//!
-//! A handler answers as rmcp's `handle_request` would, with one more way: a tool's output that
-//! a downstream server sent ([`ToolOutput`]) goes out as it came, spliced into the JSON-RPC
-//! response, when the client reads it the same way ([`ToolOutput::passes_to_legacy_clients`]).
-//! [`MetaTools`](crate::meta::MetaTools) answers so; any other handler answers through
-//! `handle_request` (the trait's default).
-
-use std::future::Future;
+//! The message that goes out on a call's stream ([`Outgoing`]): a typed one, or the answer with
+//! a tool's output a downstream server sent, spliced into the JSON-RPC response as it came, when
+//! the client reads it the same way ([`ToolOutput::passes_to_legacy_clients`]). What the handler
+//! answers is a `CallAnswer` (`meta::in_front`).
 
 use muster_core::ToolOutput;
-use rmcp::{
-    ErrorData as McpError, RoleServer,
-    model::{ClientRequest, RequestId, ServerJsonRpcMessage, ServerResult},
-    service::RequestContext,
-};
+use rmcp::model::{RequestId, ServerJsonRpcMessage};
 use serde::{Serialize, Serializer, ser::SerializeStruct};
-
-/// A handler of the calls [`SessionCalls`](super::SessionCalls) answers in front of rmcp.
-pub trait AnswersCalls: rmcp::Service<RoleServer> {
-    /// Answers `request`, a `tools/call`, as `handle_request` would; a tool's output may be
-    /// passed on as it came. The default is `handle_request`'s answer.
-    fn answer_call(
-        &self,
-        request: ClientRequest,
-        ctx: RequestContext<RoleServer>,
-    ) -> impl Future<Output = Result<CallAnswer, McpError>> + Send {
-        async move {
-            rmcp::Service::handle_request(self, request, ctx)
-                .await
-                .map(CallAnswer::Typed)
-        }
-    }
-}
-
-/// The answer to a call taken in front of rmcp.
-#[derive(Debug)]
-#[allow(
-    clippy::large_enum_variant,
-    reason = "moved once a call, as the typed answer alone was before; boxing would allocate"
-)]
-pub enum CallAnswer {
-    /// A typed result, as `handle_request` answers.
-    Typed(ServerResult),
-    /// A downstream's result, passed on as it came: the client reads it as rmcp would have
-    /// written it ([`ToolOutput::passes_to_legacy_clients`]).
-    Passed(ToolOutput),
-}
-
-impl CallAnswer {
-    /// The answer as rmcp's server sends it to a client of a protocol version before
-    /// 2026-07-28 (every call taken in front is one): without `resultType: "complete"`, with
-    /// non-object structured content moved into the content, and no input-required result.
-    pub(crate) fn for_legacy_client(self) -> Result<Self, McpError> {
-        match self {
-            Self::Typed(ServerResult::InputRequiredResult(_)) => Err(McpError::invalid_request(
-                "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
-                None,
-            )),
-            Self::Typed(mut result) => {
-                result.strip_result_type_for_legacy_peer();
-                result.strip_non_object_output_for_legacy_peer();
-                Ok(Self::Typed(result))
-            }
-            Self::Passed(output) if output.passes_to_legacy_clients() => Ok(Self::Passed(output)),
-            Self::Passed(output) => {
-                let result = output.into_result().map_err(McpError::from)?;
-                Self::Typed(ServerResult::CallToolResult(result)).for_legacy_client()
-            }
-        }
-    }
-}
 
 /// A message on a call's stream: a typed one (progress, a typed answer, an error), or the answer
 /// with a result passed on as it came.
@@ -101,7 +36,7 @@ impl Serialize for Outgoing {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::{CallToolResult, ContentBlock};
+    use rmcp::model::{CallToolResult, ServerResult};
     use serde_json::value::RawValue;
 
     use super::*;
@@ -121,22 +56,5 @@ mod tests {
             serde_json::from_str::<serde_json::Value>(&ours).expect("JSON"),
             serde_json::to_value(&rmcp).expect("writes")
         );
-    }
-
-    #[test]
-    fn a_result_a_legacy_client_reads_otherwise_goes_out_as_rmcp_rewrites_it() {
-        let answer = CallAnswer::Passed(passed(r#"{"resultType":"complete","structuredContent":[1,2]}"#))
-            .for_legacy_client()
-            .expect("answers");
-        let CallAnswer::Typed(ServerResult::CallToolResult(result)) = answer else {
-            panic!("expected a typed result, got {answer:?}");
-        };
-        assert_eq!(result.result_type, None);
-        assert_eq!(result.structured_content, None);
-        assert_eq!(result.content, vec![ContentBlock::text("[1,2]")]);
-        let clean = CallAnswer::Passed(passed(r#"{"content":[]}"#))
-            .for_legacy_client()
-            .expect("answers");
-        assert!(matches!(clean, CallAnswer::Passed(_)), "{clean:?}");
     }
 }
