@@ -1,15 +1,5 @@
 //! [`UpstreamError`]: why a connection to a downstream server could not be made, typed where a
-//! caller branches on it.
-//!
-//! A remote server's refusal is classified the same way whichever transport met it
-//! (streamable HTTP through rmcp, or the legacy HTTP+SSE transport of [`crate::sse`]):
-//!
-//! | the server | variant |
-//! |---|---|
-//! | answered 401, or 403 with a `WWW-Authenticate` challenge (insufficient scope) | [`UpstreamError::AuthRequired`], with the challenge when there is one |
-//! | answered any other status that is not success | [`UpstreamError::HttpStatus`], with the start of what it said |
-//! | could not be reached (connection refused, no such host, TLS, ...) | [`UpstreamError::Unreachable`], with the innermost cause |
-//! | failed the handshake another way | [`UpstreamError::Initialize`], with the message |
+//! caller branches on it, and the classification of a failed handshake into it.
 //!
 //! rmcp hands its transport's error back inside `ClientInitializeError::TransportError` as a
 //! `DynamicTransportError`: the classification walks that error's `source()` chain for the typed
@@ -17,18 +7,6 @@
 //! `HttpStatusError`). One answer rmcp keeps only as text: a 4xx other than a challenged 401/403
 //! is `StreamableHttpError::UnexpectedServerResponse("HTTP 404 Not Found: <body>")`, whose status
 //! and body are read back from that text ([`status_in_response`]).
-//!
-//! ```
-//! use muster_upstream::UpstreamError;
-//!
-//! fn needs_sign_in(error: &UpstreamError) -> Option<Option<&str>> {
-//!     match error {
-//!         UpstreamError::AuthRequired { challenge, .. } => Some(challenge.as_deref()),
-//!         _ => None,
-//!     }
-//! }
-//! # let _ = needs_sign_in;
-//! ```
 
 use std::time::Duration;
 
@@ -46,6 +24,32 @@ use crate::{
 };
 
 /// Why a connection to a downstream server could not be made.
+///
+/// A remote server's refusal is classified the same way whichever transport met it (streamable
+/// HTTP, or the legacy HTTP+SSE transport of [`crate::sse`]):
+///
+/// | the server | variant |
+/// |---|---|
+/// | answered 401, or 403 with a `WWW-Authenticate` challenge (insufficient scope) | [`AuthRequired`](Self::AuthRequired), with the challenge when there is one |
+/// | answered any other status that is not success | [`HttpStatus`](Self::HttpStatus), with the start of what it said |
+/// | could not be reached (connection refused, a name that does not resolve, TLS, ...) | [`Unreachable`](Self::Unreachable), with the innermost cause |
+/// | failed the handshake another way | [`Initialize`](Self::Initialize), with the message |
+///
+/// ```
+/// use muster_upstream::UpstreamError;
+///
+/// /// Whether people must sign in to the server, and the challenge to discover how.
+/// fn sign_in_needed(error: &UpstreamError) -> Option<Option<&str>> {
+///     match error {
+///         UpstreamError::AuthRequired { challenge, .. } => Some(challenge.as_deref()),
+///         _ => None,
+///     }
+/// }
+///
+/// let refused = UpstreamError::Initialize("connection closed: initialize response".into());
+/// assert_eq!(sign_in_needed(&refused), None);
+/// assert_eq!(refused.http_status(), None);
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum UpstreamError {
@@ -167,7 +171,9 @@ fn classify(error: &(dyn std::error::Error + 'static), url: &str) -> Option<Upst
         next = current.source();
         if let Some(e) = current.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
             match e {
-                StreamableHttpError::AuthRequired(e) => return Some(auth(StatusCode::UNAUTHORIZED, &e.www_authenticate_header)),
+                StreamableHttpError::AuthRequired(e) => {
+                    return Some(auth(StatusCode::UNAUTHORIZED, &e.www_authenticate_header));
+                }
                 StreamableHttpError::InsufficientScope(e) => {
                     return Some(auth(StatusCode::FORBIDDEN, &e.www_authenticate_header));
                 }
@@ -283,7 +289,11 @@ pub(crate) fn trimmed(body: &str) -> String {
 
 /// `: <what the server said>`, or nothing when it said nothing.
 pub(crate) fn said_text(said: &str) -> String {
-    if said.is_empty() { String::new() } else { format!(": {said}") }
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!(": {said}")
+    }
 }
 
 /// `: <challenge>`, or a note that the answer carried none.

@@ -27,6 +27,8 @@
 //! # Ok(()) }
 //! ```
 //!
+//! - [`UpstreamError`]: why a connection could not be made; a server that requires
+//!   authorization, answered an HTTP status or could not be reached is a variant of its own.
 //! - [`egress`]: where a remote server's connections may go.
 //! - [`limits`]: how many calls run at once, per server and per session.
 //! - [`progress`], [`relay`]: a call's progress, logging, sampling and elicitation, relayed to

@@ -68,16 +68,18 @@ async fn sse_posts_answering(status: StatusCode, challenge: Option<&'static str>
     let stream = || async {
         (
             [(header::CONTENT_TYPE, "text/event-stream")],
-            axum::body::Body::from_stream(futures::stream::iter([Ok::<_, std::convert::Infallible>(
-                "event: endpoint\ndata: /message?sessionId=abc\n\n",
-            )]).chain(futures::stream::pending())),
+            axum::body::Body::from_stream(
+                futures::stream::iter([Ok::<_, std::convert::Infallible>(
+                    "event: endpoint\ndata: /message?sessionId=abc\n\n",
+                )])
+                .chain(futures::stream::pending()),
+            ),
         )
     };
-    serve(
-        Router::new()
-            .route("/sse", get(stream))
-            .route("/message", post(move || async move { refusal(status, challenge, "go away") })),
-    )
+    serve(Router::new().route("/sse", get(stream)).route(
+        "/message",
+        post(move || async move { refusal(status, challenge, "go away") }),
+    ))
     .await
 }
 
@@ -124,7 +126,11 @@ async fn a_401_without_a_challenge_requires_authorization_too() {
         assert!(
             matches!(
                 &error,
-                UpstreamError::AuthRequired { status: StatusCode::UNAUTHORIZED, challenge: None, .. }
+                UpstreamError::AuthRequired {
+                    status: StatusCode::UNAUTHORIZED,
+                    challenge: None,
+                    ..
+                }
             ),
             "{server_type}: {error:?}"
         );
@@ -164,11 +170,17 @@ async fn a_503_is_an_http_status_over_streamable_http() {
     else {
         panic!("not an HTTP status: {error:?}");
     };
-    assert_eq!((method, answered, *status), (&http::Method::POST, &url, StatusCode::SERVICE_UNAVAILABLE));
+    assert_eq!(
+        (method, answered, *status),
+        (&http::Method::POST, &url, StatusCode::SERVICE_UNAVAILABLE)
+    );
     // rmcp keeps no body of a 5xx.
     assert_eq!(said, "");
     assert_eq!(error.http_status(), Some(StatusCode::SERVICE_UNAVAILABLE));
-    assert_eq!(error.to_string(), format!("POST {url} answered HTTP 503 Service Unavailable"));
+    assert_eq!(
+        error.to_string(),
+        format!("POST {url} answered HTTP 503 Service Unavailable")
+    );
 }
 
 #[tokio::test]
@@ -200,16 +212,27 @@ async fn a_4xx_keeps_what_the_server_said_and_on_the_sse_stream_what_it_means() 
         matches!(&error, UpstreamError::HttpStatus { status: StatusCode::NOT_FOUND, said, .. } if said == "no MCP here"),
         "{error:?}"
     );
-    assert_eq!(error.to_string(), format!("POST {url} answered HTTP 404 Not Found: no MCP here"));
+    assert_eq!(
+        error.to_string(),
+        format!("POST {url} answered HTTP 404 Not Found: no MCP here")
+    );
 
     let error = connect(ServerType::Sse, &url).await;
     assert!(
-        matches!(&error, UpstreamError::HttpStatus { status: StatusCode::NOT_FOUND, .. }),
+        matches!(
+            &error,
+            UpstreamError::HttpStatus {
+                status: StatusCode::NOT_FOUND,
+                ..
+            }
+        ),
         "{error:?}"
     );
     let text = error.to_string();
     assert!(
-        text.starts_with(&format!("GET {url} answered HTTP 404 Not Found: no MCP here, not an SSE stream")),
+        text.starts_with(&format!(
+            "GET {url} answered HTTP 404 Not Found: no MCP here, not an SSE stream"
+        )),
         "{text}"
     );
     assert!(text.contains("type: streamable-http"), "{text}");
@@ -268,7 +291,10 @@ async fn any_other_failed_handshake_keeps_its_message_without_rusts_type_names()
         panic!("not the rest: {error:?}");
     };
     assert!(message.contains("text/plain"), "{message}");
-    assert!(!message.contains("rmcp::") && !message.contains("Transport ["), "{message}");
+    assert!(
+        !message.contains("rmcp::") && !message.contains("Transport ["),
+        "{message}"
+    );
 }
 
 #[test]
@@ -277,7 +303,10 @@ fn statuses_are_read_back_only_from_rmcps_text_of_an_untyped_4xx() {
         status_in_response("HTTP 404 Not Found: no such path"),
         Some((StatusCode::NOT_FOUND, "no such path"))
     );
-    assert_eq!(status_in_response("HTTP 418 I'm a teapot: "), Some((StatusCode::IM_A_TEAPOT, "")));
+    assert_eq!(
+        status_in_response("HTTP 418 I'm a teapot: "),
+        Some((StatusCode::IM_A_TEAPOT, ""))
+    );
     assert_eq!(status_in_response("HTTP 4040 Not Found: x"), None);
     assert_eq!(status_in_response("could not parse JSON response: HTTP 404"), None);
     assert_eq!(status_in_response("HTTP 99 x"), None);
