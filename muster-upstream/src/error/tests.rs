@@ -10,6 +10,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{any, get, post},
 };
+use futures::StreamExt;
 use muster_core::crd::{MCPServer, MCPServerSpec, ServerType};
 
 use super::*;
@@ -82,8 +83,6 @@ async fn sse_posts_answering(status: StatusCode, challenge: Option<&'static str>
     ))
     .await
 }
-
-use futures::StreamExt;
 
 fn assert_no_type_names(error: &UpstreamError) {
     let text = error.to_string();
