@@ -207,6 +207,11 @@ async fn a_downstream_that_cannot_start_is_failed_and_the_others_still_serve() {
         "the refusal is recorded: {:?}",
         refused()
     );
+    assert_eq!(
+        refused().and_then(|s| s.2).as_deref(),
+        Some("cannot reach http://127.0.0.1:9/mcp: connection refused"),
+        "the lastError names the URL and the cause"
+    );
     let failed = common::eventually(10, || {
         let now = refused();
         async move { now.is_some_and(|s| s.0 == MCPServerState::Failed && s.1 >= 3) }

@@ -304,6 +304,11 @@ async fn a_failed_attempt_records_the_http_status_the_endpoint_answered() {
         "{:?}",
         status.runtime.last_error
     );
+    let last_error = status.runtime.last_error.clone().unwrap_or_default();
+    assert!(
+        last_error.starts_with(&format!("POST {wrong_path} answered HTTP 404 Not Found")),
+        "{last_error}"
+    );
     let crd = status.runtime.to_status(false);
     assert_eq!(crd.last_failure_http_status, Some(404));
     h.stop().await;

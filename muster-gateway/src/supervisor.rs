@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::{
     events::{Event, EventDetails, reasons},
     registry::Registry,
-    upstream::{Egress, ListChanged, UpstreamConnection},
+    upstream::{Egress, ListChanged, UpstreamConnection, UpstreamError},
 };
 
 /// A remote server is Failed from this many consecutive failed attempts.
@@ -119,32 +119,6 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         _ => return None,
     };
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
-}
-
-/// The HTTP status an error message reports (`HTTP 404 Not Found: ...`, `HTTP 503`), if any:
-/// the transports report a failed attempt's status only in their messages.
-pub fn http_status_in(message: &str) -> Option<u16> {
-    message.match_indices("HTTP ").find_map(|(i, m)| {
-        let digits: String = message[i + m.len()..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        (digits.len() == 3)
-            .then(|| digits.parse().ok())
-            .flatten()
-            .filter(|s| (100..600).contains(s))
-    })
-}
-
-/// Whether a connection error says the server answered 401 (rmcp reports `Auth required`, or
-/// `authorization required: <challenge>`), with the `WWW-Authenticate` challenge when the
-/// message carries it (empty when not: discovery then reads the well-known document).
-pub fn auth_challenge_in(message: &str) -> Option<String> {
-    const WITH_CHALLENGE: &str = "authorization required: ";
-    if let Some(at) = message.find(WITH_CHALLENGE) {
-        return Some(message[at + WITH_CHALLENGE.len()..].trim().to_owned());
-    }
-    message.contains("Auth required").then(String::new)
 }
 
 /// What a supervisor is asked to do.
@@ -254,7 +228,7 @@ pub(crate) async fn supervise(
                     conn.close();
                     true
                 }
-                Err(e) => auth_challenge_in(&e.to_string()).is_some(),
+                Err(e) => matches!(e, UpstreamError::AuthRequired { .. }),
             };
             // A token exchange whose client credentials cannot be read fails every caller alike.
             let credentials = with_registry(&registry, |r| r.sso().credentials_problem(&definition)).flatten();
@@ -350,7 +324,7 @@ pub(crate) async fn supervise(
                     }
                 }
             }
-            Err(e) if let Some(challenge) = auth_challenge_in(&e.to_string()) => {
+            Err(UpstreamError::AuthRequired { status, challenge, .. }) => {
                 // The server wants each person to sign in: nothing to retry until a session
                 // holds a grant (its connections are that session's, not this supervisor's).
                 tracing::info!(server = %key.name, "the server requires people to sign in");
@@ -366,8 +340,8 @@ pub(crate) async fn supervise(
                             rt.state = MCPServerState::Failed;
                             rt.health = MCPServerHealth::Unknown;
                             rt.last_error = Some(conflict.to_string());
-                            rt.last_failure_http_status = Some(401);
-                            rt.auth_challenge = Some(challenge.clone()).filter(|c| !c.is_empty());
+                            rt.last_failure_http_status = Some(status.as_u16());
+                            rt.auth_challenge = challenge.clone();
                             rt.conflicts_with = Some(conflict.used.clone());
                         });
                         return;
@@ -384,9 +358,9 @@ pub(crate) async fn supervise(
                         rt.state = MCPServerState::AuthRequired;
                         rt.health = MCPServerHealth::Unknown;
                         rt.last_error = None;
-                        rt.last_failure_http_status = Some(401);
+                        rt.last_failure_http_status = Some(status.as_u16());
                         rt.consecutive_failures = 0;
-                        rt.auth_challenge = Some(challenge).filter(|c| !c.is_empty());
+                        rt.auth_challenge = challenge;
                         rt.conflicts_with = None;
                     });
                 });
@@ -420,7 +394,7 @@ pub(crate) async fn supervise(
                         rt.state = state;
                         rt.health = MCPServerHealth::Unhealthy;
                         rt.last_error = Some(e.to_string());
-                        rt.last_failure_http_status = http_status_in(&e.to_string());
+                        rt.last_failure_http_status = e.http_status().map(|s| s.as_u16());
                         rt.consecutive_failures = failures;
                     })
                 });
@@ -522,19 +496,6 @@ fn with_registry<T>(registry: &Weak<Registry>, f: impl FnOnce(&Registry) -> T) -
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_401_is_recognised_with_or_without_its_challenge() {
-        assert_eq!(
-            super::auth_challenge_in("initialize failed: authorization required: Bearer resource_metadata=\"x\""),
-            Some("Bearer resource_metadata=\"x\"".to_owned())
-        );
-        assert_eq!(
-            super::auth_challenge_in("Transport error: Auth required, when send initialize request"),
-            Some(String::new())
-        );
-        assert_eq!(super::auth_challenge_in("connection refused"), None);
-    }
-
     use super::*;
 
     #[test]
@@ -548,17 +509,6 @@ mod tests {
         assert_eq!(fast.backoff(1), Duration::from_millis(100));
         assert_eq!(fast.backoff(3), Duration::from_millis(250));
         assert_eq!(fast.backoff(u32::MAX), Duration::from_millis(250));
-    }
-
-    #[test]
-    fn http_statuses_are_read_from_transport_messages() {
-        assert_eq!(
-            http_status_in("MCP initialize failed: unexpected server response: HTTP 404 Not Found: "),
-            Some(404)
-        );
-        assert_eq!(http_status_in("Transport error: HTTP 503"), Some(503));
-        assert_eq!(http_status_in("connection refused (os error 111)"), None);
-        assert_eq!(http_status_in("HTTP 12345"), None);
     }
 
     #[test]

@@ -27,6 +27,8 @@
 //! # Ok(()) }
 //! ```
 //!
+//! - [`UpstreamError`]: why a connection could not be made; a server that requires
+//!   authorization, answered an HTTP status or could not be reached is a variant of its own.
 //! - [`egress`]: where a remote server's connections may go.
 //! - [`limits`]: how many calls run at once, per server and per session.
 //! - [`progress`], [`relay`]: a call's progress, logging, sampling and elicitation, relayed to
@@ -39,6 +41,7 @@
 
 pub mod driver;
 pub mod egress;
+mod error;
 pub mod fast_answers;
 pub mod headers;
 mod http_lane;
@@ -73,6 +76,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use egress::{Egress, LinkLocalRefused};
+pub use error::UpstreamError;
 pub use relay::{ClientPeer, ListChanged, UpstreamClient};
 pub use transport::TransportError;
 
@@ -83,60 +87,6 @@ use relay::CallRelay;
 use stdio::lane::StdioLane;
 
 use crate::limits::{CallLimiter, CallSlot};
-
-/// Why a connection to a downstream server could not be made.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum UpstreamError {
-    /// The transport could not be set up (the command does not start, the URL is invalid, ...).
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// The MCP handshake failed.
-    #[error("MCP initialize failed: {0}")]
-    Initialize(String),
-    /// A stdio server did not start: why, how its process ended and what it last wrote to stderr.
-    #[error("{cause}{}{}", exited_text(.status.as_ref()), stderr_text(.stderr))]
-    StdioStart {
-        /// What failed (the handshake, or its timeout).
-        cause: Box<UpstreamError>,
-        /// How the process exited; `None` while it still runs.
-        status: Option<std::process::ExitStatus>,
-        /// Its last lines on stderr, oldest first.
-        stderr: Vec<String>,
-    },
-    /// Reading the server's tools, resources or prompts failed.
-    #[error("listing {what} failed: {source}")]
-    List {
-        /// tools, resources or prompts.
-        what: &'static str,
-        /// The failure.
-        #[source]
-        source: ServiceError,
-    },
-    /// The server did not answer within its timeout.
-    #[error("{what} timed out after {}s", after.as_secs())]
-    Timeout {
-        /// What was being done.
-        what: &'static str,
-        /// The budget.
-        after: Duration,
-    },
-}
-
-fn exited_text(status: Option<&std::process::ExitStatus>) -> String {
-    match status {
-        Some(status) => format!("; the process ended ({status})"),
-        None => String::new(),
-    }
-}
-
-fn stderr_text(lines: &[String]) -> String {
-    if lines.is_empty() {
-        "; it wrote nothing to stderr".to_owned()
-    } else {
-        format!("; its last lines on stderr: {}", lines.join(" | "))
-    }
-}
 
 /// A live MCP connection to one downstream server, with what it offered.
 #[derive(Debug)]
@@ -194,7 +144,9 @@ impl UpstreamConnection {
         let mut stdio_start = None;
         let mut http_lane = None;
         let handshake = async {
-            let init = |e: rmcp::service::ClientInitializeError| UpstreamError::Initialize(e.to_string());
+            let remote = server.spec.server_type.is_some_and(ServerType::is_remote);
+            let shown_url = server.spec.url.as_deref().filter(|_| remote).map(shown);
+            let init = |e| UpstreamError::of_handshake(e, shown_url.as_deref());
             match server.spec.server_type {
                 Some(ServerType::Stdio) | None => {
                     let (child, stderr) = transport::stdio(&name, &server.spec)?;
@@ -712,6 +664,14 @@ impl UpstreamConnection {
     /// Closes the connection (a stdio server's process is stopped).
     pub fn close(&self) {
         self.cancel.cancel();
+    }
+}
+
+/// `url` as errors show it: without user info, query or fragment (where credentials live).
+fn shown(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(parsed) => sse::redact(&parsed),
+        Err(_) => url.split(['?', '#']).next().unwrap_or_default().to_owned(),
     }
 }
 

@@ -73,8 +73,14 @@ pub const DEFAULT_MAX_EVENT_SIZE: usize = 16 * 1024 * 1024;
 const INBOUND_CAPACITY: usize = 64;
 /// How much of a refused POST's body goes into the error.
 const MAX_ERROR_BODY: usize = 512;
+/// How long the body of a refused answer is read for its error.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
 /// How many redirects one request follows (within the origin).
 const MAX_REDIRECTS: usize = 10;
+
+/// What a non-SSE answer to the stream's GET most likely means.
+pub(crate) const NOT_AN_SSE_STREAM: &str = "not an SSE stream; is it a legacy HTTP+SSE (2024-11-05) endpoint? \
+     (streamable-HTTP servers need type: streamable-http)";
 
 /// Why the legacy SSE transport failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,16 +117,26 @@ pub enum SseTransportError {
         /// The connect timeout.
         after: Duration,
     },
+    /// The GET or a POST was refused for want of authorization: a 401, or a 403 with a
+    /// `WWW-Authenticate` challenge (insufficient scope).
+    #[error("{url} requires authorization (HTTP {status}){}", crate::error::challenge_text(.challenge.as_deref()))]
+    AuthRequired {
+        /// The URL refused (the stream's, or the endpoint's).
+        url: String,
+        /// 401, or 403.
+        status: StatusCode,
+        /// The `WWW-Authenticate` challenge, when the answer carried one.
+        challenge: Option<String>,
+    },
     /// The GET was answered with a non-success status.
-    #[error(
-        "GET {url} answered {status}, not an SSE stream; is it a legacy HTTP+SSE (2024-11-05) endpoint? \
-         (streamable-HTTP servers need type: streamable-http)"
-    )]
+    #[error("GET {url} answered {status}{}, {NOT_AN_SSE_STREAM}", crate::error::said_text(.said))]
     Status {
         /// The stream's URL.
         url: String,
         /// The status.
         status: StatusCode,
+        /// The start of the answer's body, trimmed.
+        said: String,
     },
     /// The GET was answered with something else than `text/event-stream`.
     #[error(
@@ -188,7 +204,7 @@ pub enum SseTransportError {
         source: reqwest::Error,
     },
     /// A POST was answered with a non-success status.
-    #[error("POST {endpoint} answered {status}: {body}")]
+    #[error("POST {endpoint} answered {status}{}", crate::error::said_text(.body))]
     PostStatus {
         /// The endpoint.
         endpoint: String,
@@ -446,11 +462,15 @@ impl Shared {
                 url: self.display_url.clone(),
                 source,
             })?;
+        if let Some(refused) = auth_refusal(&self.display_url, &response) {
+            return Err(refused);
+        }
         let status = response.status();
         if !status.is_success() {
             return Err(SseTransportError::Status {
                 url: self.display_url.clone(),
                 status,
+                said: error_body(response).await,
             });
         }
         let content_type = response
@@ -522,6 +542,9 @@ impl Shared {
         if status.is_success() {
             return Ok(());
         }
+        if let Some(refused) = auth_refusal(&display(), &response) {
+            return Err(refused);
+        }
         Err(SseTransportError::PostStatus {
             endpoint: display(),
             status,
@@ -530,17 +553,37 @@ impl Shared {
     }
 }
 
-/// The start of a refused answer's body, as text.
+/// The refusal `response` is when it asks for authorization: a 401, or a 403 with a challenge.
+fn auth_refusal(url: &str, response: &reqwest::Response) -> Option<SseTransportError> {
+    let challenge = response
+        .headers()
+        .get(header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty());
+    let status = response.status();
+    (status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN && challenge.is_some()).then(|| {
+        SseTransportError::AuthRequired {
+            url: url.to_owned(),
+            status,
+            challenge,
+        }
+    })
+}
+
+/// The start of a refused answer's body, as text: what arrives of it within
+/// [`ERROR_BODY_WAIT`] (a refusal may come with a stream that does not end).
 async fn error_body(mut response: reqwest::Response) -> String {
+    let deadline = tokio::time::Instant::now() + ERROR_BODY_WAIT;
     let mut body = Vec::new();
     while body.len() < MAX_ERROR_BODY {
-        match response.chunk().await {
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) | Err(_) => break,
+        match tokio::time::timeout_at(deadline, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+            Ok(Ok(None) | Err(_)) | Err(_) => break,
         }
     }
     body.truncate(MAX_ERROR_BODY);
-    String::from_utf8_lossy(&body).trim().to_owned()
+    crate::error::trimmed(&String::from_utf8_lossy(&body))
 }
 
 /// Reads the stream until it ends, fails or the transport shuts down, handing messages to the
@@ -614,7 +657,7 @@ fn resolve_endpoint(url: &Url, base: &Url, data: &str) -> Result<Url, SseTranspo
 }
 
 /// A URL without user info, query and fragment, for errors and logs.
-fn redact(url: &Url) -> String {
+pub(crate) fn redact(url: &Url) -> String {
     let mut shown = url.clone();
     let _ = shown.set_username("");
     let _ = shown.set_password(None);
@@ -1309,10 +1352,11 @@ mod tests {
                 ..
             }
         ));
+        // What it said is read for a moment only: this refusal's body does not end.
         assert!(
-            error
-                .to_string()
-                .contains("answered 405 Method Not Allowed, not an SSE stream"),
+            error.to_string().contains(
+                "answered 405 Method Not Allowed: event: endpoint data: /message?sessionId=abc, not an SSE stream"
+            ),
             "{error}"
         );
 
