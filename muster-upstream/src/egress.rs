@@ -64,7 +64,7 @@ impl Egress {
 
     /// Refuses `url` when its host is a link-local address literal (a literal is never
     /// resolved, so the resolver does not see it). Names pass: they are refused when resolved.
-    pub(crate) fn check_url(self, url: &url::Url) -> Result<(), LinkLocalRefused> {
+    pub fn check_url(self, url: &url::Url) -> Result<(), LinkLocalRefused> {
         if self == Self::Open {
             return Ok(());
         }

@@ -19,6 +19,7 @@ use rmcp::{
 };
 
 use crate::{
+    answer_text::{challenge_text, said_text, trimmed},
     sse::{NOT_AN_SSE_STREAM, SseTransportError},
     transport::TransportError,
 };
@@ -263,44 +264,6 @@ pub(crate) fn innermost_cause(error: &(dyn std::error::Error + 'static)) -> Stri
     match deepest.downcast_ref::<std::io::Error>() {
         Some(io) if io.raw_os_error().is_some() => io.kind().to_string(),
         _ => deepest.to_string(),
-    }
-}
-
-/// The longest answer body kept in an error, in characters.
-const SAID_CHARS: usize = 300;
-
-/// `body` for an error message: whitespace runs collapsed to one space, cut at
-/// [`SAID_CHARS`] characters.
-pub(crate) fn trimmed(body: &str) -> String {
-    let mut out = String::new();
-    for (n, word) in body.split_whitespace().enumerate() {
-        if n > 0 {
-            out.push(' ');
-        }
-        out.push_str(word);
-        if out.chars().count() > SAID_CHARS {
-            out = out.chars().take(SAID_CHARS).collect();
-            out.push('…');
-            break;
-        }
-    }
-    out
-}
-
-/// `: <what the server said>`, or nothing when it said nothing.
-pub(crate) fn said_text(said: &str) -> String {
-    if said.is_empty() {
-        String::new()
-    } else {
-        format!(": {said}")
-    }
-}
-
-/// `: <challenge>`, or a note that the answer carried none.
-pub(crate) fn challenge_text(challenge: Option<&str>) -> String {
-    match challenge {
-        Some(challenge) => format!(": {challenge}"),
-        None => " with no WWW-Authenticate challenge".to_owned(),
     }
 }
 

@@ -39,6 +39,7 @@
 //! - [`driver`]: polling a connection from the task that waits on it.
 //! - [`headers`]: the streamable-HTTP transport's header names.
 
+mod answer_text;
 pub mod driver;
 pub mod egress;
 mod error;

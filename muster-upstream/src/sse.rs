@@ -119,7 +119,7 @@ pub enum SseTransportError {
     },
     /// The GET or a POST was refused for want of authorization: a 401, or a 403 with a
     /// `WWW-Authenticate` challenge (insufficient scope).
-    #[error("{url} requires authorization (HTTP {status}){}", crate::error::challenge_text(.challenge.as_deref()))]
+    #[error("{url} requires authorization (HTTP {status}){}", crate::answer_text::challenge_text(.challenge.as_deref()))]
     AuthRequired {
         /// The URL refused (the stream's, or the endpoint's).
         url: String,
@@ -129,7 +129,7 @@ pub enum SseTransportError {
         challenge: Option<String>,
     },
     /// The GET was answered with a non-success status.
-    #[error("GET {url} answered {status}{}, {NOT_AN_SSE_STREAM}", crate::error::said_text(.said))]
+    #[error("GET {url} answered {status}{}, {NOT_AN_SSE_STREAM}", crate::answer_text::said_text(.said))]
     Status {
         /// The stream's URL.
         url: String,
@@ -204,7 +204,7 @@ pub enum SseTransportError {
         source: reqwest::Error,
     },
     /// A POST was answered with a non-success status.
-    #[error("POST {endpoint} answered {status}{}", crate::error::said_text(.body))]
+    #[error("POST {endpoint} answered {status}{}", crate::answer_text::said_text(.body))]
     PostStatus {
         /// The endpoint.
         endpoint: String,
@@ -583,7 +583,7 @@ async fn error_body(mut response: reqwest::Response) -> String {
         }
     }
     body.truncate(MAX_ERROR_BODY);
-    crate::error::trimmed(&String::from_utf8_lossy(&body))
+    crate::answer_text::trimmed(&String::from_utf8_lossy(&body))
 }
 
 /// Reads the stream until it ends, fails or the transport shuts down, handing messages to the

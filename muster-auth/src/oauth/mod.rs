@@ -36,7 +36,7 @@
 //!
 //! - discovery (RFC 9728 protected resource metadata, RFC 8414 and OpenID Connect authorization
 //!   server metadata) and RFC 7591 dynamic registration: not in oauth2;
-//! - RFC 8693 token exchange ([`crate::exchange`]): oauth2 5 has no token-exchange grant. Its
+//! - RFC 8693 token exchange (the crate's `exchange` module): oauth2 5 has no token-exchange grant. Its
 //!   `BasicTokenResponse` would read the answer, but the exchange classifies a failure by status
 //!   and error code itself (the caller's own or shared), reads only `access_token` and
 //!   `expires_in`, and accepts an answer without `token_type`; the response type would refuse

@@ -15,8 +15,6 @@
 //! defined ([`Egress`], which the connections resolve through), so a name that answers with a
 //! link-local address only later (DNS rebinding) is refused then.
 
-use std::net::IpAddr;
-
 use muster_core::{
     ToolError,
     config::ServerApiConfig,
@@ -109,26 +107,27 @@ impl Admission {
         if self.allows_link_local() {
             return Ok(());
         }
-        let refused = |address: IpAddr| {
+        let refused = |address: &dyn std::fmt::Display| {
             format!(
                 "the URL {url} reaches the link-local address {address} (cloud metadata lives there), which this \
                  gateway refuses behind the front door; the operator can allow it with \
                  aggregator.serverApi.allowLinkLocal: true in config.yaml"
             )
         };
-        match parsed.host() {
-            Some(url::Host::Ipv4(ip)) if is_link_local(IpAddr::V4(ip)) => Err(refused(IpAddr::V4(ip))),
-            Some(url::Host::Ipv6(ip)) if is_link_local(IpAddr::V6(ip)) => Err(refused(IpAddr::V6(ip))),
-            Some(url::Host::Domain(host)) => {
-                let port = parsed.port_or_known_default().unwrap_or(80);
-                // A name that does not resolve now is no address to refuse; connecting fails.
-                let addresses = tokio::net::lookup_host((host, port)).await.into_iter().flatten();
-                match addresses.map(|a| a.ip()).find(|ip| is_link_local(*ip)) {
-                    Some(ip) => Err(refused(ip)),
-                    None => Ok(()),
-                }
-            }
-            _ => Ok(()),
+        // An address literal, as every connection of the server will check it.
+        Egress::NoLinkLocal
+            .check_url(&parsed)
+            .map_err(|literal| refused(&literal.host))?;
+        let Some(url::Host::Domain(host)) = parsed.host() else {
+            return Ok(());
+        };
+        // A name: refused when any address it resolves to now is link-local. One that does not
+        // resolve now is no address to refuse; connecting fails.
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let addresses = tokio::net::lookup_host((host, port)).await.into_iter().flatten();
+        match addresses.map(|a| a.ip()).find(|ip| is_link_local(*ip)) {
+            Some(ip) => Err(refused(&ip)),
+            None => Ok(()),
         }
     }
 }

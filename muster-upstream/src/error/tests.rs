@@ -310,12 +310,3 @@ fn statuses_are_read_back_only_from_rmcps_text_of_an_untyped_4xx() {
     assert_eq!(status_in_response("could not parse JSON response: HTTP 404"), None);
     assert_eq!(status_in_response("HTTP 99 x"), None);
 }
-
-#[test]
-fn what_a_server_said_is_trimmed_and_bounded() {
-    assert_eq!(trimmed("  a\n\n b\tc  "), "a b c");
-    let long = "x".repeat(1000);
-    let kept = trimmed(&long);
-    assert_eq!(kept.chars().count(), SAID_CHARS + 1);
-    assert!(kept.ends_with('…'));
-}
