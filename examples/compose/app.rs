@@ -6,11 +6,11 @@
 //!            -> StreamableHttpService(Front)   our MCP server: tools/list, tools/call, filter_tools
 //! ToolCall   -> AuditLayer         our own layer: records every call and its outcome
 //!            -> ToolsetLayer       refuses a tool outside the request's toolset
-//!            -> CoreToolLayer      our own core tool, core_whoami
-//!            -> Dispatcher         downstream tools (x_notes_*) and the gateway's core_* tools
+//!            -> Dispatcher         downstream tools (x_notes_*), the gateway's core_* tools and
+//!                                  our own core_whoami (offered to the catalogue with it)
 //! ```
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use axum::{Router, routing::get};
 use muster::{
@@ -19,12 +19,12 @@ use muster::{
         resource::{BearerAuthLayer, ProtectedResource},
     },
     catalog::{
-        Catalog, CatalogSource, View,
+        CatalogSource, View,
         tools::{self, Scope},
         toolset::{DeclaredToolset, InlineToolset, Presets, ToolsetHeaderLayer, ToolsetLayer, resolve},
     },
     core::{
-        BoxError, BoxToolService, CallContext, SessionId, ToolCall, ToolEntry, ToolOutput,
+        BoxError, BoxToolService, CallContext, ToolCall, ToolOutput,
         config::MusterConfig,
         crd::{MCPServer, MCPServerSpec, ServerType},
     },
@@ -49,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 use tower::{ServiceBuilder, ServiceExt};
 
 use crate::{
-    layers::{AuditLayer, AuditLog, CoreToolLayer},
+    layers::{AuditLayer, AuditLog},
     notes::{self, Downstream},
     whoami,
 };
@@ -102,11 +102,11 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
     let registry = Registry::new(MusterConfig::default(), servers, Vec::new(), RegistryOptions::default())?;
     registry.start().await;
 
-    // 3. The catalogue callers see: the registry's, with our own core tool next to the others.
-    let catalogue = Arc::new(Catalogue::new(Arc::clone(&registry), vec![whoami::entry()]));
+    // 3. The tool stack every call goes through, outermost first. Our own core tool is one
+    //    more named service of the dispatcher, which offers it to the registry's catalogue:
+    //    listed, searched and guarded by toolsets like the others.
+    let catalogue = Arc::clone(&registry);
     let presets = Arc::clone(registry.presets());
-
-    // 4. The tool stack every call goes through, outermost first.
     let audit = AuditLog::default();
     let tools = BoxToolService::new(
         ServiceBuilder::new()
@@ -115,11 +115,10 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
                 Arc::clone(&catalogue) as Arc<dyn CatalogSource>,
                 Arc::clone(&presets),
             ))
-            .layer(CoreToolLayer::new(whoami::NAME, whoami::service()))
-            .service(Dispatcher::new(Arc::clone(&registry))),
+            .service(Dispatcher::new(Arc::clone(&registry)).with_tool(whoami::entry(), whoami::service())),
     );
-    // Workflow steps run through the same stack (with a workflow configured, a step is
-    // audited and toolset-checked like a client's call).
+    // 4. Workflow steps run through the same stack (with a workflow configured, a step is
+    //    audited and toolset-checked like a client's call).
     registry.set_tool_stack(tools.clone());
 
     // 5. The MCP server clients talk to, and the HTTP layers in front of it.
@@ -153,74 +152,11 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
     })
 }
 
-/// The registry's catalogue plus tools of our own: a [`CatalogSource`] for the toolset layer
-/// and the front. The merged snapshot is rebuilt only when the registry's changes (a server
-/// connected, its tools changed), never per request.
-pub(crate) struct Catalogue {
-    registry: Arc<Registry>,
-    own: Vec<ToolEntry>,
-    /// The last registry snapshot seen, and the merged one built from it.
-    merged: Mutex<Option<(Arc<Catalog>, Arc<Catalog>)>>,
-}
-
-impl std::fmt::Debug for Catalogue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Catalogue")
-            .field("own", &self.own.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Catalogue {
-    fn new(registry: Arc<Registry>, own: Vec<ToolEntry>) -> Self {
-        Self {
-            registry,
-            own,
-            merged: Mutex::new(None),
-        }
-    }
-
-    fn merged(&self, base: Arc<Catalog>) -> Arc<Catalog> {
-        let mut cache = self.merged.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((seen, merged)) = cache.as_ref()
-            && Arc::ptr_eq(seen, &base)
-        {
-            return Arc::clone(merged);
-        }
-        let mut builder = Catalog::builder();
-        for entry in base.tools() {
-            builder.push_tool((**entry).clone());
-            // Toolset `label:` rules read the servers' labels.
-            if let Some(server) = &entry.server
-                && let Some(labels) = base.server_labels(server)
-            {
-                builder.set_server_labels(server.clone(), labels.clone());
-            }
-        }
-        for entry in &self.own {
-            builder.push_tool(entry.clone());
-        }
-        let merged = Arc::new(builder.build());
-        *cache = Some((base, Arc::clone(&merged)));
-        merged
-    }
-}
-
-impl CatalogSource for Catalogue {
-    fn catalog(&self) -> Arc<Catalog> {
-        self.merged(self.registry.catalog())
-    }
-
-    fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
-        self.merged(CatalogSource::catalog_for(&*self.registry, session))
-    }
-}
-
 /// The MCP server of the example: the catalogue's tools listed and called directly, narrowed by
 /// the request's toolset, and muster's `filter_tools` to search them.
 #[derive(Debug, Clone)]
 struct Front {
-    catalogue: Arc<Catalogue>,
+    catalogue: Arc<Registry>,
     presets: Arc<Presets>,
     tools: BoxToolService,
 }

@@ -1,12 +1,10 @@
-//! Two tower layers of the compose example, written the way any muster layer is: a `Layer`
+//! The tower layer of the compose example, written the way any muster layer is: a `Layer`
 //! (configuration, cheap to clone) that wraps a `ToolService` into a `Service<ToolCall>` of its
 //! own.
 //!
-//! - [`AuditLayer`] records every call with its outcome: a layer of your own that decides
-//!   nothing, it only watches.
-//! - [`CoreToolLayer`] runs one tool of your own, by name, and passes every other call on: how a
-//!   custom core tool sits next to the gateway's (its catalogue entry is added by
-//!   [`crate::app::Catalogue`]).
+//! [`AuditLayer`] records every call with its outcome: a layer of your own that decides nothing,
+//! it only watches. (A tool of your own is not a layer: it is a named service of the
+//! dispatcher, `Dispatcher::with_tool`.)
 
 use std::{
     sync::{Arc, Mutex, PoisonError},
@@ -14,9 +12,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::future::{BoxFuture, Either};
-use muster::core::{BoxToolService, SessionId, ToolCall, ToolError, ToolOutput};
-use tower::{Layer, Service, ServiceExt};
+use futures::future::BoxFuture;
+use muster::core::{SessionId, ToolCall, ToolError, ToolOutput};
+use tower::{Layer, Service};
 
 /// One call, as [`AuditLayer`] saw it.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,62 +110,5 @@ where
             });
             result
         })
-    }
-}
-
-/// Runs calls of the tool `name` with `tool` and passes every other call to the inner service.
-#[derive(Debug, Clone)]
-pub(crate) struct CoreToolLayer {
-    name: Arc<str>,
-    tool: BoxToolService,
-}
-
-impl CoreToolLayer {
-    /// Routes calls of `name` to `tool`.
-    pub(crate) fn new(name: &str, tool: BoxToolService) -> Self {
-        Self {
-            name: Arc::from(name),
-            tool,
-        }
-    }
-}
-
-impl<S> Layer<S> for CoreToolLayer {
-    type Service = CoreTool<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        CoreTool {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-/// The service of [`CoreToolLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct CoreTool<S> {
-    inner: S,
-    layer: CoreToolLayer,
-}
-
-impl<S> Service<ToolCall> for CoreTool<S>
-where
-    S: Service<ToolCall, Response = ToolOutput, Error = ToolError>,
-{
-    type Response = ToolOutput;
-    type Error = ToolError;
-    type Future = Either<S::Future, tower::util::Oneshot<BoxToolService, ToolCall>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: ToolCall) -> Self::Future {
-        if call.name == *self.layer.name {
-            // Our own tool: its own readiness is awaited inside the oneshot.
-            Either::Right(self.layer.tool.clone().oneshot(call))
-        } else {
-            Either::Left(self.inner.call(call))
-        }
     }
 }

@@ -6,7 +6,9 @@
 //! with [`Registry::catalog`] and route calls with [`Registry::dispatch`]: a downstream tool goes
 //! to its server's connection under the server's own name, a core tool to [`crate::core_tools`].
 
+mod changes;
 mod sessions;
+pub use changes::{Change, ChangeBus};
 pub use sessions::SESSION_IDLE;
 
 use std::{
@@ -16,10 +18,9 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use muster_catalog::{Catalog, CatalogSource, toolset::Presets};
-use muster_core::ToolOutput;
 use muster_core::{BoxToolService, SessionId, crd::ValidationErrors};
 use muster_core::{
-    NameRules, ToolCall, ToolError, ToolKind,
+    NameRules, ToolError,
     config::MusterConfig,
     crd::{
         Condition, ConditionStatus, MCPServer, MCPServerHealth, MCPServerState, MCPServerStatus, READY_CONDITION,
@@ -30,11 +31,9 @@ use muster_workflow::{
     engine::{CompiledWorkflow, WorkflowEngine},
     record::{ExecutionStore, MemoryExecutionStore},
 };
-use rmcp::{Peer, RoleServer};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    core_tools,
     events::{Author, Event, EventDetails, EventLog, reasons},
     store::ConfigStore,
     supervisor::{self, Command, Key, SupervisorConfig},
@@ -244,13 +243,14 @@ pub struct Registry {
     engine: RwLock<Option<WorkflowEngine>>,
     executions: Arc<dyn ExecutionStore>,
     catalog: RwLock<Arc<Catalog>>,
-    sessions: std::sync::Mutex<Vec<Peer<RoleServer>>>,
+    /// The tools that run in this process, offered to the catalogue.
+    in_process: RwLock<Vec<muster_core::ToolEntry>>,
     /// The connections sessions hold to servers people sign in to, by session then server.
     session_connections: RwLock<BTreeMap<String, BTreeMap<String, SharedConnection>>>,
     /// The catalogue each of those sessions sees, built on first use after a change.
     session_catalogs: RwLock<BTreeMap<String, Arc<Catalog>>>,
-    /// The client of each MCP session, for telling one session its lists changed.
-    session_peers: std::sync::Mutex<BTreeMap<String, Vec<Peer<RoleServer>>>>,
+    /// What the MCP client sessions are told, and which of them are still connected.
+    changes: ChangeBus,
     /// How many servers the registry has learned of (their arrival order).
     arrivals: std::sync::atomic::AtomicU64,
     /// When each session last made a request, for idle reaping.
@@ -423,10 +423,10 @@ impl Registry {
             engine: RwLock::new(None),
             executions,
             catalog: RwLock::new(Arc::new(Catalog::empty())),
-            sessions: std::sync::Mutex::new(Vec::new()),
+            in_process: RwLock::new(Vec::new()),
             session_connections: RwLock::new(BTreeMap::new()),
             session_catalogs: RwLock::new(BTreeMap::new()),
-            session_peers: std::sync::Mutex::new(BTreeMap::new()),
+            changes: ChangeBus::default(),
             arrivals: std::sync::atomic::AtomicU64::new(arrivals),
             last_seen: std::sync::Mutex::new(BTreeMap::new()),
             sign_in,
@@ -797,11 +797,9 @@ impl Registry {
         self.rebuild_catalog();
     }
 
-    /// Registers an MCP client session to notify when the catalogue changes.
-    pub fn add_session(&self, peer: Peer<RoleServer>) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.retain(|p| !p.is_transport_closed());
-        sessions.push(peer);
+    /// What the MCP client sessions are told: each subscribes once initialized.
+    pub fn changes(&self) -> &ChangeBus {
+        &self.changes
     }
 
     /// Ends every call still running: each answers that the gateway is shutting down (a
@@ -886,25 +884,6 @@ impl Registry {
     /// The sign-in service, when `aggregator.oauth.mcpClient` is enabled.
     pub fn sign_in(&self) -> Option<&Arc<crate::auth::SignInService>> {
         self.sign_in.as_ref()
-    }
-
-    /// Tells every connected client session that the tools, resources and prompts changed.
-    fn notify_sessions(&self) {
-        let sessions: Vec<Peer<RoleServer>> = {
-            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-            sessions.retain(|p| !p.is_transport_closed());
-            sessions.clone()
-        };
-        if sessions.is_empty() {
-            return;
-        }
-        tokio::spawn(async move {
-            for peer in sessions {
-                let _ = peer.notify_tool_list_changed().await;
-                let _ = peer.notify_resource_list_changed().await;
-                let _ = peer.notify_prompt_list_changed().await;
-            }
-        });
     }
 
     /// The definition of server `name`.
@@ -1027,7 +1006,7 @@ impl Registry {
 
     fn changed(&self) {
         self.rebuild_catalog();
-        self.notify_sessions();
+        self.changes.publish(Change::Lists);
     }
 
     /// Every MCPServer with its runtime state, by name.
@@ -1168,61 +1147,18 @@ impl Registry {
             })
     }
 
-    /// Runs `call`: a downstream tool on its server, a core tool here.
-    pub async fn dispatch(self: &Arc<Self>, call: ToolCall) -> Result<ToolOutput, ToolError> {
-        let catalog = self.catalog_for(&call.ctx.session);
-        let entry = catalog
-            .tool(&call.name)
-            .ok_or_else(|| ToolError::not_found(&call.name))?;
-        match entry.kind {
-            ToolKind::Tool => {
-                let mut arguments = call.arguments;
-                let (server, tool) = match &entry.family {
-                    Some(route) => {
-                        let members: Vec<&str> = route.members.keys().map(String::as_str).collect();
-                        let instance = match arguments.remove(&route.instance_arg) {
-                            Some(serde_json::Value::String(s)) => s,
-                            _ => {
-                                return Err(ToolError::invalid_arguments(format!(
-                                    "tool {} is provided by a family on servers {}; the \"{}\" parameter is required",
-                                    call.name,
-                                    members.join(", "),
-                                    route.instance_arg
-                                )));
-                            }
-                        };
-                        let tool = route.members.get(&instance).ok_or_else(|| {
-                            ToolError::invalid_arguments(format!(
-                                "tool {} is not available on server {instance:?}; available: {}",
-                                call.name,
-                                members.join(", ")
-                            ))
-                        })?;
-                        (instance.clone(), tool.clone())
-                    }
-                    None => (
-                        entry.server.clone().unwrap_or_default(),
-                        entry.server_tool.clone().unwrap_or_default(),
-                    ),
-                };
-                if let Some(sign_in) = &self.sign_in {
-                    sign_in.prepare_call(self, &call.ctx, &server).await?;
-                }
-                let conn = self
-                    .session_connection(&call.ctx.session, &server)
-                    .or_else(|| self.connection(&server))
-                    .ok_or_else(|| ToolError::ServerUnavailable {
-                        server: server.clone(),
-                        reason: self
-                            .server(&server)
-                            .map_or_else(|| "not defined".to_owned(), |s| s.runtime.state.to_string()),
-                    })?;
-                conn.call_tool(&tool, arguments, &call.ctx).await
+    /// Offers tools that run in this process (core tools, an embedder's own) to the catalogue:
+    /// each is listed beside the servers' tools, replacing an offered tool of the same name.
+    /// [`crate::dispatch::Dispatcher`] offers the tools it runs.
+    pub fn offer_tools(&self, entries: impl IntoIterator<Item = muster_core::ToolEntry>) {
+        {
+            let mut offered = self.in_process.write().unwrap_or_else(|e| e.into_inner());
+            for entry in entries {
+                offered.retain(|e| e.name() != entry.name());
+                offered.push(entry);
             }
-            // Boxed: both are large futures, and a downstream call's future should not carry them.
-            ToolKind::Core => Box::pin(core_tools::call(self, &call)).await.map(Into::into),
-            ToolKind::Workflow => Box::pin(workflows::run(self, call)).await.map(Into::into),
         }
+        self.changed();
     }
 
     /// Rebuilds the catalogue from the connected servers and the core tools, and records name
@@ -1300,7 +1236,8 @@ impl Registry {
             })
             .collect();
         let workflows = self.workflows.read().unwrap_or_else(|e| e.into_inner());
-        surface::build(&self.names, &contributions, core_tools::entries(), &workflows)
+        let in_process = self.in_process.read().unwrap_or_else(|e| e.into_inner());
+        surface::build(&self.names, &contributions, &in_process, &workflows)
     }
 
     fn read_servers(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, ServerSlot>> {

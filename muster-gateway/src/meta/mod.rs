@@ -617,8 +617,8 @@ mod future_size {
 
     /// What a call's future carries is copied into each box on its way (rmcp's handler, the
     /// tool stack) and allocated per call: rare, heavy branches (sign-ins, core tools,
-    /// workflows, resources and prompts) are boxed where they are awaited. Before that, both
-    /// futures below were over 16 KB.
+    /// workflows, resources and prompts) are boxed where they are awaited. Before that, the
+    /// future below was over 16 KB (the dispatcher's is checked in `crate::dispatch`).
     #[test]
     fn a_calls_futures_stay_small() {
         let gateway = crate::Gateway::with_options(MusterConfig::default(), Vec::new(), Vec::new(), Default::default())
@@ -631,14 +631,6 @@ mod future_size {
             std::mem::size_of_val(&call) < limit,
             "MetaTools::call: {} bytes",
             std::mem::size_of_val(&call)
-        );
-        let dispatch = meta
-            .registry
-            .dispatch(ToolCall::new("x_a_b", JsonObject::new(), ctx.clone()));
-        assert!(
-            std::mem::size_of_val(&dispatch) < limit,
-            "Registry::dispatch: {} bytes",
-            std::mem::size_of_val(&dispatch)
         );
     }
 }

@@ -468,14 +468,12 @@ impl ServerHandler for MetaTools {
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
         let parts = ctx.extensions.get::<http::request::Parts>();
-        if let Some(parts) = parts {
-            self.registry
-                .add_session_peer(&session_of(Some(parts)), ctx.peer.clone());
-            if let Some(table) = &self.sessions {
-                table.admit(parts, ctx.peer.clone());
-            }
+        if let Some(parts) = parts
+            && let Some(table) = &self.sessions
+        {
+            table.admit(parts, ctx.peer.clone());
         }
-        self.registry.add_session(ctx.peer);
+        follow_changes(self.registry.changes(), session_of(parts), ctx.peer);
     }
 
     async fn list_tools(
@@ -575,4 +573,45 @@ impl ServerHandler for MetaTools {
         let span = request_span("prompts/get", Subject::Prompt(&request.name), &ctx);
         traced(span, Box::pin(self.handle_get_prompt(request, ctx)), |_| "ok").await
     }
+}
+
+/// Tells the client `peer` of `session` what changes concern it, until it is gone: its lists
+/// (`notifications/{tools,resources,prompts}/list_changed`) and its completed URL elicitations
+/// (`notifications/elicitation/complete`).
+fn follow_changes(bus: &crate::registry::ChangeBus, session: muster_core::SessionId, peer: rmcp::Peer<RoleServer>) {
+    use tokio::sync::broadcast::error::RecvError;
+
+    let alive = peer.clone();
+    let mut changes = bus.subscribe(&session, move || !alive.is_transport_closed());
+    tokio::spawn(async move {
+        loop {
+            let change = match changes.recv().await {
+                Ok(change) => change,
+                // Behind: some changes were missed, so every list may have changed.
+                Err(RecvError::Lagged(_)) => crate::registry::Change::Lists,
+                Err(RecvError::Closed) => break,
+            };
+            if peer.is_transport_closed() {
+                break;
+            }
+            if !change.concerns(&session) {
+                continue;
+            }
+            match change {
+                crate::registry::Change::ElicitationComplete { elicitation_id, .. } => {
+                    let notification =
+                        rmcp::model::ServerNotification::CustomNotification(rmcp::model::CustomNotification::new(
+                            "notifications/elicitation/complete",
+                            Some(serde_json::json!({"elicitationId": elicitation_id})),
+                        ));
+                    let _ = peer.send_notification(notification).await;
+                }
+                _ => {
+                    let _ = peer.notify_tool_list_changed().await;
+                    let _ = peer.notify_resource_list_changed().await;
+                    let _ = peer.notify_prompt_list_changed().await;
+                }
+            }
+        }
+    });
 }

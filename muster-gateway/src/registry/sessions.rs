@@ -6,7 +6,6 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use muster_catalog::Catalog;
 use muster_core::{SessionId, crd::MCPServerState};
-use rmcp::{Peer, RoleServer};
 
 use super::Registry;
 use crate::upstream::SharedConnection;
@@ -19,32 +18,9 @@ pub(crate) const SESSION_REAP_INTERVAL: std::time::Duration = std::time::Duratio
 pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 impl Registry {
-    /// Remembers a client of session `session` (a transport session, or several of one
-    /// principal's), to tell them alone when its lists change.
-    pub fn add_session_peer(&self, session: &SessionId, peer: Peer<RoleServer>) {
-        let mut peers = self.session_peers.lock().unwrap_or_else(|e| e.into_inner());
-        for list in peers.values_mut() {
-            list.retain(|p| !p.is_transport_closed());
-        }
-        peers.retain(|_, list| !list.is_empty());
-        peers.entry(session.as_str().to_owned()).or_default().push(peer);
-    }
-
     /// How many MCP client sessions are connected now (for the metrics).
     pub fn session_count(&self) -> usize {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.retain(|p| !p.is_transport_closed());
-        sessions.len()
-    }
-
-    /// The clients of `session`.
-    fn peers_of(&self, session: &SessionId) -> Vec<Peer<RoleServer>> {
-        self.session_peers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .cloned()
-            .unwrap_or_default()
+        self.changes.live_clients()
     }
 
     /// The catalogue `session` sees: the shared one plus the tools of the servers it signed in
@@ -166,16 +142,10 @@ impl Registry {
     /// Tells `session` that the URL elicitation `elicitation_id` completed
     /// (`notifications/elicitation/complete`).
     pub(crate) fn notify_elicitation_complete(&self, session: &SessionId, elicitation_id: &str) {
-        for peer in self.peers_of(session) {
-            let notification =
-                rmcp::model::ServerNotification::CustomNotification(rmcp::model::CustomNotification::new(
-                    "notifications/elicitation/complete",
-                    Some(serde_json::json!({"elicitationId": elicitation_id})),
-                ));
-            tokio::spawn(async move {
-                let _ = peer.send_notification(notification).await;
-            });
-        }
+        self.changes.publish(super::Change::ElicitationComplete {
+            session: session.clone(),
+            elicitation_id: elicitation_id.to_owned(),
+        });
     }
 
     fn session_changed(&self, session: &SessionId) {
@@ -183,13 +153,7 @@ impl Registry {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(session.as_str());
-        for peer in self.peers_of(session) {
-            tokio::spawn(async move {
-                let _ = peer.notify_tool_list_changed().await;
-                let _ = peer.notify_resource_list_changed().await;
-                let _ = peer.notify_prompt_list_changed().await;
-            });
-        }
+        self.changes.publish(super::Change::SessionLists(session.clone()));
     }
 
     /// Forgets the sessions whose clients are all gone: their connections are closed and the
@@ -229,21 +193,13 @@ impl Registry {
     }
 
     fn ended_sessions(&self) -> Vec<SessionId> {
-        {
-            let mut peers = self.session_peers.lock().unwrap_or_else(|e| e.into_inner());
-            for list in peers.values_mut() {
-                list.retain(|p| !p.is_transport_closed());
-            }
-            let connections = self.session_connections.read().unwrap_or_else(|e| e.into_inner());
-            let ended = connections
-                .keys()
-                .filter(|s| !s.starts_with("principal-") && *s != SessionId::default().as_str())
-                .filter(|s| peers.get(*s).is_none_or(Vec::is_empty))
-                .map(SessionId::new)
-                .collect();
-            peers.retain(|_, list| !list.is_empty());
-            ended
-        }
+        let connections = self.session_connections.read().unwrap_or_else(|e| e.into_inner());
+        connections
+            .keys()
+            .filter(|s| !s.starts_with("principal-") && *s != SessionId::default().as_str())
+            .map(SessionId::new)
+            .filter(|s| !self.changes.has_clients(s))
+            .collect()
     }
 
     /// Closes `sessions`' connections and forgets what they carried; for sessions that `ended`,

@@ -41,8 +41,9 @@ async fn call(registry: &Arc<Registry>, tool: &str, args: Value) -> Result<CallT
     let Value::Object(arguments) = args else {
         panic!("arguments must be an object");
     };
-    registry
-        .dispatch(ToolCall::new(tool, arguments, CallContext::default()))
+    use tower::ServiceExt;
+    crate::dispatch::Dispatcher::new(Arc::clone(registry))
+        .oneshot(ToolCall::new(tool, arguments, CallContext::default()))
         .await
         .and_then(ToolOutput::into_result)
 }
