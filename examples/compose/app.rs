@@ -32,6 +32,7 @@ use muster::{
         dispatch::Dispatcher,
         meta::{call_context, definitions},
         registry::{Registry, RegistryOptions},
+        supervisor,
     },
 };
 use rmcp::{
@@ -100,7 +101,7 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
     };
     let servers = vec![MCPServer::new("notes", spec)];
     let registry = Registry::new(MusterConfig::default(), servers, Vec::new(), RegistryOptions::default())?;
-    registry.start().await;
+    supervisor::start(&registry).await;
 
     // 3. The tool stack every call goes through, outermost first. Our own core tool is one
     //    more named service of the dispatcher, which offers it to the registry's catalogue:

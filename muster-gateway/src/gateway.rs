@@ -156,7 +156,7 @@ impl Gateway {
     /// and retried on its backoff, never fatal).
     pub async fn start(&self) {
         crate::workflows::spawn_retention(Arc::clone(self.registry.executions()), self.shutdown.child_token());
-        self.registry.start().await;
+        crate::supervisor::start(&self.registry).await;
     }
 
     /// Refuses a started gateway whose `prefixMode: never` left two servers exposing the same

@@ -2,13 +2,27 @@
 //! catalogue snapshot built from them.
 //!
 //! The registry names what it aggregates ([`NameRules`]) and rebuilds the catalogue once per
-//! change (a server connected or failed), never per request. Requests read the current snapshot
-//! with [`Registry::catalog`] and route calls with [`Registry::dispatch`]: a downstream tool goes
-//! to its server's connection under the server's own name, a core tool to [`crate::core_tools`].
+//! change (a server connected or failed), never per request; requests read the current snapshot
+//! with [`Registry::catalog`], and the dispatcher (`dispatch::Dispatcher`) routes calls through it. Its
+//! parts each do one job:
+//!
+//! - the server table (`servers`): definitions, runtime state, connections, supervisors' control
+//!   channels; supervisors (the `supervisor` module, above the registry) take over each server it
+//!   holds;
+//! - [`ServerRuntime`]: one server's state and the CRD status it reads as;
+//! - [`ChangeBus`]: what the MCP client sessions are told when their lists change;
+//! - the per-session side (`sessions`): the connections a session holds to the servers it
+//!   signed in to, the catalogue it sees, and the reaping of sessions that ended.
 
 mod changes;
+mod runtime;
+mod servers;
 mod sessions;
 pub use changes::{Change, ChangeBus};
+pub use runtime::{ServerRuntime, starts_automatically};
+use servers::ServerTable;
+pub use servers::{Applied, ServerView};
+pub(crate) use servers::{Command, Key, Unsupervised};
 pub use sessions::SESSION_IDLE;
 
 use std::{
@@ -16,219 +30,26 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use chrono::{DateTime, Utc};
 use muster_catalog::{Catalog, CatalogSource, toolset::Presets};
 use muster_core::{BoxToolService, SessionId, crd::ValidationErrors};
 use muster_core::{
     NameRules, ToolError,
     config::MusterConfig,
-    crd::{
-        Condition, ConditionStatus, MCPServer, MCPServerHealth, MCPServerState, MCPServerStatus, READY_CONDITION,
-        ServerType, Workflow,
-    },
+    crd::{MCPServer, MCPServerState, Workflow},
 };
 use muster_workflow::{
     engine::{CompiledWorkflow, WorkflowEngine},
     record::{ExecutionStore, MemoryExecutionStore},
 };
-use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    events::{Author, Event, EventDetails, EventLog, reasons},
+    events::{Author, Event, EventLog, reasons},
     store::ConfigStore,
-    supervisor::{self, Command, Key, SupervisorConfig},
     surface::{self, Contribution},
     upstream::SharedConnection,
+    upstream::supervision::SupervisorConfig,
     workflows::{self, Availability, EventObserver},
 };
-
-/// The runtime state of one MCPServer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ServerRuntime {
-    /// Its state.
-    pub state: MCPServerState,
-    /// Its health (the last MCP ping).
-    pub health: MCPServerHealth,
-    /// The error of its most recent operation.
-    pub last_error: Option<String>,
-    /// When it last connected.
-    pub last_connected: Option<DateTime<Utc>>,
-    /// When the last connection attempt was made.
-    pub last_attempt: Option<DateTime<Utc>>,
-    /// Connection attempts that failed in a row.
-    pub consecutive_failures: u32,
-    /// When the next attempt is due, while one is scheduled.
-    pub next_retry_after: Option<DateTime<Utc>>,
-    /// How many times it was (re)connected after its first connection.
-    pub restart_count: u32,
-    /// How many tools it offers.
-    pub tool_count: usize,
-    /// When the state last changed.
-    pub state_since: DateTime<Utc>,
-    /// The HTTP status the endpoint answered the last failed attempt with, when it answered.
-    pub last_failure_http_status: Option<u16>,
-    /// The `WWW-Authenticate` challenge of a server that wants people to sign in.
-    pub auth_challenge: Option<String>,
-    /// The server whose description of the same authorization server is used instead of this
-    /// one's, while this one is refused for it (`AuthorizationServerConflict`).
-    pub conflicts_with: Option<String>,
-    /// For a server Failed by a failure every caller shares (its token exchange), the class of
-    /// the failure: the Ready reason (`TokenExchangeEndpoint`, `TokenExchangeCredentials`,
-    /// `TokenExchangeConnector`).
-    pub failure_class: Option<String>,
-    /// For a server served per session (single sign-on), how: the mechanism, and for an exchange
-    /// its endpoint and connector.
-    pub served_per_session: Option<String>,
-    /// When a session's token was last exchanged for this server.
-    pub last_exchange: Option<DateTime<Utc>>,
-}
-
-impl ServerRuntime {
-    fn initial(server: &MCPServer) -> Self {
-        let state = if server.spec.suspended || !starts_automatically(server) {
-            MCPServerState::Stopped
-        } else {
-            MCPServerState::Starting
-        };
-        Self {
-            state,
-            health: MCPServerHealth::Unknown,
-            last_error: None,
-            last_connected: None,
-            last_attempt: None,
-            consecutive_failures: 0,
-            next_retry_after: None,
-            restart_count: 0,
-            tool_count: 0,
-            state_since: Utc::now(),
-            last_failure_http_status: None,
-            auth_challenge: None,
-            conflicts_with: None,
-            failure_class: None,
-            served_per_session: None,
-            last_exchange: None,
-        }
-    }
-}
-
-impl ServerRuntime {
-    /// The CRD status of a server in this runtime state (`suspended` from its spec), with the
-    /// `Ready` condition: True while reachable, its reason the state in one word, its message
-    /// explaining the state and, for a Failed server with a retry scheduled, the next attempt.
-    pub fn to_status(&self, suspended: bool) -> MCPServerStatus {
-        let ready = self.state.is_ready();
-        let reason = if suspended && !ready {
-            "Suspended".to_owned()
-        } else if self.state == MCPServerState::Failed && self.conflicts_with.is_some() {
-            "AuthorizationServerConflict".to_owned()
-        } else if let Some(class) = self
-            .failure_class
-            .as_ref()
-            .filter(|_| self.state == MCPServerState::Failed)
-        {
-            class.clone()
-        } else {
-            self.state.as_str().replace(' ', "")
-        };
-        let mut message = match self.state {
-            MCPServerState::Running => "The server process is running and connected.".to_owned(),
-            MCPServerState::Connected if self.served_per_session.is_some() => format!(
-                "{} A session is connected.",
-                self.served_per_session.as_deref().unwrap_or_default()
-            ),
-            MCPServerState::Connected => "The server is reachable and connected.".to_owned(),
-            MCPServerState::Starting => "The server process is starting.".to_owned(),
-            MCPServerState::Connecting => "A connection is being established.".to_owned(),
-            MCPServerState::Stopped if suspended => "The server is suspended (spec.suspended=true).".to_owned(),
-            MCPServerState::Stopped => "The server is stopped.".to_owned(),
-            MCPServerState::Disconnected => "The server was disconnected on request.".to_owned(),
-            MCPServerState::Failed => format!(
-                "The server cannot be reached: {}.",
-                self.last_error
-                    .as_deref()
-                    .unwrap_or("unknown error")
-                    .trim_end_matches('.')
-            ),
-            MCPServerState::AwaitingSession if self.served_per_session.is_some() => {
-                let mut message = self.served_per_session.clone().unwrap_or_default();
-                message.push_str(" No session is connected");
-                match self.last_exchange {
-                    Some(at) => message.push_str(&format!(
-                        "; the last exchange succeeded at {}.",
-                        at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                    )),
-                    None => message.push('.'),
-                }
-                message
-            }
-            other => format!("The server is {other}."),
-        };
-        if let Some(at) = self.next_retry_after {
-            message.push_str(&format!(
-                " Next attempt at {}.",
-                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            ));
-        }
-        let condition = Condition {
-            condition_type: READY_CONDITION.to_owned(),
-            status: if ready {
-                ConditionStatus::True
-            } else {
-                ConditionStatus::False
-            },
-            reason,
-            message,
-            last_transition_time: self.state_since,
-            observed_generation: None,
-        };
-        MCPServerStatus {
-            state: Some(self.state),
-            health: Some(self.health),
-            last_error: self.last_error.clone(),
-            last_connected: self.last_connected,
-            restart_count: self.restart_count,
-            consecutive_failures: self.consecutive_failures,
-            last_attempt: self.last_attempt,
-            next_retry_after: self.next_retry_after,
-            last_failure_http_status: self.last_failure_http_status,
-            conditions: vec![condition],
-            ..MCPServerStatus::default()
-        }
-    }
-}
-
-/// Whether the gateway connects to `server` when it starts: remote servers always, stdio servers
-/// with `autoStart: true`; a suspended server never.
-pub fn starts_automatically(server: &MCPServer) -> bool {
-    !server.spec.suspended
-        && match server.spec.server_type {
-            Some(ServerType::Stdio) | None => server.spec.auto_start,
-            Some(_) => true,
-        }
-}
-
-#[derive(Debug)]
-struct ServerSlot {
-    definition: MCPServer,
-    /// When the registry first learned of the server (lower is older), for the one description
-    /// per issuer rule.
-    since: u64,
-    runtime: ServerRuntime,
-    connection: Option<SharedConnection>,
-    control: Option<mpsc::UnboundedSender<Command>>,
-    generation: u64,
-}
-
-/// One MCPServer as the registry sees it now.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct ServerView {
-    /// Its definition.
-    pub definition: MCPServer,
-    /// Its runtime state.
-    pub runtime: ServerRuntime,
-}
 
 /// Every definition the gateway serves, their runtime state, and the catalogue built from them.
 #[derive(Debug)]
@@ -237,7 +58,7 @@ pub struct Registry {
     names: NameRules,
     sources: std::sync::Mutex<Sources>,
     presets: Arc<Presets>,
-    servers: RwLock<BTreeMap<String, ServerSlot>>,
+    servers: ServerTable,
     workflows: RwLock<BTreeMap<String, Arc<CompiledWorkflow>>>,
     availability: RwLock<BTreeMap<String, Availability>>,
     engine: RwLock<Option<WorkflowEngine>>,
@@ -251,14 +72,13 @@ pub struct Registry {
     session_catalogs: RwLock<BTreeMap<String, Arc<Catalog>>>,
     /// What the MCP client sessions are told, and which of them are still connected.
     changes: ChangeBus,
-    /// How many servers the registry has learned of (their arrival order).
-    arrivals: std::sync::atomic::AtomicU64,
     /// When each session last made a request, for idle reaping.
     last_seen: std::sync::Mutex<BTreeMap<String, std::time::Instant>>,
     sign_in: Option<Arc<crate::auth::SignInService>>,
     /// The per-session connections of single sign-on servers.
     sso: crate::auth::sso::SsoService,
     supervision: SupervisorConfig,
+    /// Whether supervision started (`supervisor::start`).
     started: std::sync::atomic::AtomicBool,
     events: EventLog,
     /// The sessions following the events (`core_events` with `follow: true`).
@@ -339,18 +159,6 @@ impl RegistryOptions {
     }
 }
 
-/// What [`Registry::apply_server`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Applied {
-    /// A new server; its supervisor started.
-    Added,
-    /// A changed definition; the server was reconnected with it.
-    Updated,
-    /// The same definition; nothing was touched.
-    Unchanged,
-}
-
 impl Registry {
     /// A registry of `servers` and `workflows` under `config`; nothing is connected yet. Refused
     /// when a configured toolset preset is invalid or the grant store cannot be opened.
@@ -364,22 +172,6 @@ impl Registry {
         let presets = Arc::new(Presets::from_config(&config.toolset_presets)?);
         let names = NameRules::new(config.aggregator.muster_prefix.clone())
             .unprefixed(config.aggregator.prefix_mode == muster_core::config::PrefixMode::Never);
-        let arrivals = servers.len() as u64;
-        let servers = servers
-            .into_iter()
-            .zip(0u64..)
-            .map(|(s, since)| {
-                let slot = ServerSlot {
-                    since,
-                    runtime: ServerRuntime::initial(&s),
-                    definition: s,
-                    connection: None,
-                    control: None,
-                    generation: 0,
-                };
-                (slot.definition.metadata.name.clone(), slot)
-            })
-            .collect();
         let events = options.events.unwrap_or_else(EventLog::in_memory);
         let sign_in = crate::auth::SignInService::from_config(&config)?;
         let sso =
@@ -417,7 +209,7 @@ impl Registry {
             sources: std::sync::Mutex::new(Sources::default()),
             names,
             presets,
-            servers: RwLock::new(servers),
+            servers: ServerTable::new(servers, events.clone()),
             workflows: RwLock::new(workflows),
             availability: RwLock::new(BTreeMap::new()),
             engine: RwLock::new(None),
@@ -427,7 +219,6 @@ impl Registry {
             session_connections: RwLock::new(BTreeMap::new()),
             session_catalogs: RwLock::new(BTreeMap::new()),
             changes: ChangeBus::default(),
-            arrivals: std::sync::atomic::AtomicU64::new(arrivals),
             last_seen: std::sync::Mutex::new(BTreeMap::new()),
             sign_in,
             sso,
@@ -450,10 +241,7 @@ impl Registry {
 
     /// Every defined server's name and state, without copying definitions (for the metrics).
     pub fn server_states(&self) -> Vec<(String, MCPServerState)> {
-        self.read_servers()
-            .iter()
-            .map(|(name, slot)| (name.clone(), slot.runtime.state))
-            .collect()
+        self.servers.states()
     }
 
     /// The event log.
@@ -521,41 +309,20 @@ impl Registry {
         Arc::clone(&self.catalog.read().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Starts a supervisor for every server: those that start automatically connect, the others
-    /// wait for `core_service_start`. Returns once each has made its first attempt.
-    pub async fn start(self: &Arc<Self>) {
-        if !self.started.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            self.spawn_session_reaper();
-        }
-        let first_attempts: Vec<oneshot::Receiver<()>> = {
-            let mut servers = self.write_servers();
-            servers
-                .iter_mut()
-                .filter(|(_, slot)| slot.control.is_none())
-                .map(|(name, slot)| self.spawn_supervisor(name, slot))
-                .collect()
-        };
-        futures::future::join_all(first_attempts).await;
+    /// The servers whose supervisor has not started yet (each a new server or a changed
+    /// definition), handing over their commands: `supervisor::start` takes them.
+    pub(crate) fn take_unsupervised(&self) -> Vec<Unsupervised> {
+        self.servers.take_unsupervised()
     }
 
-    fn spawn_supervisor(self: &Arc<Self>, name: &str, slot: &mut ServerSlot) -> oneshot::Receiver<()> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (done_tx, done_rx) = oneshot::channel();
-        slot.control = Some(tx);
-        let key = Key {
-            name: name.to_owned(),
-            generation: slot.generation,
-        };
-        let autostart = starts_automatically(&slot.definition);
-        tokio::spawn(supervisor::supervise(
-            Arc::downgrade(self),
-            key,
-            rx,
-            autostart,
-            self.supervision,
-            done_tx,
-        ));
-        done_rx
+    /// Notes that supervision started; `true` the first time.
+    pub(crate) fn mark_started(&self) -> bool {
+        !self.started.swap(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How supervisors retry and check health.
+    pub fn supervision(&self) -> SupervisorConfig {
+        self.supervision
     }
 
     /// Adds server `definition`, or replaces the definition of the server of that name (its
@@ -570,37 +337,10 @@ impl Registry {
         let name = definition.metadata.name.clone();
         let mut issuers_before = self.server_issuer(&name).into_iter().collect::<Vec<_>>();
         issuers_before.extend(crate::auth::issuers::Description::of(&definition).map(|d| d.issuer));
-        let applied = {
-            let mut servers = self.write_servers();
-            let (applied, generation, since) = match servers.get(&name) {
-                Some(old)
-                    if old.definition.spec == definition.spec && old.definition.metadata == definition.metadata =>
-                {
-                    return Applied::Unchanged;
-                }
-                Some(old) => (Applied::Updated, old.generation + 1, old.since),
-                None => (
-                    Applied::Added,
-                    0,
-                    self.arrivals.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                ),
-            };
-            // Dropping the old slot's control channel ends its supervisor, which closes its
-            // connection; its late updates carry an old generation and are ignored.
-            let mut slot = ServerSlot {
-                since,
-                runtime: ServerRuntime::initial(&definition),
-                definition,
-                connection: None,
-                control: None,
-                generation,
-            };
-            if self.started.load(std::sync::atomic::Ordering::SeqCst) {
-                drop(self.spawn_supervisor(&name, &mut slot));
-            }
-            servers.insert(name.clone(), slot);
-            applied
-        };
+        let applied = self.servers.insert(definition);
+        if applied == Applied::Unchanged {
+            return applied;
+        }
         self.recheck_issuer_peers(&name, &issuers_before);
         match author {
             Some(author) => tracing::info!(server = %name, ?applied, %author, "MCPServer definition applied"),
@@ -637,14 +377,9 @@ impl Registry {
     /// As [`Self::remove_server`], for `author` (a write through a core tool).
     pub fn remove_server_as(&self, name: &str, author: Option<&Author>) -> bool {
         let issuers = self.server_issuer(name).into_iter().collect::<Vec<_>>();
-        let removed = self.write_servers().remove(name);
+        let removed = self.servers.remove(name);
         self.recheck_issuer_peers(name, &issuers);
-        if let Some(slot) = &removed
-            && let Some(conn) = &slot.connection
-        {
-            conn.close();
-        }
-        if removed.is_some() {
+        if removed {
             match author {
                 Some(author) => tracing::info!(server = %name, %author, "MCPServer removed"),
                 None => tracing::info!(server = %name, "MCPServer removed"),
@@ -655,13 +390,13 @@ impl Registry {
             ));
             self.changed();
         }
-        removed.is_some()
+        removed
     }
 
     /// The issuer server `name` pins, if it pins one.
     fn server_issuer(&self, name: &str) -> Option<String> {
-        self.read_servers()
-            .get(name)
+        self.servers
+            .view(name)
             .and_then(|s| crate::auth::issuers::Description::of(&s.definition))
             .map(|d| d.issuer)
     }
@@ -669,7 +404,7 @@ impl Registry {
     /// Whether server `name` describes its authorization server otherwise than the server whose
     /// description is used for that issuer (one description per issuer).
     pub fn issuer_conflict(&self, name: &str) -> Option<crate::auth::issuers::AuthorizationServerConflict> {
-        let servers = self.read_servers();
+        let servers = self.servers.read();
         crate::auth::issuers::conflict(servers.values().map(|s| (&s.definition, s.since)), name)
     }
 
@@ -681,14 +416,14 @@ impl Registry {
             return;
         }
         let peers: Vec<String> = self
-            .read_servers()
-            .values()
-            .filter(|s| s.definition.metadata.name != changed)
-            .filter(|s| matches!(s.runtime.state, MCPServerState::AuthRequired | MCPServerState::Failed))
-            .filter(|s| {
-                crate::auth::issuers::Description::of(&s.definition).is_some_and(|d| issuers.contains(&d.issuer))
+            .servers
+            .views(|definition, runtime| {
+                definition.metadata.name != changed
+                    && matches!(runtime.state, MCPServerState::AuthRequired | MCPServerState::Failed)
+                    && crate::auth::issuers::Description::of(definition).is_some_and(|d| issuers.contains(&d.issuer))
             })
-            .map(|s| s.definition.metadata.name.clone())
+            .into_iter()
+            .map(|s| s.definition.metadata.name)
             .collect();
         for peer in peers {
             self.command(&peer, Command::Restart);
@@ -769,24 +504,14 @@ impl Registry {
     /// Asks the supervisor of `name` to start, stop or restart it. `false` when no such server
     /// is supervised.
     pub(crate) fn command(&self, name: &str, command: Command) -> bool {
-        self.read_servers()
-            .get(name)
-            .and_then(|s| s.control.as_ref())
-            .is_some_and(|c| c.send(command).is_ok())
+        self.servers
+            .command(name, command, self.started.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Stops every supervisor and closes every connection (stdio servers are stopped).
     pub async fn shutdown(&self) {
         self.clear_tool_stack();
-        let connections: Vec<SharedConnection> = self
-            .write_servers()
-            .values_mut()
-            .filter_map(|s| {
-                s.control = None;
-                s.runtime.state = MCPServerState::Stopped;
-                s.connection.take()
-            })
-            .collect();
+        let connections = self.servers.stop_all();
         for conn in &connections {
             conn.close();
         }
@@ -833,51 +558,18 @@ impl Registry {
     /// Puts server `name` in Failed for a failure every caller shares (`class` is the Ready
     /// reason), unless it is already.
     pub(crate) fn fail_shared(&self, name: &str, class: &str, message: &str) {
-        let changed = {
-            let mut servers = self.write_servers();
-            match servers.get_mut(name) {
-                Some(slot)
-                    if slot.runtime.last_error.as_deref() != Some(message)
-                        || slot.runtime.state != MCPServerState::Failed =>
-                {
-                    slot.runtime.state = MCPServerState::Failed;
-                    slot.runtime.state_since = Utc::now();
-                    slot.runtime.last_error = Some(message.to_owned());
-                    slot.runtime.failure_class = Some(class.to_owned());
-                    true
-                }
-                _ => false,
-            }
-        };
-        if changed {
-            self.emit(Event::mcp_server(
-                name,
-                reasons::MCP_SERVER_FAILED,
-                format!("MCP server {name} failed for every caller: {message}"),
-            ));
-        }
+        self.servers.fail_shared(name, class, message);
     }
 
     /// Records that a session's token was just exchanged for server `name`.
     pub(crate) fn note_exchange(&self, name: &str) {
-        if let Some(slot) = self.write_servers().get_mut(name) {
-            slot.runtime.last_exchange = Some(Utc::now());
-        }
+        self.servers.note_exchange(name);
     }
 
     /// Takes server `name` out of a Failed state that a shared failure caused: it serves
     /// sessions again (`Connected` while one holds a connection, else `Awaiting Session`).
     pub(crate) fn recover_shared(&self, name: &str) {
-        let mut servers = self.write_servers();
-        if let Some(slot) = servers.get_mut(name)
-            && slot.runtime.failure_class.is_some()
-        {
-            slot.runtime.failure_class = None;
-            slot.runtime.last_error = None;
-            slot.runtime.state = MCPServerState::AwaitingSession;
-            slot.runtime.state_since = Utc::now();
-        }
-        drop(servers);
+        self.servers.recover_shared(name);
         self.derive_sso_state(name);
     }
 
@@ -886,122 +578,42 @@ impl Registry {
         self.sign_in.as_ref()
     }
 
-    /// The definition of server `name`.
+    /// The definition of the server of `key`, while that generation is current.
     pub(crate) fn definition(&self, key: &Key) -> Option<MCPServer> {
-        self.read_servers()
-            .get(&key.name)
-            .filter(|s| s.generation == key.generation)
-            .map(|s| s.definition.clone())
+        self.servers.definition(key)
     }
 
-    /// Updates the runtime state of server `name`.
+    /// Updates the runtime state of the server of `key`.
     pub(crate) fn mark(&self, key: &Key, f: impl FnOnce(&mut ServerRuntime)) {
-        if let Some(slot) = self
-            .write_servers()
-            .get_mut(&key.name)
-            .filter(|s| s.generation == key.generation)
-        {
-            f(&mut slot.runtime);
-        }
+        self.servers.mark(key, f);
     }
 
-    /// Makes `conn` the connection of server `name`; `false` when the server is gone.
+    /// Makes `conn` the connection of the server of `key`; `false` when the server is gone.
     pub(crate) fn install(&self, key: &Key, conn: SharedConnection, reconnect: bool) -> bool {
-        let name = key.name.as_str();
-        {
-            let mut servers = self.write_servers();
-            let Some(slot) = servers.get_mut(name).filter(|s| s.generation == key.generation) else {
-                return false;
-            };
-            let stdio = matches!(slot.definition.spec.server_type, Some(ServerType::Stdio) | None);
-            slot.runtime.state = if stdio {
-                MCPServerState::Running
-            } else {
-                MCPServerState::Connected
-            };
-            slot.runtime.health = MCPServerHealth::Healthy;
-            slot.runtime.last_error = None;
-            slot.runtime.consecutive_failures = 0;
-            slot.runtime.last_failure_http_status = None;
-            slot.runtime.next_retry_after = None;
-            slot.runtime.last_connected = Some(Utc::now());
-            slot.runtime.tool_count = conn.tools().len();
-            if reconnect {
-                slot.runtime.restart_count += 1;
-                self.metrics.record_reconnect(name);
-            }
-            tracing::info!(server = %name, tools = conn.tools().len(), "connected");
-            let (reason, verb) = if reconnect {
-                (reasons::MCP_SERVER_RECONNECTED, "reconnected")
-            } else {
-                (reasons::MCP_SERVER_STARTED, "started")
-            };
-            self.events.emit(Event::mcp_server(
-                name,
-                reason,
-                format!("MCP server {name} {verb}; it offers {} tools", conn.tools().len()),
-            ));
-            slot.connection = Some(conn);
+        if !self.servers.install(key, conn, reconnect) {
+            return false;
+        }
+        if reconnect {
+            self.metrics.record_reconnect(&key.name);
         }
         self.changed();
         true
     }
 
-    /// Replaces the connection of `name` with one carrying refreshed lists.
+    /// Replaces the connection of the server of `key` with one carrying refreshed lists.
     pub(crate) fn replace_lists(&self, key: &Key, conn: SharedConnection) -> bool {
-        {
-            let mut servers = self.write_servers();
-            let Some(slot) = servers.get_mut(&key.name).filter(|s| s.generation == key.generation) else {
-                return false;
-            };
-            slot.runtime.tool_count = conn.tools().len();
-            self.events.emit(Event::mcp_server(
-                &key.name,
-                reasons::MCP_SERVER_TOOLS_CHANGED,
-                format!(
-                    "MCP server {} changed its lists; it now offers {} tools",
-                    key.name,
-                    conn.tools().len()
-                ),
-            ));
-            slot.connection = Some(conn);
+        let replaced = self.servers.replace_lists(key, conn);
+        if replaced {
+            self.changed();
         }
-        self.changed();
-        true
+        replaced
     }
 
-    /// Drops the connection of `name`, recording why.
+    /// Drops the connection of the server of `key`, recording why.
     pub(crate) fn uninstall(&self, key: &Key, error: Option<String>, state: MCPServerState) {
-        {
-            let mut servers = self.write_servers();
-            let Some(slot) = servers.get_mut(&key.name).filter(|s| s.generation == key.generation) else {
-                return;
-            };
-            slot.connection = None;
-            slot.runtime.state = state;
-            slot.runtime.state_since = Utc::now();
-            slot.runtime.tool_count = 0;
-            if let Some(error) = error {
-                self.events.emit(
-                    Event::mcp_server(
-                        &key.name,
-                        reasons::MCP_SERVER_FAILED,
-                        format!("MCP server {} failed: {error}", key.name),
-                    )
-                    .with_details(EventDetails::default().with_error(error.clone())),
-                );
-                slot.runtime.health = MCPServerHealth::Unhealthy;
-                slot.runtime.last_error = Some(error);
-            } else {
-                self.events.emit(Event::mcp_server(
-                    &key.name,
-                    reasons::MCP_SERVER_STOPPED,
-                    format!("MCP server {} stopped", key.name),
-                ));
-                slot.runtime.health = MCPServerHealth::Unknown;
-            }
+        if self.servers.uninstall(key, error, state) {
+            self.changed();
         }
-        self.changed();
     }
 
     fn changed(&self) {
@@ -1016,27 +628,17 @@ impl Registry {
 
     /// The servers whose definition `keep` accepts, copying only those.
     pub fn servers_where(&self, keep: impl Fn(&MCPServer) -> bool) -> Vec<ServerView> {
-        self.read_servers()
-            .values()
-            .filter(|s| keep(&s.definition))
-            .map(|s| ServerView {
-                definition: s.definition.clone(),
-                runtime: s.runtime.clone(),
-            })
-            .collect()
+        self.servers.views(|definition, _| keep(definition))
     }
 
     /// One MCPServer with its runtime state.
     pub fn server(&self, name: &str) -> Option<ServerView> {
-        self.read_servers().get(name).map(|s| ServerView {
-            definition: s.definition.clone(),
-            runtime: s.runtime.clone(),
-        })
+        self.servers.view(name)
     }
 
     /// The live connection to server `name`.
     pub fn connection(&self, name: &str) -> Option<SharedConnection> {
-        self.read_servers().get(name).and_then(|s| s.connection.clone())
+        self.servers.connection(name)
     }
 
     /// Every Workflow, by name.
@@ -1119,37 +721,12 @@ impl Registry {
             ));
             return Some(workflows::unavailable(workflow, &availability.missing));
         }
-        let servers = self.read_servers();
-        servers
-            .values()
-            .filter(|s| s.connection.is_none())
-            .find(|s| {
-                let d = &s.definition;
-                let own = d.spec.tool_prefix.as_deref().unwrap_or(&d.metadata.name);
-                let mut prefixes = vec![own.to_owned()];
-                if let Some(ns) = &d.metadata.namespace {
-                    prefixes.push(format!("{ns}_{own}"));
-                }
-                if let Some(family) = &d.spec.family {
-                    prefixes.push(family.name.clone());
-                }
-                prefixes.iter().any(|p| {
-                    let head = self.names.server_tool(p, "");
-                    name.starts_with(&head) && name.len() > head.len()
-                })
-            })
-            .map(|s| ToolError::ServerUnavailable {
-                server: s.definition.metadata.name.clone(),
-                reason: format!(
-                    "server not found among the connected servers (it is {})",
-                    s.runtime.state
-                ),
-            })
+        self.servers.unavailable(&self.names, name)
     }
 
     /// Offers tools that run in this process (core tools, an embedder's own) to the catalogue:
     /// each is listed beside the servers' tools, replacing an offered tool of the same name.
-    /// [`crate::dispatch::Dispatcher`] offers the tools it runs.
+    /// The dispatcher (`dispatch::Dispatcher`) offers the tools it runs.
     pub fn offer_tools(&self, entries: impl IntoIterator<Item = muster_core::ToolEntry>) {
         {
             let mut offered = self.in_process.write().unwrap_or_else(|e| e.into_inner());
@@ -1168,33 +745,14 @@ impl Registry {
         *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
         self.session_catalogs.write().unwrap_or_else(|e| e.into_inner()).clear();
         *self.availability.write().unwrap_or_else(|e| e.into_inner()) = availability;
-        if !collisions.is_empty() {
-            let mut by_server: BTreeMap<&str, Vec<&surface::Collision>> = BTreeMap::new();
-            for c in &collisions {
-                by_server.entry(c.server.as_str()).or_default().push(c);
-            }
-            let mut servers = self.write_servers();
-            for (server, lost) in by_server {
-                let names: Vec<String> = lost
-                    .iter()
-                    .map(|c| format!("{} (kept by {})", c.name, c.kept_by))
-                    .collect();
-                let message = format!(
-                    "exposed tool name collision: {} also produced by another server; this server's tools of those names are not exposed",
-                    names.join(", ")
-                );
-                if let Some(slot) = servers.get_mut(server)
-                    && slot.runtime.last_error.as_deref() != Some(message.as_str())
-                {
-                    tracing::warn!(server, collisions = %names.join(", "), "exposed tool name collision");
-                    self.events.emit(Event::mcp_server(
-                        server,
-                        reasons::MCP_SERVER_TOOL_NAME_COLLISION,
-                        message.clone(),
-                    ));
-                    slot.runtime.last_error = Some(message);
-                }
-            }
+        let mut lost: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for c in &collisions {
+            lost.entry(c.server.as_str())
+                .or_default()
+                .push(format!("{} (kept by {})", c.name, c.kept_by));
+        }
+        if !lost.is_empty() {
+            self.servers.record_collisions(lost);
         }
     }
 
@@ -1220,7 +778,7 @@ impl Registry {
         own: &BTreeMap<String, SharedConnection>,
     ) -> (Catalog, Vec<surface::Collision>, BTreeMap<String, Availability>) {
         let home_namespace = self.config.read().unwrap_or_else(|e| e.into_inner()).namespace.clone();
-        let servers = self.read_servers();
+        let servers = self.servers.read();
         let contributions: Vec<Contribution<'_>> = servers
             .values()
             .filter_map(|slot| {
@@ -1238,14 +796,6 @@ impl Registry {
         let workflows = self.workflows.read().unwrap_or_else(|e| e.into_inner());
         let in_process = self.in_process.read().unwrap_or_else(|e| e.into_inner());
         surface::build(&self.names, &contributions, &in_process, &workflows)
-    }
-
-    fn read_servers(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, ServerSlot>> {
-        self.servers.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write_servers(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, ServerSlot>> {
-        self.servers.write().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -1281,58 +831,5 @@ impl crate::metrics::MetricsSource for Registry {
             catalog_prompts: catalog.prompts().len(),
             sessions: self.session_count(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn runtime(state: MCPServerState) -> ServerRuntime {
-        let mut rt = ServerRuntime::initial(&MCPServer::default());
-        rt.state = state;
-        rt
-    }
-
-    #[test]
-    fn the_ready_condition_is_true_while_reachable_with_the_state_as_reason() {
-        let status = runtime(MCPServerState::Running).to_status(false);
-        let ready = &status.conditions[0];
-        assert_eq!(
-            (ready.condition_type.as_str(), ready.status, ready.reason.as_str()),
-            ("Ready", ConditionStatus::True, "Running")
-        );
-        let auth = runtime(MCPServerState::AuthRequired).to_status(false);
-        assert_eq!(
-            (auth.conditions[0].status, auth.conditions[0].reason.as_str()),
-            (ConditionStatus::True, "AuthRequired")
-        );
-    }
-
-    #[test]
-    fn a_failed_server_names_its_error_and_its_next_attempt() {
-        let mut rt = runtime(MCPServerState::Failed);
-        rt.last_error = Some("connection refused".into());
-        rt.next_retry_after = "2026-09-21T12:43:00Z".parse().ok();
-        let status = rt.to_status(false);
-        let ready = &status.conditions[0];
-        assert_eq!(
-            (ready.status, ready.reason.as_str()),
-            (ConditionStatus::False, "Failed")
-        );
-        assert_eq!(
-            ready.message,
-            "The server cannot be reached: connection refused. Next attempt at 2026-09-21T12:43:00Z."
-        );
-        assert_eq!(status.last_error.as_deref(), Some("connection refused"));
-    }
-
-    #[test]
-    fn a_stopped_suspended_server_reads_suspended() {
-        let status = runtime(MCPServerState::Stopped).to_status(true);
-        assert_eq!(
-            (status.conditions[0].status, status.conditions[0].reason.as_str()),
-            (ConditionStatus::False, "Suspended")
-        );
     }
 }

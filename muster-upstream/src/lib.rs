@@ -36,6 +36,7 @@
 //! - [`sse`]: the legacy HTTP+SSE client transport (rmcp has none).
 //! - [`fast_answers`]: a streamable-HTTP client that reads a `tools/call` answer without
 //!   rmcp's per-event overhead.
+//! - [`supervision`]: the backoff between connection attempts and the health-check interval.
 //! - [`driver`]: polling a connection from the task that waits on it.
 //! - [`headers`]: the streamable-HTTP transport's header names.
 
@@ -53,6 +54,7 @@ pub mod relay;
 mod schemas;
 pub mod sse;
 mod stdio;
+pub mod supervision;
 #[cfg(feature = "otel")]
 pub mod trace_context;
 pub(crate) mod transport;

@@ -7,8 +7,8 @@ use muster_core::{
 use serde_json::{Map, Value, json};
 
 use crate::{
+    registry::Command,
     registry::{Registry, ServerView},
-    supervisor::Command,
 };
 
 /// What `core_service_start/stop/restart` ask for.

@@ -108,6 +108,12 @@ impl ChangeBus {
         self.sender.subscribe()
     }
 
+    /// Every change from now on, for a part of the gateway that acts on them (it is not a client:
+    /// it is not counted, and keeps no session alive).
+    pub fn listen(&self) -> broadcast::Receiver<Change> {
+        self.sender.subscribe()
+    }
+
     /// Tells every subscriber (none listening is fine).
     pub fn publish(&self, change: Change) {
         let _ = self.sender.send(change);

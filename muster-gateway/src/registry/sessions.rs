@@ -61,9 +61,9 @@ impl Registry {
         session: &SessionId,
         pattern: Option<&muster_catalog::pattern::NamePattern>,
     ) -> Vec<muster_catalog::tools::ServerAuthHint> {
-        self.read_servers()
-            .values()
-            .filter(|s| s.runtime.state == MCPServerState::AuthRequired && !s.definition.spec.suspended)
+        self.servers
+            .views(|definition, runtime| runtime.state == MCPServerState::AuthRequired && !definition.spec.suspended)
+            .into_iter()
             .filter(|s| self.session_connection(session, &s.definition.metadata.name).is_none())
             .filter_map(|s| {
                 let d = &s.definition;
@@ -233,7 +233,7 @@ impl Registry {
         }
         if !sessions.is_empty() {
             tracing::debug!(sessions = sessions.len(), ended, "reaped sessions");
-            let names: Vec<String> = self.read_servers().keys().cloned().collect();
+            let names: Vec<String> = self.servers.states().into_iter().map(|(name, _)| name).collect();
             for name in names {
                 self.derive_sso_state(&name);
             }
@@ -249,24 +249,7 @@ impl Registry {
             .unwrap_or_else(|e| e.into_inner())
             .values()
             .any(|c| c.contains_key(server));
-        let mut servers = self.write_servers();
-        if let Some(slot) = servers.get_mut(server)
-            && crate::auth::sso::is_sso(&slot.definition)
-            && matches!(
-                slot.runtime.state,
-                MCPServerState::AwaitingSession | MCPServerState::Connected
-            )
-        {
-            let state = if held {
-                MCPServerState::Connected
-            } else {
-                MCPServerState::AwaitingSession
-            };
-            if slot.runtime.state != state {
-                slot.runtime.state = state;
-                slot.runtime.state_since = chrono::Utc::now();
-            }
-        }
+        self.servers.set_session_held(server, held, crate::auth::sso::is_sso);
     }
 
     /// Reaps ended sessions every [`SESSION_REAP_INTERVAL`] while the registry lives.
