@@ -207,7 +207,7 @@ impl Gateway {
     /// resolves, then shuts down gracefully: new connections and requests are refused (503), the requests in flight get up
     /// to `aggregator.limits.shutdownTimeoutSeconds` to finish, then the sessions end and every
     /// downstream server is stopped (a stdio server with the processes it started). Answers go
-    /// out without Nagle's delay (`TCP_NODELAY`); see [`crate::http::serve`] for the connections.
+    /// out without Nagle's delay (`TCP_NODELAY`); the connection loop is the gateway's own (bounded read buffers, graceful stop).
     ///
     /// ```no_run
     /// # async fn run(gateway: muster_gateway::Gateway) -> std::io::Result<()> {

@@ -46,12 +46,12 @@ use crate::{meta::MetaTools, registry::Registry};
 use guard::Guarded;
 use session_calls::SessionCalls;
 
-pub mod guard;
+pub(crate) mod guard;
 mod kept;
-pub mod request_head;
-pub mod serve;
-pub mod session_calls;
-pub mod sessions;
+pub(crate) mod request_head;
+pub(crate) mod serve;
+pub(crate) mod session_calls;
+pub(crate) mod sessions;
 
 /// The path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -61,7 +61,7 @@ pub const HEALTH_PATH: &str = "/health";
 pub const METRICS_PATH: &str = "/metrics";
 
 /// The gateway's HTTP routes as an axum router: `/mcp` (streamable HTTP, sessions and the
-/// stateless protocol, behind the [request guard](guard)), `/health` and `/metrics`, for an
+/// stateless protocol, behind the request guard), `/health` and `/metrics`, for an
 /// embedder's own app. Sessions end when `shutdown` is cancelled; `drain` counts the requests
 /// in flight and refuses new ones once a shutdown begins. The gateway's own server serves the
 /// same pieces as a [`Front`].

@@ -50,7 +50,7 @@ use crate::http::{session_calls::SESSION_ID, sessions::Sessions};
 
 /// What the guard enforces; as a tower [`Layer`], the guard itself ([`Guarded`]).
 #[derive(Debug, Clone)]
-pub struct Guard {
+pub(crate) struct Guard {
     /// `maxRequestBodyBytes`.
     pub max_body_bytes: usize,
     /// `maxJsonDepth`.
@@ -129,7 +129,7 @@ impl<S> Layer<S> for Guard {
 
 /// A service behind the [`Guard`]: what the guard lets through reaches `S`.
 #[derive(Debug, Clone)]
-pub struct Guarded<S> {
+pub(crate) struct Guarded<S> {
     guard: Guard,
     inner: S,
 }
@@ -323,7 +323,7 @@ pub(crate) fn refusal_of(id: Option<serde_json::Value>, status: StatusCode, code
 
 /// The `id` member of the top-level object of `json` when it is a number or a string, found
 /// without parsing the rest (which may nest too deep to parse).
-pub fn top_level_id(json: &[u8]) -> Option<serde_json::Value> {
+pub(crate) fn top_level_id(json: &[u8]) -> Option<serde_json::Value> {
     let mut depth = 0usize;
     let mut i = 0;
     let mut expect_key = false;
@@ -375,7 +375,7 @@ fn string_end(json: &[u8], mut start: usize) -> Option<usize> {
 
 /// Whether the arrays and objects of `json` nest deeper than `max` (strings, escapes included,
 /// are skipped; the text need not be valid JSON). One pass, no allocation.
-pub fn json_depth_exceeds(json: &[u8], max: usize) -> bool {
+pub(crate) fn json_depth_exceeds(json: &[u8], max: usize) -> bool {
     let mut depth = 0usize;
     let mut i = 0;
     while let Some(&byte) = json.get(i) {

@@ -26,10 +26,10 @@ use std::{
 pub(crate) const MAX_KEPT: usize = 64;
 
 /// How long a stream is kept after it ended, for a client that lost it (rmcp's).
-pub const RETAIN: Duration = Duration::from_secs(60);
+pub(crate) const RETAIN: Duration = Duration::from_secs(60);
 
 /// At most this many ended streams are kept per session (the oldest go first).
-pub const MAX_ENDED: usize = 64;
+pub(crate) const MAX_ENDED: usize = 64;
 
 /// At most this many bytes of events of a session's ended streams are kept: about a hundred
 /// small answers (an `echo`'s is 300 bytes), a few large ones (a `list_tools` page is 10 KB and

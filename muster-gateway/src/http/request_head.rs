@@ -27,11 +27,11 @@ use http::{Request, StatusCode};
 use super::guard::refusal_of;
 
 /// The `Host` names `/mcp` answers to when `aggregator.allowedHosts` is not set.
-pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+pub(crate) const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// The `Host` values `/mcp` accepts (`aggregator.allowedHosts`).
 #[derive(Debug, Clone)]
-pub struct HostCheck {
+pub(crate) struct HostCheck {
     /// Each allowed host with its port, when the entry names one; `None`: any host.
     allowed: Option<Vec<(String, Option<u16>)>>,
     /// The list as configured, for the refusal.
@@ -42,7 +42,7 @@ impl HostCheck {
     /// The check `aggregator.allowedHosts` configures: `None` the loopback names, `["*"]` any
     /// host, else the hosts listed (`host` any port, `host:port` that port only; an empty list
     /// accepts none).
-    pub fn from_config(allowed_hosts: Option<&[String]>) -> Self {
+    pub(crate) fn from_config(allowed_hosts: Option<&[String]>) -> Self {
         let listed: Vec<String> = match allowed_hosts {
             Some(hosts) => hosts.to_vec(),
             None => LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect(),
@@ -57,7 +57,7 @@ impl HostCheck {
     }
 
     /// Whether a request whose `Host` is `host` is accepted.
-    pub fn allows(&self, host: &str) -> bool {
+    pub(crate) fn allows(&self, host: &str) -> bool {
         let Some(allowed) = &self.allowed else {
             return true;
         };
@@ -137,7 +137,7 @@ fn authority(text: &str) -> Option<(String, Option<u16>)> {
 
 /// The size of a request's head as an HTTP/1.1 client sent it: the request line, each header
 /// line and the blank line that ends them.
-pub fn head_bytes<B>(request: &Request<B>) -> usize {
+pub(crate) fn head_bytes<B>(request: &Request<B>) -> usize {
     let target = request
         .uri()
         .path_and_query()

@@ -49,7 +49,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// connection's read buffer and request head (at least 8192: hyper's smallest buffer; a smaller
 /// value is raised); the service refuses a head over `max_head_bytes` itself, as a [`Front`](super::Front)
 /// does, naming the limit.
-pub async fn serve<S>(
+pub(crate) async fn serve<S>(
     listener: tokio::net::TcpListener,
     service: S,
     max_head_bytes: usize,

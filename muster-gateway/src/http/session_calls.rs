@@ -85,7 +85,7 @@ use crate::meta::in_front::{AdmitsSessions, AnswersCalls, CallAnswer, CallStream
 
 /// How long after rmcp last saw a session its calls may still be answered here. Well under the
 /// five minutes after which the session manager ends an idle session.
-pub const TOUCH_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const TOUCH_INTERVAL: Duration = Duration::from_secs(60);
 
 /// How often an SSE comment keeps a long call's stream open through proxies (rmcp's interval).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -114,7 +114,7 @@ const STANDARD: [HeaderName; 2] = [
 
 /// The sessions whose calls [`SessionCalls`] may answer, by transport session id.
 #[derive(Debug)]
-pub struct SessionTable {
+pub(crate) struct SessionTable {
     sessions: RwLock<HashMap<Arc<str>, Arc<LiveSession>>>,
     started: Instant,
     touch_interval_ms: u64,
@@ -157,8 +157,9 @@ impl AdmitsSessions for SessionTable {
 impl SessionTable {
     /// A table whose sessions go to rmcp once per `interval` ([`TOUCH_INTERVAL`] by default):
     /// keep it well under the session manager's idle timeout.
+    #[cfg(test)]
     #[must_use]
-    pub fn with_touch_interval(mut self, interval: Duration) -> Self {
+    pub(crate) fn with_touch_interval(mut self, interval: Duration) -> Self {
         self.touch_interval_ms = millis(interval);
         self
     }
@@ -171,7 +172,7 @@ impl SessionTable {
     /// Admits the session of `parts`, a POST rmcp accepted on it (the handler calls this from
     /// `notifications/initialized`). Sessions of the 2026-07-28 protocol, or of a request without
     /// a session id or a `Host` header, are not admitted.
-    pub fn admit(&self, parts: &http::request::Parts, peer: Peer<RoleServer>) {
+    pub(crate) fn admit(&self, parts: &http::request::Parts, peer: Peer<RoleServer>) {
         let Some(id) = parts.headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
             return;
         };
@@ -271,7 +272,7 @@ impl LiveSession {
 /// The tower service answering `tools/call` on admitted sessions with `handler`, in front of
 /// `inner` (rmcp's streamable HTTP service over the same handler).
 #[derive(Clone)]
-pub struct SessionCalls<S, H> {
+pub(crate) struct SessionCalls<S, H> {
     /// Shared: axum clones the service for every request, and rmcp's is costly to clone (its
     /// config and handles), so it is cloned only for a request that goes to it.
     inner: Arc<S>,
@@ -291,7 +292,7 @@ impl<S, H> SessionCalls<S, H> {
     /// A body over `max_body_bytes` goes to `inner` (which refuses it). The handler admits each
     /// session to `table` ([`SessionTable::admit`]) when it is initialized, as
     /// [`MetaTools`](crate::meta::MetaTools) does.
-    pub fn new(inner: S, handler: Arc<H>, table: Arc<SessionTable>, max_body_bytes: usize) -> Self {
+    pub(crate) fn new(inner: S, handler: Arc<H>, table: Arc<SessionTable>, max_body_bytes: usize) -> Self {
         Self {
             inner: Arc::new(inner),
             handler,

@@ -71,17 +71,15 @@ use outbox::{EventId, Outbox, Reader};
 use super::kept::Ended;
 
 /// How long a session nobody uses lives (rmcp's default).
-pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(300);
 
 /// The reconnection delay a request stream's priming event asks for (rmcp's default).
-pub const DEFAULT_RETRY: Duration = Duration::from_secs(3);
-
-pub use super::kept::{MAX_ENDED, RETAIN};
+pub(crate) const DEFAULT_RETRY: Duration = Duration::from_secs(3);
 
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SessionError {
+pub(crate) enum SessionError {
     /// No session has this id (it never existed, ended, or was closed).
     #[error("session {0} not found")]
     NotFound(SessionId),
@@ -100,7 +98,7 @@ pub enum SessionError {
 
 /// The sessions of one streamable-HTTP service (see the [module](self)).
 #[derive(Debug, Clone)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     shared: Arc<Shared>,
 }
 
@@ -123,7 +121,7 @@ impl Sessions {
     /// Sessions that end after `keep_alive` unused, whose request streams are primed with
     /// `retry` (none: not primed, and not resumable by a client that needs the priming id).
     #[must_use]
-    pub fn new(keep_alive: Duration, retry: Option<Duration>) -> Self {
+    pub(crate) fn new(keep_alive: Duration, retry: Option<Duration>) -> Self {
         Self {
             shared: Arc::new(Shared {
                 sessions: RwLock::default(),
@@ -137,13 +135,14 @@ impl Sessions {
 
     /// How many sessions are open.
     #[must_use]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.shared.read().len()
     }
 
     /// Whether no session is open.
+    #[cfg(test)]
     #[must_use]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -589,7 +588,7 @@ impl Routes {
 /// A session's side of its MCP service: what the service receives (the session's inbox) and
 /// where what it sends goes. Dropping it (the service ended) ends the session's streams.
 #[derive(Debug)]
-pub struct SessionTransport {
+pub(crate) struct SessionTransport {
     session: Arc<Session>,
 }
 
