@@ -57,18 +57,22 @@ impl LateBoundTools {
 
     /// Whether a stack is bound and still alive, so that a call would reach it.
     pub fn is_live(&self) -> bool {
-        self.stack
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_some_and(|s| s.strong_count() > 0)
+        self.reachable().is_ok()
+    }
+
+    /// Whether a call would reach a stack: `Ok` when one is bound and alive, else the refusal
+    /// the call would get ([`ToolError::ServerUnavailable`] of server `muster`: `the gateway is
+    /// shutting down` once the stack is gone, `workflow steps have no tool stack to call yet`
+    /// before one is bound).
+    pub fn reachable(&self) -> Result<(), ToolError> {
+        self.upgrade().map(drop)
     }
 
     /// The bound stack, when it is alive; the refusal otherwise.
-    fn stack(&self) -> Result<BoxToolService, ToolError> {
+    fn upgrade(&self) -> Result<Arc<BoxToolService>, ToolError> {
         let slot = self.stack.read().unwrap_or_else(|e| e.into_inner());
         let reason = match slot.as_ref().map(Weak::upgrade) {
-            Some(Some(stack)) => return Ok((*stack).clone()),
+            Some(Some(stack)) => return Ok(stack),
             Some(None) => "the gateway is shutting down",
             None => "workflow steps have no tool stack to call yet",
         };
@@ -90,8 +94,8 @@ impl Service<ToolCall> for LateBoundTools {
     }
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
-        match self.stack() {
-            Ok(stack) => Box::pin(stack.oneshot(call)),
+        match self.upgrade() {
+            Ok(stack) => Box::pin((*stack).clone().oneshot(call)),
             Err(refused) => Box::pin(std::future::ready(Err(refused))),
         }
     }

@@ -42,20 +42,25 @@ impl WorkflowTable {
     /// every rule it breaks (a template or jq program that does not compile included), and then
     /// nothing changes.
     pub fn apply(&self, workflow: Workflow) -> Result<Applied, ValidationErrors> {
-        let compiled = Arc::new(CompiledWorkflow::compile(workflow)?);
+        Ok(self.apply_compiled(Arc::new(CompiledWorkflow::compile(workflow)?)))
+    }
+
+    /// Adds or replaces a workflow compiled already (its
+    /// [warnings](CompiledWorkflow::warnings) read first, say) under its name.
+    pub fn apply_compiled(&self, compiled: Arc<CompiledWorkflow>) -> Applied {
         let mut workflows = self.workflows.write().unwrap_or_else(|e| e.into_inner());
         let applied = match workflows.get(compiled.name()) {
             Some(p)
                 if p.workflow().spec == compiled.workflow().spec
                     && p.workflow().metadata == compiled.workflow().metadata =>
             {
-                return Ok(Applied::Unchanged);
+                return Applied::Unchanged;
             }
             Some(_) => Applied::Updated,
             None => Applied::Added,
         };
         workflows.insert(compiled.name().to_owned(), compiled);
-        Ok(applied)
+        applied
     }
 
     /// Removes workflow `name`, answering it; `None` when none has that name.

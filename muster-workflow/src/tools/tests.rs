@@ -319,6 +319,11 @@ async fn steps_call_through_the_late_bound_stack_which_the_handle_does_not_keep_
         "{early:?}"
     );
     assert!(!steps.is_bound() && !steps.is_live());
+    let unbound = steps.reachable().expect_err("nothing bound");
+    assert_eq!(
+        unbound.to_string(),
+        "server muster is not available: workflow steps have no tool stack to call yet"
+    );
 
     // A witness of the stack's life: a value only the stack holds.
     let witness = Arc::new(());
@@ -345,6 +350,10 @@ async fn steps_call_through_the_late_bound_stack_which_the_handle_does_not_keep_
     drop(served);
     assert!(alive.upgrade().is_none(), "the stack was dropped");
     assert!(steps.is_bound() && !steps.is_live());
+    assert_eq!(
+        steps.reachable().map_err(|e| e.to_string()),
+        Err("server muster is not available: the gateway is shutting down".to_owned())
+    );
     let mut handle = steps.clone();
     let refused = tower::Service::call(&mut handle, call("x_srv_say"))
         .await
