@@ -4,13 +4,15 @@
 //! In a gateway the steps of a run call the gateway's whole stack, and that stack contains the
 //! workflow service, whose engine holds the handle. Were the handle to own the stack, the stack
 //! would own itself and never be dropped. So [`LateBoundTools::bind`] takes the built stack and
-//! answers the stack to serve calls with: every clone of that answer keeps the stack alive, and
-//! the handle only refers to it. Once the last clone is dropped the stack goes, and with it
-//! everything it holds; a step called after that is refused with
+//! answers the stack to serve calls with: every clone of that answer, and every call made through
+//! one until it ends, keeps the stack alive, and the handle only refers to it. Once the last
+//! clone is dropped and the last call has ended, the stack goes, and with it everything it holds; a step called after that is refused with
 //! [`ToolError::ServerUnavailable`] (`the gateway is shutting down`).
 
 use std::{
     fmt,
+    future::Future,
+    pin::Pin,
     sync::{Arc, RwLock, Weak},
     task::{Context, Poll},
 };
@@ -42,12 +44,13 @@ impl LateBoundTools {
     }
 
     /// Binds this handle (and every clone of it) to `stack`, and answers the stack to serve
-    /// calls with: `stack` itself, kept alive by every clone of the answer. Binding again
-    /// points later calls at the new stack.
+    /// calls with: `stack` itself, kept alive by every clone of the answer and by every call
+    /// made through one until that call ends. Binding again points later calls at the new
+    /// stack.
     pub fn bind(&self, stack: BoxToolService) -> BoxToolService {
         let owner = Arc::new(stack.clone());
         *self.stack.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(&owner));
-        BoxToolService::new(Kept { stack, _owner: owner })
+        BoxToolService::new(Kept { stack, owner })
     }
 
     /// Whether a stack was bound (it may be gone since).
@@ -106,19 +109,38 @@ impl Service<ToolCall> for LateBoundTools {
 #[derive(Clone)]
 struct Kept {
     stack: BoxToolService,
-    _owner: Arc<BoxToolService>,
+    owner: Arc<BoxToolService>,
 }
 
 impl Service<ToolCall> for Kept {
     type Response = ToolOutput;
     type Error = ToolError;
-    type Future = <BoxToolService as Service<ToolCall>>::Future;
+    type Future = KeptCall;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
         self.stack.poll_ready(cx)
     }
 
-    fn call(&mut self, call: ToolCall) -> Self::Future {
-        self.stack.call(call)
+    fn call(&mut self, call: ToolCall) -> KeptCall {
+        KeptCall {
+            call: self.stack.call(call),
+            _owner: Arc::clone(&self.owner),
+        }
+    }
+}
+
+/// A call through a [`Kept`] stack, which keeps the stack alive until the call ends: a caller
+/// may drop its last clone of the stack once it has called it (`ServiceExt::oneshot` does), and
+/// the steps of a workflow run by that call still reach the stack.
+struct KeptCall {
+    call: <BoxToolService as Service<ToolCall>>::Future,
+    _owner: Arc<BoxToolService>,
+}
+
+impl Future for KeptCall {
+    type Output = Result<ToolOutput, ToolError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.call.as_mut().poll(cx)
     }
 }

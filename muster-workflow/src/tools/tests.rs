@@ -338,16 +338,27 @@ async fn steps_call_through_the_late_bound_stack_which_the_handle_does_not_keep_
     // A workflow whose step runs another workflow, all through the stack.
     let result = served.clone().oneshot(call("workflow_outer")).await.expect("ran");
     assert_eq!(result.into_result().expect("typed").is_error, Some(false));
-    let calls = calls.lock().expect("lock").clone();
-    assert_eq!(calls.len(), 1, "the unbound run reached no tool: {calls:?}");
+    {
+        let calls = calls.lock().expect("lock");
+        assert_eq!(calls.len(), 1, "the unbound run reached no tool: {calls:?}");
+        assert_eq!(
+            (calls[0].0.as_str(), &calls[0].1["text"]),
+            ("x_srv_say", &json!("hello bob"))
+        );
+    }
+
+    // A call through the last clone keeps the stack alive until it ends (oneshot drops the
+    // service once it has called it): the steps of its run still reach the stack.
+    let last = served.oneshot(call("workflow_outer")).await.expect("ran");
+    assert_eq!(last.into_result().expect("typed").is_error, Some(false));
     assert_eq!(
-        (calls[0].0.as_str(), &calls[0].1["text"]),
-        ("x_srv_say", &json!("hello bob"))
+        calls.lock().expect("lock").len(),
+        2,
+        "the last run's step reached the tool"
     );
 
-    // Dropping every clone of the served stack drops the stack, the workflow service inside
-    // it and the engine with its handle: nothing refers back to keep them alive.
-    drop(served);
+    // With the last clone and its call gone, the stack is dropped, and the workflow service
+    // inside it and the engine with its handle: nothing refers back to keep them alive.
     assert!(alive.upgrade().is_none(), "the stack was dropped");
     assert!(steps.is_bound() && !steps.is_live());
     assert_eq!(
