@@ -21,9 +21,11 @@ fn args(value: Value) -> JsonObject {
     value.as_object().cloned().expect("an object")
 }
 
-/// A tool service that records each call (name, arguments, session) and answers
-/// `{"echo": <arguments>}`.
-fn recording() -> (BoxToolService, Arc<Mutex<Vec<(String, Value, String)>>>) {
+/// The calls a [`recording`] service saw: (name, arguments, session) each.
+type Calls = Arc<Mutex<Vec<(String, Value, String)>>>;
+
+/// A tool service that records each call and answers `{"echo": <arguments>}`.
+fn recording() -> (BoxToolService, Calls) {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&calls);
     let tools = BoxToolService::new(tower::service_fn(move |call: ToolCall| {
