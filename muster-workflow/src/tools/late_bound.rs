@@ -6,8 +6,9 @@
 //! would own itself and never be dropped. So [`LateBoundTools::bind`] takes the built stack and
 //! answers the stack to serve calls with: every clone of that answer, and every call made through
 //! one until it ends, keeps the stack alive, and the handle only refers to it. Once the last
-//! clone is dropped and the last call has ended, the stack goes, and with it everything it holds; a step called after that is refused with
-//! [`ToolError::ServerUnavailable`] (`the gateway is shutting down`).
+//! clone is dropped and the last call has ended, the stack goes, and with it everything it
+//! holds; a step called after that is refused with [`ToolError::ServerUnavailable`] (`the
+//! gateway is shutting down`).
 
 use std::{
     fmt,
