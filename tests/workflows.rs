@@ -637,3 +637,56 @@ async fn the_documented_create_request_defines_a_workflow_that_waits_for_its_too
     assert_eq!(list["workflows"], json!([]));
     h.stop().await;
 }
+
+/// The gateway's workflow engine calls the gateway's whole stack, which holds the registry,
+/// which holds the engine: the engine holds that stack weakly, so the registry goes with the
+/// last handle of the stack, with no cycle broken by hand; and a run started through that last
+/// handle, which lets go of it at once, still runs every step (a nested workflow's included).
+#[tokio::test]
+async fn a_run_through_the_last_handle_of_the_stack_finishes_and_then_the_registry_is_dropped() {
+    use muster::core::{CallContext, ToolCall};
+    use tower::ServiceExt;
+
+    let greet = workflow(
+        "greet",
+        json!({
+            "steps": [
+                {"id": "hello", "tool": "x_demo_echo", "args": {"message": "hello"}},
+                {"id": "again", "tool": "workflow_echo_once"}
+            ],
+            "output": {"first": "{{ .results.hello }}", "nested": "{{ .results.again.said }}"}
+        }),
+    );
+    let once = workflow(
+        "echo_once",
+        json!({
+            "steps": [{"id": "say", "tool": "x_demo_echo", "args": {"message": "once"}}],
+            "output": {"said": "{{ .results.say }}"}
+        }),
+    );
+    let gateway = Gateway::with_supervision(
+        MusterConfig::default(),
+        vec![demo_stdio("demo")],
+        vec![greet, once],
+        fast_supervision(),
+    )
+    .expect("valid configuration");
+    gateway.start().await;
+    let registry = std::sync::Arc::downgrade(gateway.registry());
+    let tools = gateway.tools();
+    drop(gateway);
+    assert!(registry.upgrade().is_some(), "the stack still held holds the registry");
+
+    let call = ToolCall::new("workflow_greet", serde_json::Map::new(), CallContext::default());
+    let result = tools.oneshot(call).await.expect("ran").into_result().expect("typed");
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"first": "hello", "nested": "once"}))
+    );
+
+    assert!(
+        registry.upgrade().is_none(),
+        "nothing keeps the registry once the stack is gone"
+    );
+}

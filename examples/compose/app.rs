@@ -119,8 +119,9 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
             .service(Dispatcher::new(Arc::clone(&registry)).with_tool(whoami::entry(), whoami::service())),
     );
     // 4. Workflow steps run through the same stack (with a workflow configured, a step is
-    //    audited and toolset-checked like a client's call).
-    registry.set_tool_stack(tools.clone());
+    //    audited and toolset-checked like a client's call). The registry holds it weakly: the
+    //    stack answered is the one to serve, as it is what keeps the stack alive.
+    let tools = registry.bind_tool_stack(tools);
 
     // 5. The MCP server clients talk to, and the HTTP layers in front of it.
     let front = Front {

@@ -121,7 +121,14 @@ impl Dispatcher {
             }
             // Boxed: both are large futures, and a downstream call's future should not carry them.
             ToolKind::Core => Box::pin(core_tools::call(&registry, &call)).await.map(Into::into),
-            ToolKind::Workflow => Box::pin(workflows::run(&registry, call)).await.map(Into::into),
+            ToolKind::Workflow => {
+                Box::pin(workflows::run(
+                    registry.workflow_tools(),
+                    registry.workflow_steps(),
+                    call,
+                ))
+                .await
+            }
         }
     }
 }

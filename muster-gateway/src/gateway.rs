@@ -99,7 +99,9 @@ impl Gateway {
                 .layer(ToolsetLayer::new(catalog, Arc::clone(registry.presets())))
                 .service(Dispatcher::new(Arc::clone(&registry))),
         );
-        registry.set_tool_stack(tools.clone());
+        // Workflow steps call this stack too; the registry holds it weakly, and the stack
+        // answered (with every clone of it) is what keeps it alive.
+        let tools = registry.bind_tool_stack(tools);
         Ok(Self {
             registry,
             tools,

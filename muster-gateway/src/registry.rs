@@ -40,6 +40,7 @@ use muster_core::{
 use muster_workflow::{
     engine::{CompiledWorkflow, WorkflowEngine},
     record::{ExecutionStore, MemoryExecutionStore},
+    tools::{Applied as WorkflowApplied, Availability, LateBoundTools, WorkflowTable, WorkflowTools},
 };
 
 use crate::{
@@ -48,7 +49,7 @@ use crate::{
     surface::{self, Contribution},
     upstream::SharedConnection,
     upstream::supervision::SupervisorConfig,
-    workflows::{self, Availability, EventObserver},
+    workflows::{self, EventObserver},
 };
 
 /// Every definition the gateway serves, their runtime state, and the catalogue built from them.
@@ -59,9 +60,11 @@ pub struct Registry {
     sources: std::sync::Mutex<Sources>,
     presets: Arc<Presets>,
     servers: ServerTable,
-    workflows: RwLock<BTreeMap<String, Arc<CompiledWorkflow>>>,
+    /// The `workflow_<name>` tools: the workflow table, and the engine that runs them.
+    workflows: WorkflowTools,
     availability: RwLock<BTreeMap<String, Availability>>,
-    engine: RwLock<Option<WorkflowEngine>>,
+    /// What workflow steps call: the tool stack, bound weakly once built.
+    workflow_steps: LateBoundTools,
     executions: Arc<dyn ExecutionStore>,
     catalog: RwLock<Arc<Catalog>>,
     /// The tools that run in this process, offered to the catalogue.
@@ -176,21 +179,15 @@ impl Registry {
         let sign_in = crate::auth::SignInService::from_config(&config)?;
         let sso =
             crate::auth::sso::SsoService::new(options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)));
-        let workflows = workflows
-            .into_iter()
-            .filter_map(|w| {
-                let name = w.metadata.name.clone();
-                match CompiledWorkflow::compile(w) {
-                    Ok(compiled) => Some((name, Arc::new(compiled))),
-                    Err(errors) => {
-                        let message = format!("Workflow {name} is invalid: {}", errors.to_lines().join("; "));
-                        tracing::warn!(workflow = %name, "{message}");
-                        events.emit(Event::workflow(&name, reasons::WORKFLOW_VALIDATION_FAILED, message));
-                        None
-                    }
-                }
-            })
-            .collect();
+        let table = Arc::new(WorkflowTable::new());
+        for workflow in workflows {
+            let name = workflow.metadata.name.clone();
+            if let Err(errors) = table.apply(workflow) {
+                let message = format!("Workflow {name} is invalid: {}", errors.to_lines().join("; "));
+                tracing::warn!(workflow = %name, "{message}");
+                events.emit(Event::workflow(&name, reasons::WORKFLOW_VALIDATION_FAILED, message));
+            }
+        }
         let limits = Arc::new(muster_upstream::limits::CallLimits::new(
             config.aggregator.limits.clone(),
         ));
@@ -201,6 +198,14 @@ impl Registry {
                 .unwrap_or_else(|| Arc::new(MemoryExecutionStore::new())),
             Arc::clone(&metrics),
         ));
+        let workflow_steps = LateBoundTools::new();
+        let run_events: Arc<dyn muster_workflow::engine::RunObserver> = Arc::new(EventObserver::new(events.clone()));
+        let engine = WorkflowEngine::new(BoxToolService::new(workflow_steps.clone()))
+            .with_store(Arc::clone(&executions))
+            .with_observer(Arc::new(crate::metrics::MeteredObserver::new(
+                Arc::clone(&metrics),
+                Some(run_events),
+            )));
         let registry = Arc::new(Self {
             metrics,
             limits,
@@ -210,9 +215,9 @@ impl Registry {
             names,
             presets,
             servers: ServerTable::new(servers, events.clone()),
-            workflows: RwLock::new(workflows),
+            workflows: WorkflowTools::new(table, engine),
             availability: RwLock::new(BTreeMap::new()),
-            engine: RwLock::new(None),
+            workflow_steps,
             executions,
             catalog: RwLock::new(Arc::new(Catalog::empty())),
             in_process: RwLock::new(Vec::new()),
@@ -445,26 +450,17 @@ impl Registry {
         for warning in compiled.warnings() {
             tracing::warn!(workflow = %name, "{warning}");
         }
-        let previous = self
-            .workflows
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.clone(), Arc::clone(&compiled));
-        let reason = match &previous {
-            Some(p)
-                if p.workflow().spec == compiled.workflow().spec
-                    && p.workflow().metadata == compiled.workflow().metadata =>
-            {
-                return Ok(false);
-            }
-            Some(_) => reasons::WORKFLOW_UPDATED,
-            None => reasons::WORKFLOW_CREATED,
-        };
         let steps = compiled.workflow().spec.steps.len();
-        let message = if previous.is_some() {
-            format!("Workflow {name} successfully updated with {steps} steps")
-        } else {
-            format!("Workflow {name} successfully created with {steps} steps")
+        let (reason, message) = match self.workflows.table().apply_compiled(compiled) {
+            WorkflowApplied::Added => (
+                reasons::WORKFLOW_CREATED,
+                format!("Workflow {name} successfully created with {steps} steps"),
+            ),
+            WorkflowApplied::Updated => (
+                reasons::WORKFLOW_UPDATED,
+                format!("Workflow {name} successfully updated with {steps} steps"),
+            ),
+            _ => return Ok(false),
         };
         if let Some(author) = author {
             tracing::info!(workflow = %name, %author, "{message}");
@@ -482,12 +478,7 @@ impl Registry {
 
     /// As [`Self::remove_workflow`], for `author` (a write through a core tool).
     pub fn remove_workflow_as(&self, name: &str, author: Option<&Author>) -> bool {
-        let removed = self
-            .workflows
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name)
-            .is_some();
+        let removed = self.workflows.table().remove(name).is_some();
         if removed {
             if let Some(author) = author {
                 tracing::info!(workflow = %name, %author, "Workflow removed");
@@ -510,7 +501,6 @@ impl Registry {
 
     /// Stops every supervisor and closes every connection (stdio servers are stopped).
     pub async fn shutdown(&self) {
-        self.clear_tool_stack();
         let connections = self.servers.stop_all();
         for conn in &connections {
             conn.close();
@@ -644,9 +634,9 @@ impl Registry {
     /// Every Workflow, by name.
     pub fn workflows(&self) -> Vec<Workflow> {
         self.workflows
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
+            .table()
+            .list()
+            .iter()
             .map(|w| w.workflow().clone())
             .collect()
     }
@@ -658,11 +648,7 @@ impl Registry {
 
     /// One Workflow, compiled.
     pub fn compiled_workflow(&self, name: &str) -> Option<Arc<CompiledWorkflow>> {
-        self.workflows
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        self.workflows.table().get(name)
     }
 
     /// Whether workflow `name` can run now, as of the current catalogue.
@@ -679,29 +665,29 @@ impl Registry {
         &self.executions
     }
 
-    /// Gives workflow runs the tool stack their steps call through (the gateway's whole
-    /// stack, so a step is treated like a client's call), recording runs in
-    /// [`Registry::executions`] and their events in the event log.
-    pub fn set_tool_stack(&self, tools: BoxToolService) {
-        let events: Arc<dyn muster_workflow::engine::RunObserver> = Arc::new(EventObserver::new(self.events.clone()));
-        let engine = WorkflowEngine::new(tools)
-            .with_store(Arc::clone(&self.executions))
-            .with_observer(Arc::new(crate::metrics::MeteredObserver::new(
-                Arc::clone(&self.metrics),
-                Some(events),
-            )));
-        *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Some(engine);
+    /// Binds the tool stack workflow steps call through (the gateway's whole stack, so a step
+    /// is treated like a client's call; runs are recorded in [`Registry::executions`] and their
+    /// events go to the event log), and answers the stack to serve calls with.
+    ///
+    /// Serve every call through the answer, not through `stack`: every clone of the answer
+    /// keeps the stack alive, while the registry holds it only weakly (the stack holds the
+    /// registry, through its dispatcher). When the last clone is dropped, the stack goes and
+    /// then the registry, with no cycle to break; a workflow called after that is refused as
+    /// the gateway shutting down.
+    #[must_use = "serve calls through the stack answered: it is what keeps the stack alive"]
+    pub fn bind_tool_stack(&self, stack: BoxToolService) -> BoxToolService {
+        self.workflow_steps.bind(stack)
     }
 
-    /// The engine workflow runs use, once a tool stack was given.
-    pub fn workflow_engine(&self) -> Option<WorkflowEngine> {
-        self.engine.read().unwrap_or_else(|e| e.into_inner()).clone()
+    /// The `workflow_<name>` tools: the workflow table and the engine that runs them, its steps
+    /// calling the stack given to [`Registry::bind_tool_stack`].
+    pub fn workflow_tools(&self) -> &WorkflowTools {
+        &self.workflows
     }
 
-    /// Drops the workflow engine (and with it the tool stack, which refers back to the
-    /// registry).
-    pub(crate) fn clear_tool_stack(&self) {
-        self.engine.write().unwrap_or_else(|e| e.into_inner()).take();
+    /// What workflow steps call: the stack given to [`Registry::bind_tool_stack`], held weakly.
+    pub(crate) fn workflow_steps(&self) -> &LateBoundTools {
+        &self.workflow_steps
     }
 
     /// Why `name`, absent from the catalogue, cannot run: it belongs (by its exposed prefix) to a
@@ -793,9 +779,8 @@ impl Registry {
                 })
             })
             .collect();
-        let workflows = self.workflows.read().unwrap_or_else(|e| e.into_inner());
         let in_process = self.in_process.read().unwrap_or_else(|e| e.into_inner());
-        surface::build(&self.names, &contributions, &in_process, &workflows)
+        surface::build(&self.names, &contributions, &in_process, &self.workflows)
     }
 }
 

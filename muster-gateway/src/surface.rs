@@ -11,10 +11,7 @@
 //! back to per-server names. Two servers producing the same exposed name is a collision: the
 //! first server (by name) keeps it and the other is reported, never silently overwritten.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::Arc,
-};
+use std::collections::{BTreeMap, BTreeSet};
 
 use muster_catalog::{Catalog, CatalogBuilder};
 use muster_core::{
@@ -22,12 +19,9 @@ use muster_core::{
 };
 use serde_json::{Map, Value, json};
 
-use muster_workflow::engine::CompiledWorkflow;
+use muster_workflow::tools::{Availability, WorkflowEntries, WorkflowTools};
 
-use crate::{
-    upstream::UpstreamConnection,
-    workflows::{self, Availability},
-};
+use crate::upstream::UpstreamConnection;
 
 /// One connected server's contribution.
 #[derive(Debug, Clone, Copy)]
@@ -64,12 +58,14 @@ pub(crate) struct Collision {
     pub(crate) kept_by: String,
 }
 
-/// Builds the catalogue of `contributions` (sorted by server name) plus `builtin` entries.
+/// Builds the catalogue of `contributions` (sorted by server name) plus `builtin` entries and
+/// the entries of the available `workflows`; answers it with the name collisions and every
+/// workflow's availability.
 pub(crate) fn build(
     names: &NameRules,
     contributions: &[Contribution<'_>],
     builtin: &[ToolEntry],
-    workflows: &BTreeMap<String, Arc<CompiledWorkflow>>,
+    workflows: &WorkflowTools,
 ) -> (Catalog, Vec<Collision>, BTreeMap<String, Availability>) {
     let mut builder = Catalog::builder();
     let mut collisions = Vec::new();
@@ -118,11 +114,11 @@ pub(crate) fn build(
         builder.push_tool(entry.clone());
     }
     // Workflows last: whether one is available depends on the tools above.
-    let availability = workflows::assess(workflows, |name| builder.tool(name));
-    for (name, workflow) in workflows {
-        if let Some(a) = availability.get(name).filter(|a| a.available) {
-            builder.push_tool(workflows::entry(names, workflow, a.read_only));
-        }
+    let WorkflowEntries {
+        entries, availability, ..
+    } = workflows.entries(names, |name| builder.tool(name));
+    for entry in entries {
+        builder.push_tool(entry);
     }
     let catalog = builder.build();
     // Name the server that kept each colliding name.

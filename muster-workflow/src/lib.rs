@@ -13,6 +13,10 @@
 //! - [`jq`]: jq programs on jaq, with `$input` and `$vars`;
 //! - [`record`]: execution records and their filesystem store (atomic writes, the 256 KB payload
 //!   guard, retention, recovery of executions a crash cut off, the list/get tool answers);
+//! - [`tools`]: the `workflow_<name>` tools as a tower service ([`tools::WorkflowTools`]) over
+//!   a table of compiled workflows ([`tools::WorkflowTable`]), with their catalogue entries and
+//!   availability, and the late-bound handle ([`tools::LateBoundTools`]) through which steps
+//!   call a stack that contains the service itself;
 //! - [`referenced_tools`] walks every place a Workflow names a tool (steps, conditions, forEach
 //!   bodies one level deep, parallel groups, onFailure), and [`missing_tools`] says which of them
 //!   a catalogue lacks (availability).
@@ -69,6 +73,8 @@ pub mod template;
 pub mod engine;
 
 pub mod record;
+
+pub mod tools;
 
 /// The Rust blocks of this crate's `README.md` (its crates.io page), compiled and run as doc tests
 /// so that the page stays true to the code.

@@ -1,0 +1,96 @@
+//! [`WorkflowTools`]: the tower service of the `workflow_<name>` tools.
+
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures::future::BoxFuture;
+use muster_core::{NameRules, ToolCall, ToolEntry, ToolError, ToolOutput};
+use tower::Service;
+
+use super::{Availability, WorkflowTable, entry::entry};
+use crate::engine::WorkflowEngine;
+
+/// The workflows' part of one catalogue: the entry of each available workflow, and the
+/// availability of every one.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WorkflowEntries {
+    /// The `workflow_<name>` entry of each available workflow, in name order.
+    pub entries: Vec<ToolEntry>,
+    /// Every workflow's availability, by name.
+    pub availability: BTreeMap<String, Availability>,
+}
+
+/// Serves `workflow_<name>` calls: looks workflow `<name>` up in the table and runs it with the
+/// engine (whose tool service its steps call, whose store records the run and whose observer
+/// hears its events), in the caller's context. Answers the run's result
+/// ([`RunOutcome::into_call_result`](crate::engine::RunOutcome::into_call_result)): a failed
+/// run is a result with `isError`, not an `Err`.
+///
+/// Refused with [`ToolError::NotFound`] when the name is not `workflow_<name>` or no workflow
+/// has that name, and with [`ToolError::InvalidArguments`] when the arguments do not fit
+/// `spec.args` (nothing runs then). Clones share the table and the engine.
+#[derive(Debug, Clone)]
+pub struct WorkflowTools {
+    table: Arc<WorkflowTable>,
+    engine: Arc<WorkflowEngine>,
+}
+
+impl WorkflowTools {
+    /// The tools of the workflows in `table`, run by `engine`.
+    pub fn new(table: Arc<WorkflowTable>, engine: WorkflowEngine) -> Self {
+        Self {
+            table,
+            engine: Arc::new(engine),
+        }
+    }
+
+    /// The table of workflows served.
+    pub fn table(&self) -> &Arc<WorkflowTable> {
+        &self.table
+    }
+
+    /// The engine that runs them.
+    pub fn engine(&self) -> &WorkflowEngine {
+        &self.engine
+    }
+
+    /// What these tools add to a catalogue whose other tools `tools` looks up by exposed name:
+    /// the availability of every workflow ([`WorkflowTable::assess`]) and the
+    /// [`entry`](super::entry) of each available one, its name given by `names`.
+    pub fn entries<'c>(&self, names: &NameRules, tools: impl Fn(&str) -> Option<&'c ToolEntry>) -> WorkflowEntries {
+        let workflows = self.table.read();
+        let availability = super::availability::assess(&workflows, tools);
+        let entries = workflows
+            .iter()
+            .filter_map(|(name, workflow)| {
+                let a = availability.get(name).filter(|a| a.available)?;
+                Some(entry(names, workflow, a.read_only))
+            })
+            .collect();
+        WorkflowEntries { entries, availability }
+    }
+}
+
+impl Service<ToolCall> for WorkflowTools {
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let workflow = NameRules::workflow_of(&call.name).and_then(|name| self.table.get(name));
+        let engine = Arc::clone(&self.engine);
+        Box::pin(async move {
+            let workflow = workflow.ok_or_else(|| ToolError::not_found(&call.name))?;
+            let outcome = engine.run(&workflow, call.arguments, call.ctx).await?;
+            Ok(outcome.into_call_result().into())
+        })
+    }
+}

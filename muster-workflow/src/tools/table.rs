@@ -1,0 +1,100 @@
+//! The workflow table: the compiled workflows a service runs, by name.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, RwLock, RwLockReadGuard},
+};
+
+use muster_core::{
+    ToolEntry,
+    crd::{ValidationErrors, Workflow},
+};
+
+use super::availability::{self, Availability};
+use crate::engine::CompiledWorkflow;
+
+/// What [`WorkflowTable::apply`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Applied {
+    /// A workflow of a new name.
+    Added,
+    /// A changed definition replaced the one of that name.
+    Updated,
+    /// The same definition (spec and metadata) was there already; nothing changed.
+    Unchanged,
+}
+
+/// The compiled workflows, by name. Thread-safe: reads (one per workflow call) take a read
+/// lock and clone an `Arc`; [`apply`](Self::apply) compiles before it takes the write lock.
+#[derive(Debug, Default)]
+pub struct WorkflowTable {
+    workflows: RwLock<BTreeMap<String, Arc<CompiledWorkflow>>>,
+}
+
+impl WorkflowTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds or replaces `workflow` under its `metadata.name`, compiling it first. Refused with
+    /// every rule it breaks (a template or jq program that does not compile included), and then
+    /// nothing changes.
+    pub fn apply(&self, workflow: Workflow) -> Result<Applied, ValidationErrors> {
+        Ok(self.apply_compiled(Arc::new(CompiledWorkflow::compile(workflow)?)))
+    }
+
+    /// Adds or replaces a workflow compiled already (its
+    /// [warnings](CompiledWorkflow::warnings) read first, say) under its name.
+    pub fn apply_compiled(&self, compiled: Arc<CompiledWorkflow>) -> Applied {
+        let mut workflows = self.workflows.write().unwrap_or_else(|e| e.into_inner());
+        let applied = match workflows.get(compiled.name()) {
+            Some(p)
+                if p.workflow().spec == compiled.workflow().spec
+                    && p.workflow().metadata == compiled.workflow().metadata =>
+            {
+                return Applied::Unchanged;
+            }
+            Some(_) => Applied::Updated,
+            None => Applied::Added,
+        };
+        workflows.insert(compiled.name().to_owned(), compiled);
+        applied
+    }
+
+    /// Removes workflow `name`, answering it; `None` when none has that name.
+    pub fn remove(&self, name: &str) -> Option<Arc<CompiledWorkflow>> {
+        self.workflows.write().unwrap_or_else(|e| e.into_inner()).remove(name)
+    }
+
+    /// Workflow `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<CompiledWorkflow>> {
+        self.read().get(name).cloned()
+    }
+
+    /// Every workflow, in name order.
+    pub fn list(&self) -> Vec<Arc<CompiledWorkflow>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// How many workflows there are.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
+    /// The availability of every workflow as of a catalogue whose tools (other than the
+    /// workflows' own) `tools` looks up by exposed name.
+    pub fn assess<'c>(&self, tools: impl Fn(&str) -> Option<&'c ToolEntry>) -> BTreeMap<String, Availability> {
+        availability::assess(&self.read(), tools)
+    }
+
+    pub(super) fn read(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<CompiledWorkflow>>> {
+        self.workflows.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
