@@ -62,6 +62,7 @@
 //! ```
 
 pub mod args;
+pub mod discovery;
 mod error;
 pub mod pattern;
 pub mod prompts;
