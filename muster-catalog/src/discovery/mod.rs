@@ -1,17 +1,20 @@
-//! The catalogue service: the ten discovery meta-tools answered over any [`CatalogSource`].
+//! The catalogue service: the ten discovery meta-tools answered over any
+//! [`CatalogSource`](crate::CatalogSource).
 //!
 //! [`Discovery`] answers `list_tools` (paged), `filter_tools`, `describe_tool`,
 //! `list_core_tools`, `list_resources`, `filter_resources`, `describe_resource`, `list_prompts`,
 //! `filter_prompts` and `describe_prompt` ([`DiscoveryTool`]) as the meta-tools answer them: a
 //! [`CallToolResult`] whose one text block is the JSON page, or an error result whose text is
 //! the documented message. It reads the catalogue the call's session sees
-//! ([`CatalogSource::catalog_for`]) narrowed by the call's declared toolset (a
-//! [`DeclaredToolset`](crate::toolset::DeclaredToolset) in the call's extensions, else
-//! `CallContext::toolset`); an invalid toolset is the answer of every one of them.
+//! ([`CatalogSource::catalog_for`](crate::CatalogSource::catalog_for)) narrowed by the call's
+//! declared toolset (a [`DeclaredToolset`](crate::toolset::DeclaredToolset) in the call's
+//! extensions, else `CallContext::toolset`); an invalid toolset is the answer of every one of
+//! them.
 //!
-//! It is a tower [`Service<ToolCall>`](tower::Service) answering [`ToolOutput`], so layers compose
-//! over it as over any tool service (a call of another name is `ToolError::NotFound`), and
-//! [`Discovery::answer`] is the same answer as a plain async method.
+//! It is a tower [`Service<ToolCall>`](tower::Service) answering
+//! [`ToolOutput`](muster_core::ToolOutput), so layers compose over it as over any tool service
+//! (a call of another name is `ToolError::NotFound`), and [`Discovery::answer`] is the same
+//! answer as a plain async method.
 //!
 //! What the catalogue alone does not know comes in through two hooks, no-ops by default:
 //! - [`AuthHints`]: the servers a sign-in would unlock for a session (`servers_requiring_auth`

@@ -2,7 +2,7 @@
 //!
 //! Natively it offers exactly the 13 meta-tools ([`definitions`]). The ten discovery meta-tools
 //! are answered by the catalogue service ([`Discovery`]) over the session's catalogue, with the
-//! registry's sign-in state as its hooks ([`catalogue_hooks`]); the catalogue service also
+//! registry's sign-in state as its hooks (`catalogue_hooks`); the catalogue service also
 //! scopes the other three. `call_tool` runs the named tool through the gateway's
 //! [`ToolService`](muster_core::ToolService) stack and wraps the result in the documented
 //! [`envelope`]; `get_resource` and `get_prompt` read from the server that exposes the entry.
