@@ -29,6 +29,10 @@
 //! assert_eq!((page.total, page.tools.len(), page.truncated), (3, 2, true));
 //! ```
 //!
+//! [`discovery::Discovery`] serves all of them as one tower service over any [`CatalogSource`],
+//! answering each meta-tool's result, scoped by the request's toolset (see its module for an
+//! example).
+//!
 //! The toolset is enforced on any tool service by [`toolset::ToolsetLayer`] (and read from the
 //! `X-muster-Toolset` header of an HTTP request by [`toolset::ToolsetHeaderLayer`]):
 //!
@@ -62,6 +66,7 @@
 //! ```
 
 pub mod args;
+pub mod discovery;
 mod error;
 pub mod pattern;
 pub mod prompts;

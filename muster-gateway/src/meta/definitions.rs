@@ -4,9 +4,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use muster_catalog::args::{
-    CallToolArgs, FilterByServerArgs, FilterToolsArgs, GetPromptArgs, ListCoreToolsArgs, ListToolsArgs, NameArgs,
-    NoArgs, ResourceArgs,
+use muster_catalog::{
+    args::{
+        CallToolArgs, FilterByServerArgs, FilterToolsArgs, GetPromptArgs, ListCoreToolsArgs, ListToolsArgs, NameArgs,
+        NoArgs, ResourceArgs,
+    },
+    discovery::DiscoveryTool,
 };
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::JsonSchema;
@@ -83,6 +86,24 @@ impl MetaTool {
     /// The meta-tool called `name`.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The catalogue service's tool this one is, when it is a discovery meta-tool (all but
+    /// `call_tool`, `get_resource` and `get_prompt`).
+    pub fn discovery(self) -> Option<DiscoveryTool> {
+        match self {
+            Self::ListTools => Some(DiscoveryTool::ListTools),
+            Self::DescribeTool => Some(DiscoveryTool::DescribeTool),
+            Self::FilterTools => Some(DiscoveryTool::FilterTools),
+            Self::ListCoreTools => Some(DiscoveryTool::ListCoreTools),
+            Self::ListResources => Some(DiscoveryTool::ListResources),
+            Self::FilterResources => Some(DiscoveryTool::FilterResources),
+            Self::DescribeResource => Some(DiscoveryTool::DescribeResource),
+            Self::ListPrompts => Some(DiscoveryTool::ListPrompts),
+            Self::FilterPrompts => Some(DiscoveryTool::FilterPrompts),
+            Self::DescribePrompt => Some(DiscoveryTool::DescribePrompt),
+            Self::CallTool | Self::GetResource | Self::GetPrompt => None,
+        }
     }
 
     fn description(self) -> &'static str {
@@ -207,6 +228,25 @@ mod tests {
                 assert_eq!(a.read_only_hint, Some(true), "{}", t.name);
             }
         }
+    }
+
+    #[test]
+    fn the_ten_discovery_meta_tools_are_the_catalogue_services_of_the_same_name() {
+        let discovery: Vec<&str> = MetaTool::ALL
+            .into_iter()
+            .filter_map(|tool| tool.discovery().map(|d| (tool, d)))
+            .map(|(tool, d)| {
+                assert_eq!(tool.name(), d.name());
+                d.name()
+            })
+            .collect();
+        assert_eq!(discovery.len(), DiscoveryTool::ALL.len());
+        let own: Vec<&str> = MetaTool::ALL
+            .into_iter()
+            .filter(|tool| tool.discovery().is_none())
+            .map(MetaTool::name)
+            .collect();
+        assert_eq!(own, ["call_tool", "get_resource", "get_prompt"]);
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! The meta-tools server: the rmcp [`ServerHandler`](rmcp::ServerHandler) an MCP client talks to.
 //!
-//! Natively it offers exactly the 13 meta-tools ([`definitions`]). Discovery meta-tools read the
-//! registry's current catalogue snapshot; `call_tool` runs the named tool through the gateway's
+//! Natively it offers exactly the 13 meta-tools ([`definitions`]). The ten discovery meta-tools
+//! are answered by the catalogue service ([`Discovery`]) over the session's catalogue, with the
+//! registry's sign-in state as its hooks (`catalogue_hooks`); the catalogue service also
+//! scopes the other three. `call_tool` runs the named tool through the gateway's
 //! [`ToolService`](muster_core::ToolService) stack and wraps the result in the documented
 //! [`envelope`]; `get_resource` and `get_prompt` read from the server that exposes the entry.
 //! Every failure a client can fix is an error result naming what is wrong.
 
+mod catalogue_hooks;
 mod definitions;
 mod envelope;
 pub mod in_front;
@@ -15,11 +18,11 @@ mod server;
 use std::sync::Arc;
 
 use muster_catalog::{
-    CatalogError, View,
-    pattern::NamePattern,
+    CatalogSource, View,
+    discovery::{Discovery, RequestView, error_answer, json_answer},
     prompts, resources,
-    tools::{self, Scope, ServerAuthHint},
-    toolset::{DeclaredToolset, InlineToolset, Presets, Rule, Selector, resolve},
+    tools::Scope,
+    toolset::DeclaredToolset,
 };
 use muster_core::{
     BoxToolService, CallContext, JsonObject, Principal, ProgressSink, SessionId, ToolCall, ToolError, ToolOutput,
@@ -33,10 +36,10 @@ use rmcp::{
     },
     service::RequestContext,
 };
-use serde::Serialize;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use catalogue_hooks::RegistryHooks;
 pub use definitions::{MetaTool, definitions};
 pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
 use in_front::{AdmitsSessions, CallStream};
@@ -55,6 +58,8 @@ find tools with filter_tools or list_tools, read one with describe_tool, run it 
 #[derive(Clone)]
 pub struct MetaTools {
     registry: Arc<Registry>,
+    /// Answers the discovery meta-tools, and scopes every request.
+    discovery: Discovery<RegistryHooks, RegistryHooks>,
     tools: BoxToolService,
     /// Where an HTTP session is admitted once rmcp set it up, for its calls to be answered
     /// in front of rmcp ([`in_front`]).
@@ -70,8 +75,15 @@ impl std::fmt::Debug for MetaTools {
 impl MetaTools {
     /// Meta-tools over `registry`, running `call_tool` through `tools`.
     pub fn new(registry: Arc<Registry>, tools: BoxToolService) -> Self {
+        let hooks = RegistryHooks(Arc::clone(&registry));
+        let source: Arc<dyn CatalogSource> = Arc::clone(&registry) as _;
+        let discovery = Discovery::new(source, Arc::clone(registry.presets()))
+            .with_names(registry.names().clone())
+            .with_auth_hints(hooks.clone())
+            .with_on_request(hooks);
         Self {
             registry,
+            discovery,
             tools,
             sessions: None,
         }
@@ -104,65 +116,33 @@ impl MetaTools {
     }
 
     async fn run_meta(&self, tool: MetaTool, args: JsonObject, ctx: CallContext) -> CallToolResult {
-        let Scoped {
-            view,
-            declared,
-            unmatched,
-        } = match self.scoped(&ctx).await {
-            Ok(scoped) => scoped,
-            Err(refusal) => return error_result(refusal),
+        if let Some(discovery) = tool.discovery() {
+            return self.discovery.answer(discovery, &args, &ctx).await;
+        }
+        let request = match self.scoped(&ctx).await {
+            Ok(request) => request,
+            Err(refusal) => return error_answer(refusal),
         };
-        let presets = self.registry.presets();
-        let scope = Scope {
-            presets,
-            declared: declared.as_ref(),
-            declared_unmatched: &unmatched,
-        };
+        let scope = request.scope(self.discovery.presets());
+        let view = &request.view;
         match tool {
-            MetaTool::ListTools => json_or_error(tools::list_tools(&view, &args, scope).map(|mut page| {
-                page.servers_requiring_auth = self.registry.servers_requiring_auth(&ctx.session, None);
-                page.toolset_requiring_auth =
-                    self.toolset_requiring_auth(&page.servers_requiring_auth, declared.as_ref());
-                page
-            })),
-            MetaTool::FilterTools => {
-                let case_sensitive = args.get("case_sensitive").and_then(Value::as_bool).unwrap_or(false);
-                let pattern = args
-                    .get("pattern")
-                    .and_then(Value::as_str)
-                    .filter(|p| !p.is_empty())
-                    .and_then(|p| NamePattern::new(p, case_sensitive).ok());
-                json_or_error(tools::filter_tools(&view, &args, scope).map(|mut page| {
-                    page.servers_requiring_auth = self.registry.servers_requiring_auth(&ctx.session, pattern.as_ref());
-                    let unscoped = self.registry.servers_requiring_auth(&ctx.session, None);
-                    page.toolset_requiring_auth = self.toolset_requiring_auth(&unscoped, declared.as_ref());
-                    page
-                }))
-            }
-            MetaTool::DescribeTool => json_or_error(tools::describe_tool(&view, &args, scope)),
-            MetaTool::ListCoreTools => json_or_error(tools::list_core_tools(&view, &args)),
-            MetaTool::ListResources => json_result(&resources::list_resources(&view)),
-            MetaTool::FilterResources => json_or_error(resources::filter_resources(&view, &args)),
-            MetaTool::DescribeResource => json_or_error(resources::describe_resource(&view, &args, scope)),
-            MetaTool::ListPrompts => json_result(&prompts::list_prompts(&view)),
-            MetaTool::FilterPrompts => json_or_error(prompts::filter_prompts(&view, &args)),
-            MetaTool::DescribePrompt => json_or_error(prompts::describe_prompt(&view, &args, scope)),
             // Boxed: large, and call_tool's future should not carry them.
-            MetaTool::GetResource => Box::pin(self.get_resource(&view, &args, scope, &ctx)).await,
-            MetaTool::GetPrompt => Box::pin(self.get_prompt(&view, &args, scope, &ctx)).await,
-            MetaTool::CallTool => self.call_tool(&view, args, scope, ctx).await,
+            MetaTool::GetResource => Box::pin(self.get_resource(view, &args, scope, &ctx)).await,
+            MetaTool::GetPrompt => Box::pin(self.get_prompt(view, &args, scope, &ctx)).await,
+            // call_tool: the other meta-tools are the catalogue service's, answered above.
+            _ => self.call_tool(view, args, scope, ctx).await,
         }
     }
 
     async fn call_tool(&self, view: &View, mut args: JsonObject, scope: Scope<'_>, ctx: CallContext) -> CallToolResult {
         let name = match args.get("name") {
             Some(Value::String(n)) if !n.is_empty() => n.clone(),
-            _ => return error_result("name argument is required"),
+            _ => return error_answer("name argument is required"),
         };
         let arguments = match args.remove("arguments") {
             None | Some(Value::Null) => JsonObject::new(),
             Some(Value::Object(a)) => a,
-            Some(_) => return error_result("arguments must be a JSON object"),
+            Some(_) => return error_answer("arguments must be a JSON object"),
         };
         let Some(entry) = view.tool(&name) else {
             let started = std::time::Instant::now();
@@ -170,7 +150,7 @@ impl MetaTools {
             let (outcome, result) = match scope.declared {
                 Some(toolset) if view.hides_tool(&name) => (
                     Outcome::OutsideToolset,
-                    error_result(
+                    error_answer(
                         ToolError::OutsideToolset {
                             name,
                             selectors: toolset.declared().to_vec(),
@@ -189,8 +169,8 @@ impl MetaTools {
         let called = self.tools.clone().oneshot(call).await;
         match called.and_then(ToolOutput::into_result) {
             Ok(result) => envelope(result, &dispatched),
-            Err(e @ ToolError::OutsideToolset { .. }) => error_result(e.to_string()),
-            Err(e) => error_result(format!("Tool execution failed: {e}")),
+            Err(e @ ToolError::OutsideToolset { .. }) => error_answer(e.to_string()),
+            Err(e) => error_answer(format!("Tool execution failed: {e}")),
         }
     }
 
@@ -203,7 +183,7 @@ impl MetaTools {
         if let Some(reason) = self.sso_failure(name, ctx) {
             return (
                 Outcome::Unavailable,
-                error_result(format!("Tool execution failed: {reason}")),
+                error_answer(format!("Tool execution failed: {reason}")),
             );
         }
         let error = self
@@ -212,36 +192,15 @@ impl MetaTools {
             .unwrap_or_else(|| ToolError::not_found(name));
         (
             Outcome::of_error(&error),
-            error_result(format!("Tool execution failed: {error}")),
+            error_answer(format!("Tool execution failed: {error}")),
         )
     }
 
     /// The catalogue the request sees: the session's (after connecting what the caller's
     /// identity unlocks: held grants, single sign-on servers), narrowed by the request's
     /// toolset. The refusal when the toolset is invalid.
-    pub(crate) async fn scoped(&self, ctx: &CallContext) -> Result<Scoped, String> {
-        self.registry.touch_session(&ctx.session);
-        self.registry.sso().adopt(&self.registry, ctx).await;
-        if let Some(service) = self.registry.sign_in() {
-            service.adopt_grants(&self.registry, ctx).await;
-        }
-        let catalog = self.registry.catalog_for(&ctx.session);
-        match ctx.extensions.get::<DeclaredToolset>() {
-            None => Ok(Scoped {
-                view: catalog.view(),
-                declared: None,
-                unmatched: Vec::new(),
-            }),
-            Some(DeclaredToolset(Err(e))) => Err(e.to_string()),
-            Some(DeclaredToolset(Ok(toolset))) => match resolve(&catalog, self.registry.presets(), toolset) {
-                Ok(resolved) => Ok(Scoped {
-                    view: catalog.view().restricted(&resolved.selection),
-                    declared: Some(toolset.clone()),
-                    unmatched: resolved.unmatched,
-                }),
-                Err(e) => Err(e.to_string()),
-            },
-        }
+    pub(crate) async fn scoped(&self, ctx: &CallContext) -> Result<RequestView, String> {
+        self.discovery.request_view(ctx).await.map_err(|e| e.to_string())
     }
 
     /// A 2026-07-28 retry of a call answered with a sign-in link (its `requestState` is one of
@@ -262,38 +221,6 @@ impl MetaTools {
             }
             Consent::Missing => None,
         }
-    }
-
-    /// The servers among `requiring` whose tools the request's toolset could select once the
-    /// caller signed in: named by a `server:` selector (or a preset's server rule), or with a
-    /// `tool:` selector or a preset's name pattern on their prefix, or under a read-only preset
-    /// rule (their tools' annotations are unknown until then). Empty without a toolset.
-    fn toolset_requiring_auth(
-        &self,
-        requiring: &[ServerAuthHint],
-        declared: Option<&InlineToolset>,
-    ) -> Vec<ServerAuthHint> {
-        let Some(toolset) = declared else {
-            return Vec::new();
-        };
-        let presets = self.registry.presets();
-        requiring
-            .iter()
-            .filter(|hint| {
-                let head = self
-                    .registry
-                    .names()
-                    .server_tool(hint.tool_prefix.as_deref().unwrap_or(&hint.name), "");
-                let names_server = |n: &str| n == hint.name || hint.family.as_deref() == Some(n);
-                toolset.selectors().iter().any(|selector| match selector {
-                    Selector::Server(n) => names_server(n),
-                    Selector::Tool(t) => t.starts_with(&head),
-                    Selector::Workflow(_) => false,
-                    Selector::Preset(p) => preset_could_select(presets, p, &names_server, &head, 0),
-                })
-            })
-            .cloned()
-            .collect()
     }
 
     /// Why the session could not reach the single sign-on server tool `name` belongs to, when
@@ -336,7 +263,7 @@ impl MetaTools {
             })?;
         let link = match Box::pin(service.login(&self.registry, ctx, &hint.name, false)).await {
             Ok(link) => link,
-            Err(e) => return Some(error_result(format!("Tool execution failed: {e}"))),
+            Err(e) => return Some(error_answer(format!("Tool execution failed: {e}"))),
         };
         let url = link["authUrl"].as_str().unwrap_or_default().to_owned();
         let answer = json!({
@@ -346,7 +273,7 @@ impl MetaTools {
             "authUrl": url,
             "auth_tool": "core_auth_login",
         });
-        let mut result = error_result(format!(
+        let mut result = error_answer(format!(
             "{name} needs you to sign in to {}: open {url} and call the tool again once you are signed in.",
             hint.name
         ));
@@ -363,10 +290,10 @@ impl MetaTools {
     ) -> CallToolResult {
         let entry = match resources::find_resource(view, args, scope) {
             Ok(e) => Arc::clone(e),
-            Err(e) => return error_result(e.to_string()),
+            Err(e) => return error_answer(e.to_string()),
         };
         let Some(conn) = self.registry.connection_for(&ctx.session, &entry.server) else {
-            return error_result(format!("server {} is not connected", entry.server));
+            return error_answer(format!("server {} is not connected", entry.server));
         };
         match conn.read_resource(&entry.server_uri, ctx).await {
             Ok(read) => {
@@ -383,14 +310,14 @@ impl MetaTools {
                     .collect();
                 CallToolResult::success(vec![ContentBlock::text(text.join("\n"))])
             }
-            Err(e) => error_result(format!("Failed to read resource {}: {e}", entry.uri())),
+            Err(e) => error_answer(format!("Failed to read resource {}: {e}", entry.uri())),
         }
     }
 
     async fn get_prompt(&self, view: &View, args: &JsonObject, scope: Scope<'_>, ctx: &CallContext) -> CallToolResult {
         let entry = match prompts::find_prompt(view, args, scope) {
             Ok(e) => Arc::clone(e),
-            Err(e) => return error_result(e.to_string()),
+            Err(e) => return error_answer(e.to_string()),
         };
         let arguments = match args.get("arguments") {
             None | Some(Value::Null) => None,
@@ -405,10 +332,10 @@ impl MetaTools {
                     })
                     .collect::<JsonObject>(),
             ),
-            Some(_) => return error_result("arguments must be a JSON object"),
+            Some(_) => return error_answer("arguments must be a JSON object"),
         };
         let Some(conn) = self.registry.connection_for(&ctx.session, &entry.server) else {
-            return error_result(format!("server {} is not connected", entry.server));
+            return error_answer(format!("server {} is not connected", entry.server));
         };
         match conn.get_prompt(&entry.server_prompt, arguments, ctx).await {
             Ok(prompt) => {
@@ -417,33 +344,11 @@ impl MetaTools {
                     .iter()
                     .map(|m| json!({"role": m.role, "content": content_summary(&m.content)}))
                     .collect();
-                json_result(&messages)
+                json_answer(&messages)
             }
-            Err(e) => error_result(format!("Failed to get prompt {}: {e}", entry.name())),
+            Err(e) => error_answer(format!("Failed to get prompt {}: {e}", entry.name())),
         }
     }
-}
-
-/// Whether preset `name` could select a tool of a server `names_server` recognizes, whose tools'
-/// exposed names start with `head`.
-fn preset_could_select(
-    presets: &Presets,
-    name: &str,
-    names_server: &dyn Fn(&str) -> bool,
-    head: &str,
-    depth: usize,
-) -> bool {
-    let Some(preset) = presets.get(name).filter(|_| depth < 8) else {
-        return false;
-    };
-    preset.include.iter().any(|rule| match rule {
-        Rule::All | Rule::ReadOnly => true,
-        Rule::Server(n) => names_server(n),
-        Rule::Tool(t) => t.starts_with(head),
-        Rule::Pattern(p) => p.matches(head) || p.matches(&format!("{head}x")),
-        Rule::Preset(inner) => preset_could_select(presets, inner, names_server, head, depth + 1),
-        _ => false,
-    })
 }
 
 fn base64_decoded_len(blob: &str) -> usize {
@@ -533,17 +438,6 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
     (call_ctx, relay)
 }
 
-/// The catalogue a request sees ([`MetaTools::scoped`]).
-#[derive(Debug)]
-pub(crate) struct Scoped {
-    /// The session's catalogue, narrowed by the toolset.
-    pub(crate) view: View,
-    /// The request's toolset, when it declared one.
-    pub(crate) declared: Option<InlineToolset>,
-    /// Its selectors that selected nothing.
-    pub(crate) unmatched: Vec<String>,
-}
-
 /// The one resource the gateway serves itself: the caller's sign-in state.
 pub const AUTH_STATUS_URI: &str = "auth://status";
 
@@ -590,24 +484,6 @@ impl ProgressRelay {
     pub async fn flush(self) {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.forwarder).await;
     }
-}
-
-fn json_result<T: Serialize + ?Sized>(value: &T) -> CallToolResult {
-    match serde_json::to_string(value) {
-        Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
-        Err(e) => error_result(format!("internal error: {e}")),
-    }
-}
-
-fn json_or_error<T: Serialize>(result: Result<T, CatalogError>) -> CallToolResult {
-    match result {
-        Ok(value) => json_result(&value),
-        Err(e) => error_result(e.to_string()),
-    }
-}
-
-fn error_result(message: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 
 #[cfg(test)]

@@ -18,7 +18,9 @@ use rmcp::{
 };
 use tower::ServiceExt;
 
-use super::{MetaTools, Scoped, error_result};
+use muster_catalog::discovery::{RequestView, error_answer};
+
+use super::MetaTools;
 use crate::metrics::{CallTarget, Outcome};
 use crate::upstream::SharedConnection;
 
@@ -55,7 +57,7 @@ impl MetaTools {
     /// whole (their schemas parsed from the catalogue's text).
     pub(crate) fn listed_tools(
         meta: &[Tool],
-        scoped: Option<&Scoped>,
+        scoped: Option<&RequestView>,
         cursor: Option<&str>,
     ) -> Result<(Vec<Tool>, Option<String>), McpError> {
         let native = scoped.map_or(0, |s| s.view.tool_count());
@@ -75,12 +77,12 @@ impl MetaTools {
     }
 
     /// The resources the request sees.
-    pub(crate) fn native_resources(scoped: &Scoped) -> Vec<Resource> {
+    pub(crate) fn native_resources(scoped: &RequestView) -> Vec<Resource> {
         scoped.view.resources().map(|e| e.resource.clone()).collect()
     }
 
     /// The prompts the request sees.
-    pub(crate) fn native_prompts(scoped: &Scoped) -> Vec<Prompt> {
+    pub(crate) fn native_prompts(scoped: &RequestView) -> Vec<Prompt> {
         scoped.view.prompts().map(|e| e.prompt.clone()).collect()
     }
 
@@ -89,7 +91,7 @@ impl MetaTools {
     /// a sign-in answer, why single sign-on failed); `None` when nobody knows it.
     pub(crate) async fn native_call(
         &self,
-        scoped: &Scoped,
+        scoped: &RequestView,
         name: &str,
         arguments: JsonObject,
         ctx: CallContext,
@@ -112,13 +114,18 @@ impl MetaTools {
                 .await
             {
                 Ok(output) => output,
-                Err(e) => error_result(e.to_string()).into(),
+                Err(e) => error_answer(e.to_string()).into(),
             },
         )
     }
 
     /// The answer to a native call of `name`, which the request does not see, and its outcome.
-    async fn refuse_native(&self, scoped: &Scoped, name: &str, ctx: &CallContext) -> (Outcome, Option<CallToolResult>) {
+    async fn refuse_native(
+        &self,
+        scoped: &RequestView,
+        name: &str,
+        ctx: &CallContext,
+    ) -> (Outcome, Option<CallToolResult>) {
         if let Some(toolset) = &scoped.declared
             && scoped.view.hides_tool(name)
         {
@@ -126,16 +133,16 @@ impl MetaTools {
                 name: name.to_owned(),
                 selectors: toolset.declared().to_vec(),
             };
-            return (Outcome::OutsideToolset, Some(error_result(refusal.to_string())));
+            return (Outcome::OutsideToolset, Some(error_answer(refusal.to_string())));
         }
         if let Some(answer) = self.sign_in_answer(name, ctx).await {
             return (Outcome::AuthRequired, Some(answer));
         }
         if let Some(reason) = self.sso_failure(name, ctx) {
-            return (Outcome::Unavailable, Some(error_result(reason)));
+            return (Outcome::Unavailable, Some(error_answer(reason)));
         }
         match self.registry.unavailable_tool(name) {
-            Some(e) => (Outcome::of_error(&e), Some(error_result(e.to_string()))),
+            Some(e) => (Outcome::of_error(&e), Some(error_answer(e.to_string()))),
             None => (Outcome::NotFound, None),
         }
     }
@@ -163,7 +170,7 @@ impl MetaTools {
     /// resource's server, else the server with a template `uri` matches.
     pub(crate) fn resource_owner(
         &self,
-        scoped: &Scoped,
+        scoped: &RequestView,
         uri: &str,
         ctx: &CallContext,
     ) -> Result<(SharedConnection, String), McpError> {
@@ -187,7 +194,7 @@ impl MetaTools {
     /// through the session's connection to its server when it has one.
     pub(crate) async fn native_read(
         &self,
-        scoped: &Scoped,
+        scoped: &RequestView,
         uri: &str,
         ctx: &CallContext,
     ) -> Result<ReadResourceResult, McpError> {
@@ -200,7 +207,7 @@ impl MetaTools {
     /// Completes an argument of an aggregated prompt or resource template at its server.
     pub(crate) async fn native_complete(
         &self,
-        scoped: &Scoped,
+        scoped: &RequestView,
         mut request: CompleteRequestParams,
         ctx: &CallContext,
     ) -> Result<CompleteResult, McpError> {
@@ -235,7 +242,7 @@ impl MetaTools {
     /// Gets aggregated prompt `name` directly.
     pub(crate) async fn native_prompt(
         &self,
-        scoped: &Scoped,
+        scoped: &RequestView,
         name: &str,
         arguments: Option<JsonObject>,
         ctx: &CallContext,

@@ -14,6 +14,7 @@
     reason = "logging/setLevel and resource subscriptions are what clients of the current protocols send"
 )]
 
+use muster_catalog::discovery::{RequestView, error_answer};
 use muster_core::{CallContext, JsonObject, ToolOutput, complete::MarkComplete};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -44,7 +45,7 @@ impl MetaTools {
     }
 
     /// The call context of `ctx` and the catalogue it sees.
-    async fn scoped_request(&self, ctx: &RequestContext<RoleServer>) -> Result<(CallContext, super::Scoped), McpError> {
+    async fn scoped_request(&self, ctx: &RequestContext<RoleServer>) -> Result<(CallContext, RequestView), McpError> {
         let (call_ctx, _) = call_context(ctx);
         let scoped = self
             .scoped(&call_ctx)
@@ -167,7 +168,7 @@ impl Answered {
         match self {
             Self::Output(output) => output
                 .into_result()
-                .unwrap_or_else(|e| super::error_result(e.to_string()))
+                .unwrap_or_else(|e| error_answer(e.to_string()))
                 .completed()
                 .into(),
             Self::Challenged(response) => response,
@@ -276,9 +277,7 @@ impl MetaTools {
         match slot.take() {
             Some(challenge) => challenge::answer(
                 challenge,
-                output
-                    .into_result()
-                    .unwrap_or_else(|e| super::error_result(e.to_string())),
+                output.into_result().unwrap_or_else(|e| error_answer(e.to_string())),
                 ctx.protocol_version().as_ref(),
                 ctx.client_capabilities().as_ref(),
             )
