@@ -88,11 +88,14 @@ type ToolsetMcp = ToolsetHeader<SessionCalls<StreamableHttpService<MetaTools, se
 /// extensions it inserts and the boxed route service it clones for every request.
 ///
 /// ```no_run
-/// # async fn run(front: muster_gateway::http::Front) -> std::io::Result<()> {
+/// # async fn run(gateway: muster_gateway::Gateway) -> Result<(), Box<dyn std::error::Error>> {
+/// // Nested in an app of your own, next to its routes:
+/// let app = axum::Router::new()
+///     .route("/hello", axum::routing::get(|| async { "hello" }))
+///     .merge(gateway.front().into_router());
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
-/// let stop = tokio_util::sync::CancellationToken::new();
-/// muster_gateway::http::serve::serve(listener, front, 8192, stop).await
-/// # }
+/// axum::serve(listener, app).await?;
+/// # Ok(()) }
 /// ```
 #[derive(Clone)]
 pub struct Front {

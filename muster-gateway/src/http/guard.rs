@@ -16,13 +16,6 @@
 //! - Once a shutdown begins ([`Drain::begin`]), new requests get 503 while the ones in flight
 //!   finish; [`Drain::settled`] resolves when none is left (a response counts until its body
 //!   has been sent or dropped).
-//!
-//! ```
-//! use muster_gateway::http::guard::json_depth_exceeds;
-//!
-//! assert!(!json_depth_exceeds(br#"{"a": [1, {"b": "[[[["}]}"#, 3));
-//! assert!(json_depth_exceeds(b"[[[[1]]]]", 3));
-//! ```
 
 use std::{
     convert::Infallible,

@@ -7,19 +7,6 @@
 //! - A request head (request line and headers, as sent) over
 //!   `aggregator.limits.maxRequestHeadBytes` gets 431, on every route of the gateway, served by
 //!   [`Gateway::serve`](crate::Gateway::serve) or nested from [`Gateway::router`](crate::Gateway::router).
-//!
-//! ```
-//! use muster_gateway::http::request_head::HostCheck;
-//!
-//! let loopback = HostCheck::from_config(None);
-//! assert!(loopback.allows("127.0.0.1:8090"));
-//! assert!(loopback.allows("[::1]:8090"));
-//! assert!(!loopback.allows("evil.example.com"));
-//! let listed = HostCheck::from_config(Some(&["muster.example.com:443".to_owned()]));
-//! assert!(listed.allows("muster.example.com:443"));
-//! assert!(!listed.allows("muster.example.com:8443"));
-//! assert!(HostCheck::from_config(Some(&["*".to_owned()])).allows("anything.example"));
-//! ```
 
 use axum::response::Response;
 use http::{Request, StatusCode};
@@ -186,6 +173,18 @@ mod tests {
             request = request.header(*name, *value);
         }
         request.body(()).expect("a request")
+    }
+
+    #[test]
+    fn loopback_by_default_a_listed_host_with_its_port_or_anything_under_a_star() {
+        let loopback = HostCheck::from_config(None);
+        assert!(loopback.allows("127.0.0.1:8090"));
+        assert!(loopback.allows("[::1]:8090"));
+        assert!(!loopback.allows("evil.example.com"));
+        let listed = HostCheck::from_config(Some(&["muster.example.com:443".to_owned()]));
+        assert!(listed.allows("muster.example.com:443"));
+        assert!(!listed.allows("muster.example.com:8443"));
+        assert!(HostCheck::from_config(Some(&["*".to_owned()])).allows("anything.example"));
     }
 
     #[test]

@@ -18,16 +18,7 @@
 //!
 //! Together these took an idle session with its own connection from 44 to 38 KB.
 //!
-//! ```no_run
-//! # async fn run(gateway: muster_gateway::Gateway) -> std::io::Result<()> {
-//! use tokio_util::sync::CancellationToken;
-//!
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
-//! let stop = CancellationToken::new();
-//! // Serves until `stop` is cancelled, then waits for the open connections to finish.
-//! muster_gateway::http::serve::serve(listener, gateway.router(), 8192, stop).await
-//! # }
-//! ```
+//! `Gateway::serve` runs it with the gateway's `Front` until its shutdown signal.
 
 use std::{convert::Infallible, time::Duration};
 

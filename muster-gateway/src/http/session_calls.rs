@@ -36,17 +36,8 @@
 //! it. That `DELETE` is answered 204 No Content where rmcp says 202 Accepted (the session is
 //! gone, not pending, and the MCP Python SDK counts 202 as a failed end).
 //!
-//! ```no_run
-//! # fn wire(rmcp_service: axum::Router, meta: muster_gateway::meta::MetaTools) {
-//! use std::sync::Arc;
-//! use muster_gateway::http::session_calls::{SessionCalls, SessionTable};
-//!
-//! let table = Arc::new(SessionTable::default());
-//! // The same table goes to the handler, which admits each session once rmcp set it up.
-//! let meta = meta.with_session_table(Arc::clone(&table));
-//! let service = SessionCalls::new(rmcp_service, Arc::new(meta), table, 4 << 20);
-//! # }
-//! ```
+//! `Front::new` (in `http.rs`) wires it: one `SessionTable` goes both to `SessionCalls` and,
+//! through `MetaTools::with_session_table`, to the handler that admits each session.
 
 use std::{
     collections::HashMap,

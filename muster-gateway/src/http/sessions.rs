@@ -23,18 +23,8 @@
 //!   unlike rmcp's, one whose streams are still being read does not. One task for all sessions
 //!   looks for them.
 //!
-//! ```no_run
-//! # fn wire(handler: muster_gateway::meta::MetaTools) {
-//! use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-//! use muster_gateway::http::sessions::Sessions;
-//!
-//! let service = StreamableHttpService::new(
-//!     move || Ok(handler.clone()),
-//!     Sessions::default().into(),
-//!     StreamableHttpServerConfig::default(),
-//! );
-//! # }
-//! ```
+//! `Front::new` (in `http.rs`) gives it to rmcp's `StreamableHttpService` as its session
+//! manager.
 
 use std::{
     collections::{HashMap, VecDeque},
