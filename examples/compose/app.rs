@@ -3,7 +3,7 @@
 //! ```text
 //! HTTP /mcp  -> [BearerAuthLayer]  front door (optional): a bearer JWT of a trusted issuer
 //!            -> ToolsetHeaderLayer X-muster-Toolset into the request
-//!            -> StreamableHttpService(Front)   our MCP server: tools/list, tools/call, filter_tools
+//!            -> StreamableHttpService(Front)   our MCP server: tools/list, filter_tools (Discovery), tools/call
 //! ToolCall   -> AuditLayer         our own layer: records every call and its outcome
 //!            -> ToolsetLayer       refuses a tool outside the request's toolset
 //!            -> Dispatcher         downstream tools (x_notes_*), the gateway's core_* tools and
@@ -19,12 +19,12 @@ use muster::{
         resource::{BearerAuthLayer, ProtectedResource},
     },
     catalog::{
-        CatalogSource, View,
-        tools::{self, Scope},
-        toolset::{DeclaredToolset, InlineToolset, Presets, ToolsetHeaderLayer, ToolsetLayer, resolve},
+        CatalogSource,
+        discovery::{Discovery, DiscoveryTool},
+        toolset::{ToolsetHeaderLayer, ToolsetLayer},
     },
     core::{
-        BoxError, BoxToolService, CallContext, ToolCall, ToolOutput,
+        BoxError, BoxToolService, ToolCall, ToolOutput,
         config::MusterConfig,
         crd::{MCPServer, MCPServerSpec, ServerType},
     },
@@ -38,8 +38,8 @@ use muster::{
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+        ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
     transport::{
@@ -106,16 +106,13 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
     // 3. The tool stack every call goes through, outermost first. Our own core tool is one
     //    more named service of the dispatcher, which offers it to the registry's catalogue:
     //    listed, searched and guarded by toolsets like the others.
-    let catalogue = Arc::clone(&registry);
+    let catalogue: Arc<dyn CatalogSource> = Arc::clone(&registry) as _;
     let presets = Arc::clone(registry.presets());
     let audit = AuditLog::default();
     let tools = BoxToolService::new(
         ServiceBuilder::new()
             .layer(AuditLayer::new(audit.clone()))
-            .layer(ToolsetLayer::new(
-                Arc::clone(&catalogue) as Arc<dyn CatalogSource>,
-                Arc::clone(&presets),
-            ))
+            .layer(ToolsetLayer::new(Arc::clone(&catalogue), Arc::clone(&presets)))
             .service(Dispatcher::new(Arc::clone(&registry)).with_tool(whoami::entry(), whoami::service())),
     );
     // 4. Workflow steps run through the same stack (with a workflow configured, a step is
@@ -125,8 +122,7 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
 
     // 5. The MCP server clients talk to, and the HTTP layers in front of it.
     let front = Front {
-        catalogue,
-        presets,
+        discovery: Discovery::new(catalogue, presets),
         tools,
     };
     let end_sessions = CancellationToken::new();
@@ -155,47 +151,20 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
 }
 
 /// The MCP server of the example: the catalogue's tools listed and called directly, narrowed by
-/// the request's toolset, and muster's `filter_tools` to search them.
+/// the request's toolset, and muster's `filter_tools` to search them, both through the
+/// catalogue service (`Discovery`).
 #[derive(Debug, Clone)]
 struct Front {
-    catalogue: Arc<Registry>,
-    presets: Arc<Presets>,
+    discovery: Discovery,
     tools: BoxToolService,
 }
 
-const FILTER_TOOLS: &str = "filter_tools";
-
-/// What one request sees: the catalogue narrowed by its toolset.
-struct Scoped {
-    view: View,
-    declared: Option<InlineToolset>,
-    unmatched: Vec<String>,
-}
-
 impl Front {
-    fn scoped(&self, ctx: &CallContext) -> Result<Scoped, McpError> {
-        let catalog = self.catalogue.catalog_for(&ctx.session);
-        match ctx.extensions.get::<DeclaredToolset>() {
-            None => Ok(Scoped {
-                view: catalog.view(),
-                declared: None,
-                unmatched: Vec::new(),
-            }),
-            Some(DeclaredToolset(Err(e))) => Err(McpError::invalid_params(e.to_string(), None)),
-            Some(DeclaredToolset(Ok(toolset))) => {
-                let resolved = resolve(&catalog, &self.presets, toolset)
-                    .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-                Ok(Scoped {
-                    view: catalog.view().restricted(&resolved.selection),
-                    declared: Some(toolset.clone()),
-                    unmatched: resolved.unmatched,
-                })
-            }
-        }
-    }
-
     fn filter_tools_definition() -> Option<Tool> {
-        definitions().iter().find(|t| t.name == FILTER_TOOLS).cloned()
+        definitions()
+            .iter()
+            .find(|t| t.name == DiscoveryTool::FilterTools.name())
+            .cloned()
     }
 }
 
@@ -212,9 +181,13 @@ impl ServerHandler for Front {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let (call_ctx, _) = call_context(&ctx);
-        let scoped = self.scoped(&call_ctx)?;
+        let seen = self
+            .discovery
+            .request_view(&call_ctx)
+            .await
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         let mut listed: Vec<Tool> = Self::filter_tools_definition().into_iter().collect();
-        listed.extend(scoped.view.tools().map(|entry| entry.tool.to_tool()));
+        listed.extend(seen.view.tools().map(|entry| entry.tool.to_tool()));
         Ok(ListToolsResult::with_all_items(listed))
     }
 
@@ -225,20 +198,10 @@ impl ServerHandler for Front {
     ) -> Result<CallToolResponse, McpError> {
         let (call_ctx, progress) = call_context(&ctx);
         let arguments = request.arguments.unwrap_or_default();
-        let scoped = self.scoped(&call_ctx)?;
-        let result = if request.name == FILTER_TOOLS {
-            let scope = Scope {
-                presets: &self.presets,
-                declared: scoped.declared.as_ref(),
-                declared_unmatched: &scoped.unmatched,
-            };
-            match tools::filter_tools(&scoped.view, &arguments, scope) {
-                Ok(page) => match serde_json::to_string(&page) {
-                    Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
-                    Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
-                },
-                Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
-            }
+        let result = if request.name == DiscoveryTool::FilterTools.name() {
+            self.discovery
+                .answer(DiscoveryTool::FilterTools, &arguments, &call_ctx)
+                .await
         } else {
             // Through the whole stack; a refusal (unknown tool, outside the toolset, server
             // down) is a JSON-RPC error from muster-core's one table.

@@ -19,9 +19,10 @@ mod runtime;
 mod servers;
 mod sessions;
 pub use changes::{Change, ChangeBus};
+pub use muster_core::crd::Applied;
 pub use runtime::{ServerRuntime, starts_automatically};
 use servers::ServerTable;
-pub use servers::{Applied, ServerView};
+pub use servers::ServerView;
 pub(crate) use servers::{Command, Key, Unsupervised};
 pub use sessions::SESSION_IDLE;
 
@@ -40,7 +41,7 @@ use muster_core::{
 use muster_workflow::{
     engine::{CompiledWorkflow, WorkflowEngine},
     record::{ExecutionStore, MemoryExecutionStore},
-    tools::{Applied as WorkflowApplied, Availability, LateBoundTools, WorkflowTable, WorkflowTools},
+    tools::{Availability, LateBoundTools, WorkflowTable, WorkflowTools},
 };
 
 use crate::{
@@ -452,11 +453,11 @@ impl Registry {
         }
         let steps = compiled.workflow().spec.steps.len();
         let (reason, message) = match self.workflows.table().apply_compiled(compiled) {
-            WorkflowApplied::Added => (
+            Applied::Added => (
                 reasons::WORKFLOW_CREATED,
                 format!("Workflow {name} successfully created with {steps} steps"),
             ),
-            WorkflowApplied::Updated => (
+            Applied::Updated => (
                 reasons::WORKFLOW_UPDATED,
                 format!("Workflow {name} successfully updated with {steps} steps"),
             ),

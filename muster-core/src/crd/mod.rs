@@ -95,6 +95,18 @@ pub use workflow::{
     WorkflowSubStep,
 };
 
+/// What applying a definition (an MCPServer, a Workflow) to the table that holds it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Applied {
+    /// A definition of a new name.
+    Added,
+    /// A changed definition replaced the one of that name.
+    Updated,
+    /// The same definition (spec and metadata) was there already; nothing changed.
+    Unchanged,
+}
+
 /// The API version of every muster resource.
 pub const API_VERSION: &str = "muster.giantswarm.io/v1alpha1";
 /// The `spec.command` of a stdio MCPServer that names the running gateway's own executable

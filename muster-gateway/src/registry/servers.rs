@@ -21,7 +21,7 @@ use std::{
 use chrono::Utc;
 use muster_core::{
     NameRules, ToolError,
-    crd::{MCPServer, MCPServerHealth, MCPServerState, ServerType},
+    crd::{Applied, MCPServer, MCPServerHealth, MCPServerState, ServerType},
 };
 use tokio::sync::mpsc;
 
@@ -104,18 +104,6 @@ pub struct ServerView {
     pub definition: MCPServer,
     /// Its runtime state.
     pub runtime: ServerRuntime,
-}
-
-/// What [`super::Registry::apply_server`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Applied {
-    /// A new server; its supervisor started.
-    Added,
-    /// A changed definition; the server was reconnected with it.
-    Updated,
-    /// The same definition; nothing was touched.
-    Unchanged,
 }
 
 /// Every MCPServer definition with its runtime state and connection, by name.

@@ -14,16 +14,7 @@ use super::availability::{self, Availability};
 use crate::engine::CompiledWorkflow;
 
 /// What [`WorkflowTable::apply`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Applied {
-    /// A workflow of a new name.
-    Added,
-    /// A changed definition replaced the one of that name.
-    Updated,
-    /// The same definition (spec and metadata) was there already; nothing changed.
-    Unchanged,
-}
+pub use muster_core::crd::Applied;
 
 /// The compiled workflows, by name. Thread-safe: reads (one per workflow call) take a read
 /// lock and clone an `Arc`; [`apply`](Self::apply) compiles before it takes the write lock.
