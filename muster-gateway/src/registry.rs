@@ -12,7 +12,8 @@
 //! - [`ServerRuntime`]: one server's state and the CRD status it reads as;
 //! - [`ChangeBus`]: what the MCP client sessions are told when their lists change;
 //! - the per-session side (`sessions`): the connections a session holds to the servers it
-//!   signed in to, the catalogue it sees, and the reaping of sessions that ended.
+//!   signed in to, the catalogue it sees, and the reaping of sessions that ended, told to each
+//!   [`SessionObserver`] (the sign-in services, which sit above the registry).
 
 mod changes;
 mod runtime;
@@ -24,7 +25,7 @@ pub use runtime::{ServerRuntime, starts_automatically};
 use servers::ServerTable;
 pub use servers::ServerView;
 pub(crate) use servers::{Command, Key, Unsupervised};
-pub use sessions::SESSION_IDLE;
+pub use sessions::{SESSION_IDLE, SessionObserver};
 
 use std::{
     collections::BTreeMap,
@@ -78,9 +79,10 @@ pub struct Registry {
     changes: ChangeBus,
     /// When each session last made a request, for idle reaping.
     last_seen: std::sync::Mutex<BTreeMap<String, std::time::Instant>>,
-    sign_in: Option<Arc<crate::auth::SignInService>>,
-    /// The per-session connections of single sign-on servers.
-    sso: crate::auth::sso::SsoService,
+    /// Told when a session is forgotten (the sign-in services, for what the session held).
+    session_observers: RwLock<Vec<Arc<dyn SessionObserver>>>,
+    /// Where the Secrets that definitions name are read.
+    secrets: Arc<dyn crate::secrets::SecretSource>,
     supervision: SupervisorConfig,
     /// Whether supervision started (`supervisor::start`).
     started: std::sync::atomic::AtomicBool,
@@ -177,9 +179,6 @@ impl Registry {
         let names = NameRules::new(config.aggregator.muster_prefix.clone())
             .unprefixed(config.aggregator.prefix_mode == muster_core::config::PrefixMode::Never);
         let events = options.events.unwrap_or_else(EventLog::in_memory);
-        let sign_in = crate::auth::SignInService::from_config(&config)?;
-        let sso =
-            crate::auth::sso::SsoService::new(options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)));
         let table = Arc::new(WorkflowTable::new());
         for workflow in workflows {
             let name = workflow.metadata.name.clone();
@@ -226,8 +225,8 @@ impl Registry {
             session_catalogs: RwLock::new(BTreeMap::new()),
             changes: ChangeBus::default(),
             last_seen: std::sync::Mutex::new(BTreeMap::new()),
-            sign_in,
-            sso,
+            session_observers: RwLock::new(Vec::new()),
+            secrets: options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)),
             supervision,
             started: std::sync::atomic::AtomicBool::new(false),
             events,
@@ -342,7 +341,7 @@ impl Registry {
     pub fn apply_server_as(self: &Arc<Self>, definition: MCPServer, author: Option<&Author>) -> Applied {
         let name = definition.metadata.name.clone();
         let mut issuers_before = self.server_issuer(&name).into_iter().collect::<Vec<_>>();
-        issuers_before.extend(crate::auth::issuers::Description::of(&definition).map(|d| d.issuer));
+        issuers_before.extend(muster_auth::issuers::Description::of(&definition).map(|d| d.issuer));
         let applied = self.servers.insert(definition);
         if applied == Applied::Unchanged {
             return applied;
@@ -403,15 +402,15 @@ impl Registry {
     fn server_issuer(&self, name: &str) -> Option<String> {
         self.servers
             .view(name)
-            .and_then(|s| crate::auth::issuers::Description::of(&s.definition))
+            .and_then(|s| muster_auth::issuers::Description::of(&s.definition))
             .map(|d| d.issuer)
     }
 
     /// Whether server `name` describes its authorization server otherwise than the server whose
     /// description is used for that issuer (one description per issuer).
-    pub fn issuer_conflict(&self, name: &str) -> Option<crate::auth::issuers::AuthorizationServerConflict> {
+    pub fn issuer_conflict(&self, name: &str) -> Option<muster_auth::issuers::AuthorizationServerConflict> {
         let servers = self.servers.read();
-        crate::auth::issuers::conflict(servers.values().map(|s| (&s.definition, s.since)), name)
+        muster_auth::issuers::conflict(servers.values().map(|s| (&s.definition, s.since)), name)
     }
 
     /// After server `changed` (naming `issuers`) was added, changed or removed, the other servers
@@ -426,7 +425,7 @@ impl Registry {
             .views(|definition, runtime| {
                 definition.metadata.name != changed
                     && matches!(runtime.state, MCPServerState::AuthRequired | MCPServerState::Failed)
-                    && crate::auth::issuers::Description::of(definition).is_some_and(|d| issuers.contains(&d.issuer))
+                    && muster_auth::issuers::Description::of(definition).is_some_and(|d| issuers.contains(&d.issuer))
             })
             .into_iter()
             .map(|s| s.definition.metadata.name)
@@ -541,9 +540,10 @@ impl Registry {
         Arc::new(conn.with_limiter(limiter))
     }
 
-    /// The per-session connections of single sign-on servers.
-    pub fn sso(&self) -> &crate::auth::sso::SsoService {
-        &self.sso
+    /// Where the Secrets that definitions name are read (client credentials of a token
+    /// exchange, say).
+    pub fn secrets(&self) -> &Arc<dyn crate::secrets::SecretSource> {
+        &self.secrets
     }
 
     /// Puts server `name` in Failed for a failure every caller shares (`class` is the Ready
@@ -562,11 +562,6 @@ impl Registry {
     pub(crate) fn recover_shared(&self, name: &str) {
         self.servers.recover_shared(name);
         self.derive_sso_state(name);
-    }
-
-    /// The sign-in service, when `aggregator.oauth.mcpClient` is enabled.
-    pub fn sign_in(&self) -> Option<&Arc<crate::auth::SignInService>> {
-        self.sign_in.as_ref()
     }
 
     /// The definition of the server of `key`, while that generation is current.

@@ -5,7 +5,10 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use muster_catalog::Catalog;
-use muster_core::{SessionId, crd::MCPServerState};
+use muster_core::{
+    SessionId,
+    crd::{MCPServer, MCPServerState},
+};
 
 use super::Registry;
 use crate::upstream::SharedConnection;
@@ -16,6 +19,14 @@ pub(crate) const SESSION_REAP_INTERVAL: std::time::Duration = std::time::Duratio
 /// A session (a principal's, which does not end with a transport) whose connections are closed
 /// after this long without a request; its next request connects it again.
 pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// Told when the registry forgets a session's connections, for what sits above the registry
+/// and keeps something per session (the sign-in services: grants, exchanged tokens).
+pub trait SessionObserver: Send + Sync + std::fmt::Debug {
+    /// `session`'s connections were closed. `ended`: its clients are gone for good, so what it
+    /// alone held may go; else it was idle, and its next request connects it again.
+    fn session_forgotten(&self, session: &SessionId, ended: bool);
+}
 
 impl Registry {
     /// How many MCP client sessions are connected now (for the metrics).
@@ -218,14 +229,10 @@ impl Registry {
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(session.as_str());
-            if let Some(service) = &self.sign_in {
-                if ended {
-                    service.end_session(session);
-                } else {
-                    service.disconnect_session(session);
-                }
+            let observers = self.session_observers.read().unwrap_or_else(|e| e.into_inner()).clone();
+            for observer in observers {
+                observer.session_forgotten(session, ended);
             }
-            self.sso.end_session(session);
             self.last_seen
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -249,7 +256,16 @@ impl Registry {
             .unwrap_or_else(|e| e.into_inner())
             .values()
             .any(|c| c.contains_key(server));
-        self.servers.set_session_held(server, held, crate::auth::sso::is_sso);
+        self.servers
+            .set_session_held(server, held, MCPServer::uses_callers_identity);
+    }
+
+    /// Tells `observer` of every session forgotten from now on.
+    pub fn observe_sessions(&self, observer: Arc<dyn SessionObserver>) {
+        self.session_observers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(observer);
     }
 
     /// Reaps ended sessions every [`SESSION_REAP_INTERVAL`] while the registry lives.
