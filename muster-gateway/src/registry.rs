@@ -11,21 +11,28 @@
 //!   holds;
 //! - [`ServerRuntime`]: one server's state and the CRD status it reads as;
 //! - [`ChangeBus`]: what the MCP client sessions are told when their lists change;
-//! - the per-session side (`sessions`): the connections a session holds to the servers it
-//!   signed in to, the catalogue it sees, and the reaping of sessions that ended, told to each
-//!   [`SessionObserver`] (the sign-in services, which sit above the registry).
+//! - the session connections (`session_connections`): the connections a session holds of its
+//!   own (to the servers it signed in to), the catalogue it sees, when it last made a request;
+//! - the per-session side of the registry (`sessions`): those joined with the server table, and
+//!   the reaping of sessions that ended, told to each [`SessionObserver`] (the sign-in services,
+//!   which sit above the registry).
 
 mod changes;
+mod options;
 mod runtime;
 mod servers;
+mod session_connections;
 mod sessions;
 pub use changes::{Change, ChangeBus};
 pub use muster_core::crd::Applied;
+pub use options::RegistryOptions;
 pub use runtime::{ServerRuntime, starts_automatically};
 use servers::ServerTable;
 pub use servers::ServerView;
 pub(crate) use servers::{Command, Key, Unsupervised};
-pub use sessions::{SESSION_IDLE, SessionObserver};
+use session_connections::SessionConnections;
+pub use session_connections::SessionObserver;
+pub use sessions::SESSION_IDLE;
 
 use std::{
     collections::BTreeMap,
@@ -71,16 +78,10 @@ pub struct Registry {
     catalog: RwLock<Arc<Catalog>>,
     /// The tools that run in this process, offered to the catalogue.
     in_process: RwLock<Vec<muster_core::ToolEntry>>,
-    /// The connections sessions hold to servers people sign in to, by session then server.
-    session_connections: RwLock<BTreeMap<String, BTreeMap<String, SharedConnection>>>,
-    /// The catalogue each of those sessions sees, built on first use after a change.
-    session_catalogs: RwLock<BTreeMap<String, Arc<Catalog>>>,
+    /// The connections sessions hold of their own, and the catalogue each of them sees.
+    sessions: SessionConnections,
     /// What the MCP client sessions are told, and which of them are still connected.
     changes: ChangeBus,
-    /// When each session last made a request, for idle reaping.
-    last_seen: std::sync::Mutex<BTreeMap<String, std::time::Instant>>,
-    /// Told when a session is forgotten (the sign-in services, for what the session held).
-    session_observers: RwLock<Vec<Arc<dyn SessionObserver>>>,
     /// Where the Secrets that definitions name are read.
     secrets: Arc<dyn crate::secrets::SecretSource>,
     supervision: SupervisorConfig,
@@ -103,66 +104,6 @@ pub struct Registry {
 pub(crate) struct Sources {
     pub(crate) servers: BTreeMap<std::path::PathBuf, String>,
     pub(crate) workflows: BTreeMap<std::path::PathBuf, String>,
-}
-
-/// The parts of a registry besides its definitions.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct RegistryOptions {
-    /// Reconnect backoff and health checks.
-    pub supervision: SupervisorConfig,
-    /// Where events go (in memory unless a config directory's log is given).
-    pub events: Option<EventLog>,
-    /// Where definition writes go (none: changes are kept in memory only).
-    pub store: Option<ConfigStore>,
-    /// Where workflow execution records go (in memory unless given).
-    pub executions: Option<Arc<dyn ExecutionStore>>,
-    /// Where the Secrets servers name are read (none: every read fails naming the Secret).
-    pub secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
-}
-
-impl RegistryOptions {
-    /// Sets the reconnect backoff and health checks.
-    pub fn with_supervision(mut self, supervision: SupervisorConfig) -> Self {
-        self.supervision = supervision;
-        self
-    }
-
-    /// Keeps events in `dir/events/` and workflow run records in `dir/workflow_executions/`
-    /// (creating them; a run an earlier process left unfinished is marked failed), as filesystem
-    /// mode does beside its definitions. Refused when either cannot be opened.
-    pub fn with_data_dir(self, dir: &std::path::Path) -> Result<Self, crate::error::GatewayError> {
-        let events = EventLog::open(dir).map_err(|source| crate::error::GatewayError::DataDir {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
-        let executions = crate::workflows::open_executions(dir, &events)?;
-        Ok(self.with_events(events).with_executions(executions))
-    }
-
-    /// Sets where events go.
-    pub fn with_events(mut self, events: EventLog) -> Self {
-        self.events = Some(events);
-        self
-    }
-
-    /// Sets where definition writes go.
-    pub fn with_store(mut self, store: ConfigStore) -> Self {
-        self.store = Some(store);
-        self
-    }
-
-    /// Sets where workflow execution records go.
-    pub fn with_executions(mut self, executions: Arc<dyn ExecutionStore>) -> Self {
-        self.executions = Some(executions);
-        self
-    }
-
-    /// Sets where the Secrets servers name are read.
-    pub fn with_secrets(mut self, secrets: Arc<dyn crate::secrets::SecretSource>) -> Self {
-        self.secrets = Some(secrets);
-        self
-    }
 }
 
 impl Registry {
@@ -221,11 +162,8 @@ impl Registry {
             executions,
             catalog: RwLock::new(Arc::new(Catalog::empty())),
             in_process: RwLock::new(Vec::new()),
-            session_connections: RwLock::new(BTreeMap::new()),
-            session_catalogs: RwLock::new(BTreeMap::new()),
+            sessions: SessionConnections::default(),
             changes: ChangeBus::default(),
-            last_seen: std::sync::Mutex::new(BTreeMap::new()),
-            session_observers: RwLock::new(Vec::new()),
             secrets: options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)),
             supervision,
             started: std::sync::atomic::AtomicBool::new(false),
@@ -725,7 +663,7 @@ impl Registry {
     pub fn rebuild_catalog(&self) {
         let (catalog, collisions, availability) = self.build_catalog(&BTreeMap::new());
         *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
-        self.session_catalogs.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.sessions.forget_catalogs();
         *self.availability.write().unwrap_or_else(|e| e.into_inner()) = availability;
         let mut lost: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for c in &collisions {

@@ -2,7 +2,7 @@
 //! signed in to, the catalogue it sees, the clients to notify when its lists change, and the
 //! reaping of sessions that ended.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::sync::Arc;
 
 use muster_catalog::Catalog;
 use muster_core::{
@@ -10,7 +10,7 @@ use muster_core::{
     crd::{MCPServer, MCPServerState},
 };
 
-use super::Registry;
+use super::{Registry, SessionObserver};
 use crate::upstream::SharedConnection;
 
 /// How often ended and idle sessions are looked for.
@@ -19,14 +19,6 @@ pub(crate) const SESSION_REAP_INTERVAL: std::time::Duration = std::time::Duratio
 /// A session (a principal's, which does not end with a transport) whose connections are closed
 /// after this long without a request; its next request connects it again.
 pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
-
-/// Told when the registry forgets a session's connections, for what sits above the registry
-/// and keeps something per session (the sign-in services: grants, exchanged tokens).
-pub trait SessionObserver: Send + Sync + std::fmt::Debug {
-    /// `session`'s connections were closed. `ended`: its clients are gone for good, so what it
-    /// alone held may go; else it was idle, and its next request connects it again.
-    fn session_forgotten(&self, session: &SessionId, ended: bool);
-}
 
 impl Registry {
     /// How many MCP client sessions are connected now (for the metrics).
@@ -37,30 +29,15 @@ impl Registry {
     /// The catalogue `session` sees: the shared one plus the tools of the servers it signed in
     /// to.
     pub fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
-        let own = self
-            .session_connections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .filter(|c| !c.is_empty())
-            .cloned();
-        let Some(own) = own else {
+        let Some(own) = self.sessions.held_by(session) else {
             return self.catalog();
         };
-        if let Some(catalog) = self
-            .session_catalogs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-        {
-            return Arc::clone(catalog);
+        if let Some(catalog) = self.sessions.cached_catalog(session) {
+            return catalog;
         }
         let (catalog, _, _) = self.build_catalog(&own);
         let catalog = Arc::new(catalog);
-        self.session_catalogs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(session.as_str().to_owned(), Arc::clone(&catalog));
+        self.sessions.cache_catalog(session, Arc::clone(&catalog));
         catalog
     }
 
@@ -102,12 +79,7 @@ impl Registry {
 
     /// The connection `session` holds to `server`, when it signed in to it.
     pub fn session_connection(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
-        self.session_connections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .and_then(|c| c.get(server))
-            .cloned()
+        self.sessions.get(session, server)
     }
 
     /// Gives `session` its own connection to `server` (after a sign-in); the session's catalogue
@@ -120,30 +92,14 @@ impl Registry {
     /// Replaces the connection `session` holds to `server` (a refreshed token), without telling
     /// the session anything changed.
     pub(crate) fn replace_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
-        let previous = self
-            .session_connections
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(session.as_str().to_owned())
-            .or_default()
-            .insert(server.to_owned(), conn);
-        if let Some(previous) = previous {
-            previous.close();
-        }
+        self.sessions.put(session, server, conn);
         self.derive_sso_state(server);
     }
 
     /// Drops the connection `session` holds to `server`; whether it held one.
     pub fn remove_session_connection(&self, session: &SessionId, server: &str) -> bool {
-        let removed = self
-            .session_connections
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(session.as_str())
-            .and_then(|c| c.remove(server));
-        let held = removed.is_some();
-        if let Some(conn) = removed {
-            conn.close();
+        let held = self.sessions.remove(session, server);
+        if held {
             self.session_changed(session);
             self.derive_sso_state(server);
         }
@@ -160,10 +116,7 @@ impl Registry {
     }
 
     fn session_changed(&self, session: &SessionId) {
-        self.session_catalogs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(session.as_str());
+        self.sessions.forget_catalog(session);
         self.changes.publish(super::Change::SessionLists(session.clone()));
     }
 
@@ -179,36 +132,22 @@ impl Registry {
 
     /// Notes that `session` made a request now.
     pub fn touch_session(&self, session: &SessionId) {
-        self.last_seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(session.as_str().to_owned(), std::time::Instant::now());
+        self.sessions.touch(session);
     }
 
     /// Closes the connections of the sessions that made no request for `idle` (their grants
     /// stay: the next request connects them again); how many there were.
     pub fn reap_idle_sessions(&self, idle: std::time::Duration) -> usize {
-        let idle_sessions: Vec<SessionId> = {
-            let seen = self.last_seen.lock().unwrap_or_else(|e| e.into_inner());
-            self.session_connections
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .filter(|(_, c)| !c.is_empty())
-                .filter(|(s, _)| seen.get(*s).is_none_or(|at| at.elapsed() >= idle))
-                .map(|(s, _)| SessionId::new(s))
-                .collect()
-        };
+        let idle_sessions = self.sessions.idle(idle);
         self.forget_sessions(&idle_sessions, false);
         idle_sessions.len()
     }
 
     fn ended_sessions(&self) -> Vec<SessionId> {
-        let connections = self.session_connections.read().unwrap_or_else(|e| e.into_inner());
-        connections
-            .keys()
-            .filter(|s| !s.starts_with("principal-") && *s != SessionId::default().as_str())
-            .map(SessionId::new)
+        self.sessions
+            .sessions()
+            .into_iter()
+            .filter(|s| !s.as_str().starts_with("principal-") && *s != SessionId::default())
             .filter(|s| !self.changes.has_clients(s))
             .collect()
     }
@@ -217,26 +156,7 @@ impl Registry {
     /// the grants only they owned too (revoked), while an idle session keeps its grants.
     fn forget_sessions(&self, sessions: &[SessionId], ended: bool) {
         for session in sessions {
-            let dropped = self
-                .session_connections
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(session.as_str());
-            for conn in dropped.into_iter().flat_map(BTreeMap::into_values) {
-                conn.close();
-            }
-            self.session_catalogs
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(session.as_str());
-            let observers = self.session_observers.read().unwrap_or_else(|e| e.into_inner()).clone();
-            for observer in observers {
-                observer.session_forgotten(session, ended);
-            }
-            self.last_seen
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(session.as_str());
+            self.sessions.forget(session, ended);
         }
         if !sessions.is_empty() {
             tracing::debug!(sessions = sessions.len(), ended, "reaped sessions");
@@ -250,22 +170,14 @@ impl Registry {
     /// For a single sign-on server: `Connected` while any session holds a connection to it,
     /// else `Awaiting Session` (other states are the supervisor's).
     pub(crate) fn derive_sso_state(&self, server: &str) {
-        let held = self
-            .session_connections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .any(|c| c.contains_key(server));
+        let held = self.sessions.any_holds(server);
         self.servers
             .set_session_held(server, held, MCPServer::uses_callers_identity);
     }
 
     /// Tells `observer` of every session forgotten from now on.
     pub fn observe_sessions(&self, observer: Arc<dyn SessionObserver>) {
-        self.session_observers
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(observer);
+        self.sessions.observe(observer);
     }
 
     /// Reaps ended sessions every [`SESSION_REAP_INTERVAL`] while the registry lives.
