@@ -13,6 +13,7 @@
 
 pub mod challenge;
 mod downstream;
+pub mod elicitation;
 mod grants;
 pub mod outcome;
 mod routes;
