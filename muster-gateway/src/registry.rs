@@ -14,6 +14,7 @@
 //! - the per-session side (`sessions`): the connections a session holds to the servers it
 //!   signed in to, the catalogue it sees, and the reaping of sessions that ended.
 
+mod apply;
 mod changes;
 mod runtime;
 mod servers;
@@ -45,8 +46,8 @@ use muster_workflow::{
 };
 
 use crate::{
+    definitions::{DefinitionStore, config_dir::ConfigStore},
     events::{Author, Event, EventLog, reasons},
-    store::ConfigStore,
     surface::{self, Contribution},
     upstream::SharedConnection,
     upstream::supervision::SupervisorConfig,
@@ -58,7 +59,6 @@ use crate::{
 pub struct Registry {
     config: RwLock<MusterConfig>,
     names: NameRules,
-    sources: std::sync::Mutex<Sources>,
     presets: Arc<Presets>,
     servers: ServerTable,
     /// The `workflow_<name>` tools: the workflow table, and the engine that runs them.
@@ -87,20 +87,16 @@ pub struct Registry {
     events: EventLog,
     /// The sessions following the events (`core_events` with `follow: true`).
     event_followers: crate::events::EventFollowers,
-    store: Option<ConfigStore>,
+    /// Where the core tools write definitions (none: their changes are kept in memory only).
+    definitions: Option<Arc<dyn DefinitionStore>>,
+    /// The config directory, in filesystem mode (`core_config_save` and `_reload`, the watch).
+    config_dir: Option<ConfigStore>,
     /// The concurrency limits of sessions and servers (`aggregator.limits`, read at start).
     limits: Arc<muster_upstream::limits::CallLimits>,
     /// Cancelled when a shutdown's deadline ends the calls still running.
     calls_ended: tokio_util::sync::CancellationToken,
     /// The metrics served at `/metrics`.
     metrics: Arc<crate::metrics::GatewayMetrics>,
-}
-
-/// Which file of the config directory defined which server and workflow.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Sources {
-    pub(crate) servers: BTreeMap<std::path::PathBuf, String>,
-    pub(crate) workflows: BTreeMap<std::path::PathBuf, String>,
 }
 
 /// The parts of a registry besides its definitions.
@@ -111,8 +107,13 @@ pub struct RegistryOptions {
     pub supervision: SupervisorConfig,
     /// Where events go (in memory unless a config directory's log is given).
     pub events: Option<EventLog>,
-    /// Where definition writes go (none: changes are kept in memory only).
-    pub store: Option<ConfigStore>,
+    /// Where the core tools write definitions; when unset, the config directory's store if
+    /// there is one, else none (changes are kept in memory only).
+    pub definitions: Option<Arc<dyn DefinitionStore>>,
+    /// The config directory, in filesystem mode: where `core_config_save` writes and
+    /// `core_config_reload` and the watch read, and where definitions are written unless
+    /// [`Self::definitions`] says otherwise.
+    pub config_dir: Option<ConfigStore>,
     /// Where workflow execution records go (in memory unless given).
     pub executions: Option<Arc<dyn ExecutionStore>>,
     /// Where the Secrets servers name are read (none: every read fails naming the Secret).
@@ -144,9 +145,17 @@ impl RegistryOptions {
         self
     }
 
-    /// Sets where definition writes go.
-    pub fn with_store(mut self, store: ConfigStore) -> Self {
-        self.store = Some(store);
+    /// Filesystem mode: sets the config directory (`config.yaml`, reloads, and the definitions
+    /// unless [`Self::with_definition_store`] sets another store).
+    pub fn with_config_dir(mut self, store: ConfigStore) -> Self {
+        self.config_dir = Some(store);
+        self
+    }
+
+    /// Sets where the core tools write definitions (the config directory's store, when one is
+    /// set, otherwise).
+    pub fn with_definition_store(mut self, store: Arc<dyn DefinitionStore>) -> Self {
+        self.definitions = Some(store);
         self
     }
 
@@ -212,7 +221,6 @@ impl Registry {
             limits,
             calls_ended: tokio_util::sync::CancellationToken::new(),
             config: RwLock::new(config),
-            sources: std::sync::Mutex::new(Sources::default()),
             names,
             presets,
             servers: ServerTable::new(servers, events.clone()),
@@ -232,7 +240,13 @@ impl Registry {
             started: std::sync::atomic::AtomicBool::new(false),
             events,
             event_followers: crate::events::EventFollowers::default(),
-            store: options.store,
+            definitions: options.definitions.or_else(|| {
+                options
+                    .config_dir
+                    .clone()
+                    .map(|dir| Arc::new(dir) as Arc<dyn DefinitionStore>)
+            }),
+            config_dir: options.config_dir,
         });
         registry.rebuild_catalog();
         let source: std::sync::Weak<dyn crate::metrics::MetricsSource> = Arc::downgrade(&registry) as _;
@@ -265,9 +279,14 @@ impl Registry {
         self.events.emit(event);
     }
 
-    /// Where definition writes go, in filesystem mode.
-    pub fn store(&self) -> Option<&ConfigStore> {
-        self.store.as_ref()
+    /// Where the core tools write definitions.
+    pub fn definition_store(&self) -> Option<&Arc<dyn DefinitionStore>> {
+        self.definitions.as_ref()
+    }
+
+    /// The config directory, in filesystem mode.
+    pub fn config_dir(&self) -> Option<&ConfigStore> {
+        self.config_dir.as_ref()
     }
 
     /// The toolset presets (built-in and configured).
@@ -293,16 +312,6 @@ impl Registry {
     /// start; the name rules and presets are fixed at start).
     pub fn set_config(&self, config: MusterConfig) {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
-    }
-
-    /// Which file defined which server and workflow, as last loaded.
-    pub(crate) fn sources(&self) -> Sources {
-        self.sources.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Records which file defined which server and workflow.
-    pub(crate) fn set_sources(&self, sources: Sources) {
-        *self.sources.lock().unwrap_or_else(|e| e.into_inner()) = sources;
     }
 
     /// The naming rules in force.

@@ -5,9 +5,8 @@ use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 use crate::{
-    config_dir,
-    registry::{Registry, RegistryOptions, Sources},
-    store::ConfigStore,
+    definitions::config_dir::{self, ConfigStore},
+    registry::{Registry, RegistryOptions},
 };
 
 fn registry() -> Arc<Registry> {
@@ -25,16 +24,10 @@ fn registry() -> Arc<Registry> {
 fn fs_registry(dir: &Path) -> Arc<Registry> {
     let loaded = config_dir::load(dir).expect("loads");
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
-    let options = RegistryOptions {
-        store: Some(ConfigStore::new(dir)),
-        ..RegistryOptions::default()
-    };
-    let registry = Registry::new(MusterConfig::default(), Vec::new(), loaded.workflows, options).expect("a registry");
-    registry.set_sources(Sources {
-        servers: loaded.server_files,
-        workflows: loaded.workflow_files,
-    });
-    registry
+    let store = ConfigStore::new(dir);
+    store.snapshot(&loaded);
+    let options = RegistryOptions::default().with_config_dir(store);
+    Registry::new(MusterConfig::default(), Vec::new(), loaded.workflows, options).expect("a registry")
 }
 
 async fn call(registry: &Arc<Registry>, tool: &str, args: Value) -> Result<CallToolResult, ToolError> {
