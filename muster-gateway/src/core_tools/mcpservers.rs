@@ -265,3 +265,6 @@ pub(super) async fn detect(registry: &Registry, args: &JsonObject) -> Result<Val
     let result = detect::detect_resolving(&url, &headers, timeout, admission.probe_egress()).await;
     serde_json::to_value(result).map_err(ToolError::internal)
 }
+
+#[cfg(test)]
+mod tests;

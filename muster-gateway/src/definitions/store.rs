@@ -226,3 +226,6 @@ impl From<DefinitionStoreError> for ToolError {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testing;

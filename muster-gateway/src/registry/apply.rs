@@ -152,3 +152,6 @@ impl Registry {
             .map(|e| e.data.warnings)
     }
 }
+
+#[cfg(test)]
+mod tests;

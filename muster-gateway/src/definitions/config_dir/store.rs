@@ -37,7 +37,7 @@
 //! let loaded = config_dir::load(dir.path())?;
 //! assert_eq!(loaded.servers[0].metadata.name, "api-tools");
 //!
-//! assert!(store.delete_mcpserver("api-tools")?);
+//! assert!(store.remove_mcpserver("api-tools")?);
 //! assert!(store.write_mcpserver(&MCPServer::new("../escape", MCPServerSpec::default())).is_err());
 //! # Ok(()) }
 //! ```
@@ -271,9 +271,9 @@ impl ConfigStore {
         self.write(Kind::Server, &server.metadata.name, &document)
     }
 
-    /// Deletes the MCPServer `name`: every file in `mcpservers/` that defines it. `false` when
+    /// Removes the MCPServer `name`: every file in `mcpservers/` that defines it. `false` when
     /// none did.
-    pub fn delete_mcpserver(&self, name: &str) -> Result<bool, StoreError> {
+    pub fn remove_mcpserver(&self, name: &str) -> Result<bool, StoreError> {
         self.delete(Kind::Server, name)
     }
 
@@ -285,9 +285,9 @@ impl ConfigStore {
         self.write(Kind::Workflow, &workflow.metadata.name, &document)
     }
 
-    /// Deletes the Workflow `name`: every file in `workflows/` that defines it. `false` when
+    /// Removes the Workflow `name`: every file in `workflows/` that defines it. `false` when
     /// none did.
-    pub fn delete_workflow(&self, name: &str) -> Result<bool, StoreError> {
+    pub fn remove_workflow(&self, name: &str) -> Result<bool, StoreError> {
         self.delete(Kind::Workflow, name)
     }
 
@@ -472,7 +472,7 @@ impl DefinitionStore for ConfigStore {
     ) -> BoxFuture<'a, Result<(), DefinitionStoreError>> {
         let name = name.to_owned();
         Box::pin(async move {
-            self.off_runtime(move |store| store.delete_mcpserver(&name))
+            self.off_runtime(move |store| store.remove_mcpserver(&name))
                 .await
                 .map(drop)
         })
@@ -499,7 +499,7 @@ impl DefinitionStore for ConfigStore {
     ) -> BoxFuture<'a, Result<(), DefinitionStoreError>> {
         let name = name.to_owned();
         Box::pin(async move {
-            self.off_runtime(move |store| store.delete_workflow(&name))
+            self.off_runtime(move |store| store.remove_workflow(&name))
                 .await
                 .map(drop)
         })

@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use muster_core::{
+    CallContext,
     config::AggregatorConfig,
     crd::{MCPServerSpec, MCPServerStatus, ServerType, WorkflowSpec, WorkflowStatus, WorkflowStep},
 };
@@ -86,7 +87,7 @@ fn a_file_named_after_one_definition_but_defining_another_is_never_replaced_or_d
 
     let refused = store.write_workflow(&workflow("bar")).expect_err("refused");
     assert!(matches!(refused, StoreError::Occupied { .. }), "{refused}");
-    assert!(!store.delete_workflow("bar").expect("deletes"), "nothing defines bar");
+    assert!(!store.remove_workflow("bar").expect("deletes"), "nothing defines bar");
     assert_eq!(std::fs::read_to_string(&other).expect("readable"), before);
     // The definition it does hold is found by its name.
     assert_eq!(store.write_workflow(&workflow("wf")).expect("written"), other);
@@ -119,9 +120,9 @@ fn rewriting_replaces_the_file_and_delete_removes_it() {
     let loaded = load(dir.path()).expect("loads");
     assert_eq!(loaded.servers, vec![changed]);
 
-    assert!(store.delete_mcpserver("git").expect("deleted"));
-    assert!(!store.delete_mcpserver("git").expect("nothing to delete"));
-    assert!(!store.delete_workflow("never").expect("nothing to delete"));
+    assert!(store.remove_mcpserver("git").expect("deleted"));
+    assert!(!store.remove_mcpserver("git").expect("nothing to delete"));
+    assert!(!store.remove_workflow("never").expect("nothing to delete"));
     assert!(load(dir.path()).expect("loads").servers.is_empty());
 }
 
@@ -141,7 +142,7 @@ fn a_definition_in_a_differently_named_file_is_rewritten_and_deleted_there() {
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     assert_eq!(loaded.servers, vec![changed]);
 
-    assert!(store.delete_mcpserver("git").expect("deleted"));
+    assert!(store.remove_mcpserver("git").expect("deleted"));
     assert!(!legacy.exists());
 }
 
@@ -174,11 +175,11 @@ fn names_that_could_escape_the_directory_are_refused() {
             "{name:?}"
         );
         assert!(
-            matches!(store.delete_mcpserver(name), Err(StoreError::InvalidName { .. })),
+            matches!(store.remove_mcpserver(name), Err(StoreError::InvalidName { .. })),
             "{name:?}"
         );
         assert!(
-            matches!(store.delete_workflow(name), Err(StoreError::InvalidName { .. })),
+            matches!(store.remove_workflow(name), Err(StoreError::InvalidName { .. })),
             "{name:?}"
         );
     }
@@ -257,4 +258,122 @@ fn replacing_a_file_keeps_its_permissions() {
         let mode = std::fs::metadata(&file).expect("metadata").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
+}
+
+/// A file whose `metadata` does not parse: it no longer loads.
+const BROKEN: &str = "kind: MCPServer\nmetadata: [\n";
+
+#[test]
+fn a_snapshot_keeps_the_definitions_whose_files_no_longer_load_until_the_files_go() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ConfigStore::new(dir.path());
+    let git = store.write_mcpserver(&stdio("git")).expect("written");
+    let flow = store.write_workflow(&workflow("wf")).expect("written");
+    std::fs::write(
+        dir.path().join("mcpservers/other.yaml"),
+        serde_saphyr::to_string(&stdio("other")).expect("yaml"),
+    )
+    .expect("written");
+
+    let snapshot = store.snapshot(&load(dir.path()).expect("loads"));
+    let origins: Vec<(&str, &Origin)> = snapshot
+        .servers
+        .iter()
+        .map(|s| (s.definition.metadata.name.as_str(), &s.origin))
+        .collect();
+    assert_eq!(origins[0], ("git", &Origin::File(git.clone())));
+    assert_eq!(snapshot.workflows[0].origin, Origin::File(flow.clone()));
+    assert!(snapshot.kept_servers.is_empty() && snapshot.kept_workflows.is_empty());
+
+    // Both files break: their definitions are kept, reading after reading.
+    std::fs::write(&git, BROKEN).expect("broken");
+    std::fs::write(&flow, "kind: Workflow\nspec: 3\n").expect("broken");
+    for _ in 0..2 {
+        let snapshot = store.snapshot(&load(dir.path()).expect("loads"));
+        assert_eq!(snapshot.servers.len(), 1, "other still loads");
+        assert_eq!(snapshot.kept_servers, BTreeSet::from(["git".to_owned()]));
+        assert_eq!(snapshot.kept_workflows, BTreeSet::from(["wf".to_owned()]));
+    }
+    // Gone, they are no longer kept.
+    std::fs::remove_file(&git).expect("removed");
+    std::fs::remove_file(&flow).expect("removed");
+    let snapshot = store.snapshot(&load(dir.path()).expect("loads"));
+    assert!(snapshot.kept_servers.is_empty() && snapshot.kept_workflows.is_empty());
+}
+
+#[test]
+fn a_snapshot_carries_each_definitions_dropped_fields() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let folder = dir.path().join(MCPSERVERS_DIR);
+    std::fs::create_dir_all(&folder).expect("folder");
+    let mut text = serde_saphyr::to_string(&stdio("git")).expect("yaml");
+    text.push_str("extra: true\n");
+    std::fs::write(folder.join("git.yaml"), text).expect("written");
+    let snapshot = ConfigStore::new(dir.path()).snapshot(&load(dir.path()).expect("loads"));
+    let dropped: Vec<&str> = snapshot.servers[0]
+        .dropped_fields
+        .iter()
+        .map(|w| w.path.as_str())
+        .collect();
+    assert_eq!(dropped, ["extra"]);
+}
+
+#[test]
+fn a_file_that_defined_another_server_and_no_longer_loads_is_never_written_over_or_deleted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ConfigStore::new(dir.path());
+    let folder = dir.path().join(MCPSERVERS_DIR);
+    std::fs::create_dir_all(&folder).expect("folder");
+    // bar.yaml defines `other`; then it breaks, and `other` keeps its last good definition.
+    let bar = folder.join("bar.yaml");
+    std::fs::write(&bar, serde_saphyr::to_string(&stdio("other")).expect("yaml")).expect("written");
+    store.snapshot(&load(dir.path()).expect("loads"));
+    std::fs::write(&bar, BROKEN).expect("broken");
+    store.snapshot(&load(dir.path()).expect("loads"));
+
+    let refused = store.write_mcpserver(&stdio("bar")).expect_err("refused");
+    assert!(matches!(refused, StoreError::DefinesAnother { .. }), "{refused}");
+    assert_eq!(
+        refused.relative_to(dir.path()),
+        "file mcpservers/bar.yaml defines MCP server other, not bar; rename it before changing MCP server bar"
+    );
+    assert!(matches!(
+        store.remove_mcpserver("bar"),
+        Err(StoreError::DefinesAnother { .. })
+    ));
+    assert_eq!(std::fs::read_to_string(&bar).expect("kept"), BROKEN);
+    // Another name is written as ever.
+    store.write_mcpserver(&stdio("baz")).expect("written");
+}
+
+#[tokio::test]
+async fn as_a_definition_store_it_names_files_relative_to_the_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ConfigStore::new(dir.path());
+    let caller = CallContext::default();
+    let stored = store.put_mcpserver(stdio("git"), &caller).await.expect("written");
+    assert_eq!(stored.file.as_deref(), Some("mcpservers/git.yaml"));
+    assert_eq!(stored.definition, stdio("git"));
+    let stored = store.put_workflow(workflow("wf"), &caller).await.expect("written");
+    assert_eq!(stored.file.as_deref(), Some("workflows/wf.yaml"));
+
+    // A file named after a new definition that defines another: a failure, named relatively.
+    std::fs::write(
+        dir.path().join("workflows/bar.yaml"),
+        serde_saphyr::to_string(&workflow("wf2")).expect("yaml"),
+    )
+    .expect("written");
+    match store.put_workflow(workflow("bar"), &caller).await {
+        Err(DefinitionStoreError::Failed { message, .. }) => assert_eq!(
+            message,
+            "workflows/bar.yaml already defines another Workflow; rename that file before writing Workflow \"bar\""
+        ),
+        other => panic!("{other:?}"),
+    }
+    store.delete_mcpserver("git", &caller).await.expect("deleted");
+    store
+        .delete_workflow("never-written", &caller)
+        .await
+        .expect("nothing to delete");
+    assert!(load(dir.path()).expect("loads").servers.is_empty());
 }
