@@ -171,7 +171,7 @@ pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
 }
 
 /// The `.yaml` and `.yml` files of `dir`, sorted; none when `dir` does not exist.
-fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub(super) fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -57,7 +57,11 @@ use muster_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{CONFIG_FILE, LoadedConfig, MCPSERVERS_DIR, WORKFLOWS_DIR, read::read_small_file, relative_path};
+use super::{
+    CONFIG_FILE, LoadedConfig, MCPSERVERS_DIR, WORKFLOWS_DIR,
+    read::{read_small_file, yaml_files},
+    relative_path,
+};
 use crate::definitions::{DefinitionSnapshot, DefinitionStore, DefinitionStoreError, Origin, Sourced, Stored};
 
 /// The most characters of a name (the Kubernetes limit of `metadata.name`).
@@ -449,6 +453,33 @@ fn recorded(
     files
 }
 
+impl ConfigStore {
+    /// Writes `definition` (a `kind`) with `write` off the runtime, and answers it with its
+    /// file.
+    async fn put<T: Send + 'static>(
+        &self,
+        definition: T,
+        kind: Kind,
+        write: fn(&ConfigStore, &T) -> Result<PathBuf, StoreError>,
+    ) -> Result<Stored<T>, DefinitionStoreError> {
+        let (definition, path) = self
+            .off_runtime(move |store| write(store, &definition).map(|path| (definition, path)))
+            .await?;
+        tracing::info!(file = %path.display(), "{} definition written", kind.resource());
+        Ok(Stored::new(definition).with_file(self.relative(&path)))
+    }
+
+    /// Removes the definition `name` with `remove` off the runtime.
+    async fn remove(
+        &self,
+        name: &str,
+        remove: fn(&ConfigStore, &str) -> Result<bool, StoreError>,
+    ) -> Result<(), DefinitionStoreError> {
+        let name = name.to_owned();
+        self.off_runtime(move |store| remove(store, &name)).await.map(drop)
+    }
+}
+
 /// The config directory's files, written on behalf of any caller (the core tools log who).
 impl DefinitionStore for ConfigStore {
     fn put_mcpserver<'a>(
@@ -456,13 +487,7 @@ impl DefinitionStore for ConfigStore {
         server: MCPServer,
         _caller: &'a CallContext,
     ) -> BoxFuture<'a, Result<Stored<MCPServer>, DefinitionStoreError>> {
-        Box::pin(async move {
-            let (server, path) = self
-                .off_runtime(move |store| store.write_mcpserver(&server).map(|path| (server, path)))
-                .await?;
-            tracing::info!(file = %path.display(), "MCPServer definition written");
-            Ok(Stored::new(server).with_file(self.relative(&path)))
-        })
+        Box::pin(self.put(server, Kind::Server, Self::write_mcpserver))
     }
 
     fn delete_mcpserver<'a>(
@@ -470,12 +495,7 @@ impl DefinitionStore for ConfigStore {
         name: &'a str,
         _caller: &'a CallContext,
     ) -> BoxFuture<'a, Result<(), DefinitionStoreError>> {
-        let name = name.to_owned();
-        Box::pin(async move {
-            self.off_runtime(move |store| store.remove_mcpserver(&name))
-                .await
-                .map(drop)
-        })
+        Box::pin(self.remove(name, Self::remove_mcpserver))
     }
 
     fn put_workflow<'a>(
@@ -483,13 +503,7 @@ impl DefinitionStore for ConfigStore {
         workflow: Workflow,
         _caller: &'a CallContext,
     ) -> BoxFuture<'a, Result<Stored<Workflow>, DefinitionStoreError>> {
-        Box::pin(async move {
-            let (workflow, path) = self
-                .off_runtime(move |store| store.write_workflow(&workflow).map(|path| (workflow, path)))
-                .await?;
-            tracing::info!(file = %path.display(), "Workflow definition written");
-            Ok(Stored::new(workflow).with_file(self.relative(&path)))
-        })
+        Box::pin(self.put(workflow, Kind::Workflow, Self::write_workflow))
     }
 
     fn delete_workflow<'a>(
@@ -497,35 +511,18 @@ impl DefinitionStore for ConfigStore {
         name: &'a str,
         _caller: &'a CallContext,
     ) -> BoxFuture<'a, Result<(), DefinitionStoreError>> {
-        let name = name.to_owned();
-        Box::pin(async move {
-            self.off_runtime(move |store| store.remove_workflow(&name))
-                .await
-                .map(drop)
-        })
+        Box::pin(self.remove(name, Self::remove_workflow))
     }
 }
 
 /// The YAML files of `folder` that define `name`: `<name>.yaml` and `<name>.yml` first, then
 /// any other whose `metadata.name` is `name` (the loader goes by that, not by file name).
 fn defining_files(folder: &Path, name: &str) -> Result<Vec<PathBuf>, StoreError> {
-    let entries = match std::fs::read_dir(folder) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(StoreError::Io {
-                action: "cannot list",
-                path: folder.to_owned(),
-                source,
-            });
-        }
-    };
-    let mut yaml: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .collect();
-    yaml.sort();
+    let yaml = yaml_files(folder).map_err(|source| StoreError::Io {
+        action: "cannot list",
+        path: folder.to_owned(),
+        source,
+    })?;
     let by_file_name = [folder.join(format!("{name}.yaml")), folder.join(format!("{name}.yml"))];
     // A file named after `name` counts unless it names something else (a file that does not
     // parse, or names nothing, is this definition's broken file).
