@@ -14,6 +14,9 @@
 //!   (Dex's connector-based exchange), the issued token's issuer checked, cached per key with one
 //!   exchange at a time and failures classified as the caller's own or shared.
 //!
+//! - [`issuers`]: one description per authorization server: the MCPServers that pin the same
+//!   issuer share its sign-in, so they must describe it alike; the conflicts when they do not.
+//!
 //! The gateway composes them (`muster_gateway::auth`, its front door); all of it is tested
 //! against a real authorization server (`oidc-provider`). Token forwarding needs nothing here:
 //! the gateway sends the front door's validated bearer as it is.
@@ -63,6 +66,7 @@
 //! ```
 
 pub mod exchange;
+pub mod issuers;
 pub mod jwt;
 pub mod oauth;
 pub mod resource;

@@ -47,13 +47,20 @@ use futures::future::BoxFuture;
 use muster_core::{BoxToolService, ToolCall, ToolEntry, ToolError, ToolKind, ToolOutput, ToolService};
 use tower::{Service, ServiceExt};
 
-use crate::{core_tools, registry::Registry, workflows};
+use crate::{
+    auth::{DownstreamAuth, SignInService},
+    core_tools,
+    registry::Registry,
+    workflows,
+};
 
 /// Routes tool calls by exposed name, through the session's catalogue, to the service that runs
 /// each: a downstream server's connection, a core tool, a workflow, or a tool of the embedder's.
 #[derive(Clone)]
 pub struct Dispatcher {
     registry: Arc<Registry>,
+    /// Sign-in by link, when the dispatcher takes part in it.
+    sign_in: Option<Arc<SignInService>>,
     /// The embedder's own tools, by exposed name.
     own: Arc<BTreeMap<String, BoxToolService>>,
 }
@@ -73,8 +80,19 @@ impl Dispatcher {
         registry.offer_tools(core_tools::entries().iter().cloned());
         Self {
             registry,
+            sign_in: None,
             own: Arc::default(),
         }
+    }
+
+    /// Takes part in signing people in to downstream servers: a call to a server the session
+    /// holds a grant for is connected with it first (refreshed when it expired), and
+    /// `core_auth_login`/`core_auth_logout` and `core_auth_status` answer with the sign-in state.
+    /// Without it those tools say that OAuth is not configured.
+    #[must_use]
+    pub fn with_auth(mut self, auth: DownstreamAuth) -> Self {
+        self.sign_in = auth.sign_in().cloned();
+        self
     }
 
     /// Adds a tool of the embedder's own: `entry` describes it in the catalogue (its exposed
@@ -93,6 +111,7 @@ impl Dispatcher {
     /// here.
     async fn dispatch(
         registry: Arc<Registry>,
+        sign_in: Option<Arc<SignInService>>,
         own: Arc<BTreeMap<String, BoxToolService>>,
         call: ToolCall,
     ) -> Result<ToolOutput, ToolError> {
@@ -106,7 +125,7 @@ impl Dispatcher {
         match entry.kind {
             ToolKind::Tool => {
                 let (server, tool, arguments) = downstream_route(entry, call.arguments, &call.name)?;
-                if let Some(sign_in) = registry.sign_in() {
+                if let Some(sign_in) = &sign_in {
                     sign_in.prepare_call(&registry, &call.ctx, &server).await?;
                 }
                 let conn = registry.connection_for(&call.ctx.session, &server).ok_or_else(|| {
@@ -120,7 +139,9 @@ impl Dispatcher {
                 conn.call_tool(&tool, arguments, &call.ctx).await
             }
             // Boxed: both are large futures, and a downstream call's future should not carry them.
-            ToolKind::Core => Box::pin(core_tools::call(&registry, &call)).await.map(Into::into),
+            ToolKind::Core => Box::pin(core_tools::call(&registry, sign_in.as_ref(), &call))
+                .await
+                .map(Into::into),
             ToolKind::Workflow => {
                 Box::pin(workflows::run(
                     registry.workflow_tools(),
@@ -177,7 +198,12 @@ impl Service<ToolCall> for Dispatcher {
     }
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
-        Box::pin(Self::dispatch(Arc::clone(&self.registry), Arc::clone(&self.own), call))
+        Box::pin(Self::dispatch(
+            Arc::clone(&self.registry),
+            self.sign_in.clone(),
+            Arc::clone(&self.own),
+            call,
+        ))
     }
 }
 
@@ -195,6 +221,7 @@ mod tests {
             Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), Default::default()).expect("a registry");
         let dispatch = Dispatcher::dispatch(
             registry,
+            None,
             Arc::default(),
             ToolCall::new("x_a_b", JsonObject::new(), CallContext::default()),
         );

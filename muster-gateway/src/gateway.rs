@@ -24,6 +24,7 @@ use muster_core::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    auth::DownstreamAuth,
     definitions::config_dir,
     dispatch::Dispatcher,
     error::GatewayError,
@@ -51,6 +52,7 @@ pub struct ShutdownReport {
 #[derive(Debug, Clone)]
 pub struct Gateway {
     registry: Arc<Registry>,
+    auth: DownstreamAuth,
     tools: BoxToolService,
     shutdown: CancellationToken,
     drain: Arc<http::guard::Drain>,
@@ -94,18 +96,20 @@ impl Gateway {
         options: RegistryOptions,
     ) -> Result<Self, GatewayError> {
         let registry = Registry::new(config, servers, workflows, options)?;
+        let auth = DownstreamAuth::for_registry(&registry)?;
         let catalog: Arc<dyn CatalogSource> = Arc::clone(&registry) as Arc<dyn CatalogSource>;
         let tools = BoxToolService::new(
             tower::ServiceBuilder::new()
                 .layer(MetricsLayer::new(Arc::clone(registry.metrics()), Arc::clone(&catalog)))
                 .layer(ToolsetLayer::new(catalog, Arc::clone(registry.presets())))
-                .service(Dispatcher::new(Arc::clone(&registry))),
+                .service(Dispatcher::new(Arc::clone(&registry)).with_auth(auth.clone())),
         );
         // Workflow steps call this stack too; the registry holds it weakly, and the stack
         // answered (with every clone of it) is what keeps it alive.
         let tools = registry.bind_tool_stack(tools);
         Ok(Self {
             registry,
+            auth,
             tools,
             shutdown: CancellationToken::new(),
             drain: Arc::default(),
@@ -194,6 +198,11 @@ impl Gateway {
         &self.registry
     }
 
+    /// Signing people in to downstream servers (by link, and with their own identity).
+    pub fn auth(&self) -> &DownstreamAuth {
+        &self.auth
+    }
+
     /// The tool service stack every call goes through.
     pub fn tools(&self) -> BoxToolService {
         self.tools.clone()
@@ -201,7 +210,7 @@ impl Gateway {
 
     /// The meta-tools MCP server, for serving over another transport (stdio, say).
     pub fn meta_tools(&self) -> MetaTools {
-        MetaTools::new(Arc::clone(&self.registry), self.tools.clone())
+        MetaTools::new(Arc::clone(&self.registry), self.tools.clone()).with_auth(self.auth.clone())
     }
 
     /// The HTTP routes (`/mcp`, `/health`, `/metrics`).
@@ -213,6 +222,7 @@ impl Gateway {
     pub fn front(&self) -> http::Front {
         http::Front::new(
             Arc::clone(&self.registry),
+            self.auth.clone(),
             self.tools.clone(),
             self.shutdown.child_token(),
             Arc::clone(&self.drain),

@@ -42,7 +42,7 @@ use muster_core::config::OAuthServerConfig;
 
 use tower::{Layer, util::Either};
 
-use crate::{meta::MetaTools, registry::Registry};
+use crate::{auth::DownstreamAuth, meta::MetaTools, registry::Registry};
 use guard::Guarded;
 use session_calls::SessionCalls;
 
@@ -60,20 +60,6 @@ pub const HEALTH_PATH: &str = "/health";
 /// The path of the Prometheus metrics ([`crate::metrics`]).
 pub const METRICS_PATH: &str = "/metrics";
 
-/// The gateway's HTTP routes as an axum router: `/mcp` (streamable HTTP, sessions and the
-/// stateless protocol, behind the request guard), `/health` and `/metrics`, for an
-/// embedder's own app. Sessions end when `shutdown` is cancelled; `drain` counts the requests
-/// in flight and refuses new ones once a shutdown begins. The gateway's own server serves the
-/// same pieces as a [`Front`].
-pub fn router(
-    registry: Arc<Registry>,
-    tools: BoxToolService,
-    shutdown: CancellationToken,
-    drain: Arc<guard::Drain>,
-) -> Router {
-    Front::new(registry, tools, shutdown, drain).into_router()
-}
-
 /// The MCP service of `/mcp`: the bearer check when `aggregator.oauth.server` enables it, the
 /// [request guard](guard), the toolset header, then the calls answered in front of rmcp
 /// ([`session_calls`]) and rmcp's streamable-HTTP service behind them.
@@ -83,7 +69,7 @@ type ToolsetMcp = ToolsetHeader<SessionCalls<StreamableHttpService<MetaTools, se
 /// The gateway's HTTP service, as [`Gateway::serve`](crate::Gateway::serve) serves it: a request
 /// to `/mcp` or a path under it goes straight to the MCP service, any other to the router of the
 /// other routes (`/health`, `/metrics`, sign-in, the protected resource's metadata).
-/// [`Front::into_router`] puts the same MCP service on axum's routes instead ([`router`]), for an
+/// [`Front::into_router`] puts the same MCP service on axum's routes instead, for an
 /// app that has routes of its own; past axum's router, a call skips its path lookup, the
 /// extensions it inserts and the boxed route service it clones for every request.
 ///
@@ -112,10 +98,14 @@ impl fmt::Debug for Front {
 }
 
 impl Front {
-    /// The service of the gateway of `registry` calling `tools`; see [`router`] for `shutdown`
-    /// and `drain`.
+    /// The service of the gateway of `registry` calling `tools`, signing people in to
+    /// downstream servers with `auth`: `/mcp` (streamable HTTP, sessions and the stateless
+    /// protocol, behind the request guard), `/health`, `/metrics` and the sign-in routes.
+    /// Sessions end when `shutdown` is cancelled; `drain` counts the requests in flight and
+    /// refuses new ones once a shutdown begins.
     pub fn new(
         registry: Arc<Registry>,
+        auth: DownstreamAuth,
         tools: BoxToolService,
         shutdown: CancellationToken,
         drain: Arc<guard::Drain>,
@@ -144,7 +134,10 @@ impl Front {
         // One handler serves every session; each session is admitted to `sessions` once rmcp set
         // it up, and its calls are answered in front of rmcp from then on.
         let sessions = Arc::new(session_calls::SessionTable::default());
-        let handler = MetaTools::new(Arc::clone(&registry), tools).with_session_table(Arc::clone(&sessions));
+        let routes = crate::auth::routes(Arc::clone(&registry), &auth);
+        let handler = MetaTools::new(Arc::clone(&registry), tools)
+            .with_auth(auth)
+            .with_session_table(Arc::clone(&sessions));
         let factory_handler = handler.clone();
         let rmcp_service =
             StreamableHttpService::new(move || Ok(factory_handler.clone()), open_sessions.into(), config);
@@ -161,7 +154,7 @@ impl Front {
                 METRICS_PATH,
                 get(move |headers: http::HeaderMap| metrics_text(Arc::clone(&metrics), headers)),
             )
-            .merge(crate::auth::routes(Arc::clone(&registry)));
+            .merge(routes);
         let mcp = match front_door(&aggregator.oauth.server) {
             Some((bearer, metadata)) => {
                 rest = rest.merge(metadata);

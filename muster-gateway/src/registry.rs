@@ -11,20 +11,30 @@
 //!   holds;
 //! - [`ServerRuntime`]: one server's state and the CRD status it reads as;
 //! - [`ChangeBus`]: what the MCP client sessions are told when their lists change;
-//! - the per-session side (`sessions`): the connections a session holds to the servers it
-//!   signed in to, the catalogue it sees, and the reaping of sessions that ended.
+//! - what a definition source says changed (`apply`): [`Registry::apply_changes`] and
+//!   [`Registry::apply_snapshot`] touch only the definitions that changed;
+//! - the session connections (`session_connections`): the connections a session holds of its
+//!   own (to the servers it signed in to), the catalogue it sees, when it last made a request;
+//! - the per-session side of the registry (`sessions`): those joined with the server table, and
+//!   the reaping of sessions that ended, told to each [`SessionObserver`] (the sign-in services,
+//!   which sit above the registry).
 
 mod apply;
 mod changes;
+mod options;
 mod runtime;
 mod servers;
+mod session_connections;
 mod sessions;
 pub use changes::{Change, ChangeBus};
 pub use muster_core::crd::Applied;
+pub use options::RegistryOptions;
 pub use runtime::{ServerRuntime, starts_automatically};
 use servers::ServerTable;
 pub use servers::ServerView;
 pub(crate) use servers::{Command, Key, Unsupervised};
+use session_connections::SessionConnections;
+pub use session_connections::SessionObserver;
 pub use sessions::SESSION_IDLE;
 
 use std::{
@@ -70,17 +80,12 @@ pub struct Registry {
     catalog: RwLock<Arc<Catalog>>,
     /// The tools that run in this process, offered to the catalogue.
     in_process: RwLock<Vec<muster_core::ToolEntry>>,
-    /// The connections sessions hold to servers people sign in to, by session then server.
-    session_connections: RwLock<BTreeMap<String, BTreeMap<String, SharedConnection>>>,
-    /// The catalogue each of those sessions sees, built on first use after a change.
-    session_catalogs: RwLock<BTreeMap<String, Arc<Catalog>>>,
+    /// The connections sessions hold of their own, and the catalogue each of them sees.
+    sessions: SessionConnections,
     /// What the MCP client sessions are told, and which of them are still connected.
     changes: ChangeBus,
-    /// When each session last made a request, for idle reaping.
-    last_seen: std::sync::Mutex<BTreeMap<String, std::time::Instant>>,
-    sign_in: Option<Arc<crate::auth::SignInService>>,
-    /// The per-session connections of single sign-on servers.
-    sso: crate::auth::sso::SsoService,
+    /// Where the Secrets that definitions name are read.
+    secrets: Arc<dyn crate::secrets::SecretSource>,
     supervision: SupervisorConfig,
     /// Whether supervision started (`supervisor::start`).
     started: std::sync::atomic::AtomicBool,
@@ -99,79 +104,6 @@ pub struct Registry {
     metrics: Arc<crate::metrics::GatewayMetrics>,
 }
 
-/// The parts of a registry besides its definitions.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct RegistryOptions {
-    /// Reconnect backoff and health checks.
-    pub supervision: SupervisorConfig,
-    /// Where events go (in memory unless a config directory's log is given).
-    pub events: Option<EventLog>,
-    /// Where the core tools write definitions; when unset, the config directory's store if
-    /// there is one, else none (changes are kept in memory only).
-    pub definitions: Option<Arc<dyn DefinitionStore>>,
-    /// The config directory, in filesystem mode: where `core_config_save` writes and
-    /// `core_config_reload` and the watch read, and where definitions are written unless
-    /// [`Self::definitions`] says otherwise.
-    pub config_dir: Option<ConfigStore>,
-    /// Where workflow execution records go (in memory unless given).
-    pub executions: Option<Arc<dyn ExecutionStore>>,
-    /// Where the Secrets servers name are read (none: every read fails naming the Secret).
-    pub secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
-}
-
-impl RegistryOptions {
-    /// Sets the reconnect backoff and health checks.
-    pub fn with_supervision(mut self, supervision: SupervisorConfig) -> Self {
-        self.supervision = supervision;
-        self
-    }
-
-    /// Keeps events in `dir/events/` and workflow run records in `dir/workflow_executions/`
-    /// (creating them; a run an earlier process left unfinished is marked failed), as filesystem
-    /// mode does beside its definitions. Refused when either cannot be opened.
-    pub fn with_data_dir(self, dir: &std::path::Path) -> Result<Self, crate::error::GatewayError> {
-        let events = EventLog::open(dir).map_err(|source| crate::error::GatewayError::DataDir {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
-        let executions = crate::workflows::open_executions(dir, &events)?;
-        Ok(self.with_events(events).with_executions(executions))
-    }
-
-    /// Sets where events go.
-    pub fn with_events(mut self, events: EventLog) -> Self {
-        self.events = Some(events);
-        self
-    }
-
-    /// Filesystem mode: sets the config directory (`config.yaml`, reloads, and the definitions
-    /// unless [`Self::with_definition_store`] sets another store).
-    pub fn with_config_dir(mut self, store: ConfigStore) -> Self {
-        self.config_dir = Some(store);
-        self
-    }
-
-    /// Sets where the core tools write definitions (the config directory's store, when one is
-    /// set, otherwise).
-    pub fn with_definition_store(mut self, store: Arc<dyn DefinitionStore>) -> Self {
-        self.definitions = Some(store);
-        self
-    }
-
-    /// Sets where workflow execution records go.
-    pub fn with_executions(mut self, executions: Arc<dyn ExecutionStore>) -> Self {
-        self.executions = Some(executions);
-        self
-    }
-
-    /// Sets where the Secrets servers name are read.
-    pub fn with_secrets(mut self, secrets: Arc<dyn crate::secrets::SecretSource>) -> Self {
-        self.secrets = Some(secrets);
-        self
-    }
-}
-
 impl Registry {
     /// A registry of `servers` and `workflows` under `config`; nothing is connected yet. Refused
     /// when a configured toolset preset is invalid or the grant store cannot be opened.
@@ -186,9 +118,6 @@ impl Registry {
         let names = NameRules::new(config.aggregator.muster_prefix.clone())
             .unprefixed(config.aggregator.prefix_mode == muster_core::config::PrefixMode::Never);
         let events = options.events.unwrap_or_else(EventLog::in_memory);
-        let sign_in = crate::auth::SignInService::from_config(&config)?;
-        let sso =
-            crate::auth::sso::SsoService::new(options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)));
         let table = Arc::new(WorkflowTable::new());
         for workflow in workflows {
             let name = workflow.metadata.name.clone();
@@ -230,12 +159,9 @@ impl Registry {
             executions,
             catalog: RwLock::new(Arc::new(Catalog::empty())),
             in_process: RwLock::new(Vec::new()),
-            session_connections: RwLock::new(BTreeMap::new()),
-            session_catalogs: RwLock::new(BTreeMap::new()),
+            sessions: SessionConnections::default(),
             changes: ChangeBus::default(),
-            last_seen: std::sync::Mutex::new(BTreeMap::new()),
-            sign_in,
-            sso,
+            secrets: options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)),
             supervision,
             started: std::sync::atomic::AtomicBool::new(false),
             events,
@@ -351,7 +277,7 @@ impl Registry {
     pub fn apply_server_as(self: &Arc<Self>, definition: MCPServer, author: Option<&Author>) -> Applied {
         let name = definition.metadata.name.clone();
         let mut issuers_before = self.server_issuer(&name).into_iter().collect::<Vec<_>>();
-        issuers_before.extend(crate::auth::issuers::Description::of(&definition).map(|d| d.issuer));
+        issuers_before.extend(muster_auth::issuers::Description::of(&definition).map(|d| d.issuer));
         let applied = self.servers.insert(definition);
         if applied == Applied::Unchanged {
             return applied;
@@ -412,15 +338,15 @@ impl Registry {
     fn server_issuer(&self, name: &str) -> Option<String> {
         self.servers
             .view(name)
-            .and_then(|s| crate::auth::issuers::Description::of(&s.definition))
+            .and_then(|s| muster_auth::issuers::Description::of(&s.definition))
             .map(|d| d.issuer)
     }
 
     /// Whether server `name` describes its authorization server otherwise than the server whose
     /// description is used for that issuer (one description per issuer).
-    pub fn issuer_conflict(&self, name: &str) -> Option<crate::auth::issuers::AuthorizationServerConflict> {
+    pub fn issuer_conflict(&self, name: &str) -> Option<muster_auth::issuers::AuthorizationServerConflict> {
         let servers = self.servers.read();
-        crate::auth::issuers::conflict(servers.values().map(|s| (&s.definition, s.since)), name)
+        muster_auth::issuers::conflict(servers.values().map(|s| (&s.definition, s.since)), name)
     }
 
     /// After server `changed` (naming `issuers`) was added, changed or removed, the other servers
@@ -435,7 +361,7 @@ impl Registry {
             .views(|definition, runtime| {
                 definition.metadata.name != changed
                     && matches!(runtime.state, MCPServerState::AuthRequired | MCPServerState::Failed)
-                    && crate::auth::issuers::Description::of(definition).is_some_and(|d| issuers.contains(&d.issuer))
+                    && muster_auth::issuers::Description::of(definition).is_some_and(|d| issuers.contains(&d.issuer))
             })
             .into_iter()
             .map(|s| s.definition.metadata.name)
@@ -550,9 +476,10 @@ impl Registry {
         Arc::new(conn.with_limiter(limiter))
     }
 
-    /// The per-session connections of single sign-on servers.
-    pub fn sso(&self) -> &crate::auth::sso::SsoService {
-        &self.sso
+    /// Where the Secrets that definitions name are read (client credentials of a token
+    /// exchange, say).
+    pub fn secrets(&self) -> &Arc<dyn crate::secrets::SecretSource> {
+        &self.secrets
     }
 
     /// Puts server `name` in Failed for a failure every caller shares (`class` is the Ready
@@ -571,11 +498,6 @@ impl Registry {
     pub(crate) fn recover_shared(&self, name: &str) {
         self.servers.recover_shared(name);
         self.derive_sso_state(name);
-    }
-
-    /// The sign-in service, when `aggregator.oauth.mcpClient` is enabled.
-    pub fn sign_in(&self) -> Option<&Arc<crate::auth::SignInService>> {
-        self.sign_in.as_ref()
     }
 
     /// The definition of the server of `key`, while that generation is current.
@@ -739,7 +661,7 @@ impl Registry {
     pub fn rebuild_catalog(&self) {
         let (catalog, collisions, availability) = self.build_catalog(&BTreeMap::new());
         *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
-        self.session_catalogs.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.sessions.forget_catalogs();
         *self.availability.write().unwrap_or_else(|e| e.into_inner()) = availability;
         let mut lost: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for c in &collisions {

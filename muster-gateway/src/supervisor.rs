@@ -155,7 +155,7 @@ pub(crate) async fn supervise(
             }
         };
         let Some(attempt) = attempt else { continue };
-        if crate::auth::sso::is_sso(&definition) {
+        if definition.uses_callers_identity() {
             // Served per session with each caller's identity: the probe only shows the endpoint
             // answers (a 401, or a connection that is not kept); no connection of the gateway's.
             let reachable = match &attempt {
@@ -166,7 +166,10 @@ pub(crate) async fn supervise(
                 Err(e) => matches!(e, UpstreamError::AuthRequired { .. }),
             };
             // A token exchange whose client credentials cannot be read fails every caller alike.
-            let credentials = with_registry(&registry, |r| r.sso().credentials_problem(&definition)).flatten();
+            let credentials = with_registry(&registry, |r| {
+                crate::auth::sso::credentials_problem(&**r.secrets(), &definition)
+            })
+            .flatten();
             if let (true, Some(problem)) = (reachable, credentials) {
                 failures += 1;
                 let delay = config.backoff(failures);

@@ -52,6 +52,16 @@ impl MCPServer {
             status: None,
         }
     }
+
+    /// Whether the server is reached with each caller's own identity: its token forwarded
+    /// (`auth.forwardToken`) or exchanged (`auth.tokenExchange.enabled`). Such a server is
+    /// served per session (single sign-on); the gateway holds no connection of its own to it.
+    pub fn uses_callers_identity(&self) -> bool {
+        self.spec
+            .auth
+            .as_ref()
+            .is_some_and(|a| a.forward_token || a.token_exchange.as_ref().is_some_and(|t| t.enabled))
+    }
 }
 
 impl Default for MCPServer {

@@ -12,8 +12,8 @@
 //! gateway: the links, the client registrations by issuer and the grants by session.
 
 pub mod challenge;
+mod downstream;
 mod grants;
-pub mod issuers;
 pub mod outcome;
 mod routes;
 pub mod sso;
@@ -40,8 +40,11 @@ use muster_core::{
 };
 use serde_json::{Value, json};
 
+pub use downstream::DownstreamAuth;
 pub use routes::routes;
 pub use status::status_document;
+
+use muster_auth::issuers;
 
 use self::{
     challenge::{ChallengeSlot, SignInChallenge},

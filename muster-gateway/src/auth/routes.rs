@@ -13,15 +13,19 @@ use axum::{
 };
 use muster_auth::oauth::{flow::Callback, registration::ClientMetadata};
 
+use super::{DownstreamAuth, SignInService};
 use crate::registry::Registry;
 
-/// The sign-in routes, when sign-in is enabled: `/oauth/proxy/start`, the callback path and the
-/// client metadata document path of `aggregator.oauth.mcpClient`.
-pub fn routes(registry: Arc<Registry>) -> Router {
-    let Some(service) = registry.sign_in().cloned() else {
+/// What the routes answer with: the registry the signed-in sessions connect in, and sign-in.
+type SignInState = State<(Arc<Registry>, Arc<SignInService>)>;
+
+/// The sign-in routes, when `auth` signs in by link: `/oauth/proxy/start`, the callback path
+/// and the client metadata document path of `aggregator.oauth.mcpClient`.
+pub fn routes(registry: Arc<Registry>, auth: &DownstreamAuth) -> Router {
+    let Some(service) = auth.sign_in().cloned() else {
         return Router::new();
     };
-    let config = &service.config;
+    let config = service.config.clone();
     let document = config.public_url.as_deref().map(|base| {
         let base = base.trim_end_matches('/');
         let url = format!("{base}{}", config.cimd.path);
@@ -38,10 +42,10 @@ pub fn routes(registry: Arc<Registry>) -> Router {
     if let Some(document) = document {
         router = router.route(&config.cimd.path, get(move || async move { Json(document) }));
     }
-    router.with_state(registry)
+    router.with_state((registry, service))
 }
 
-async fn start(State(registry): State<Arc<Registry>>, RawQuery(query): RawQuery) -> Response {
+async fn start(State((_, service)): SignInState, RawQuery(query): RawQuery) -> Response {
     let param = |name: &str| {
         query.as_deref().and_then(|q| {
             url::form_urlencoded::parse(q.as_bytes())
@@ -49,7 +53,7 @@ async fn start(State(registry): State<Arc<Registry>>, RawQuery(query): RawQuery)
                 .map(|(_, v)| v.into_owned())
         })
     };
-    let (Some(service), Some(state)) = (registry.sign_in(), param("state")) else {
+    let Some(state) = param("state") else {
         return page(StatusCode::NOT_FOUND, "This sign-in link is unknown or expired", "");
     };
     if let Some(redirect) = param("redirect")
@@ -67,10 +71,7 @@ async fn start(State(registry): State<Arc<Registry>>, RawQuery(query): RawQuery)
     }
 }
 
-async fn callback(State(registry): State<Arc<Registry>>, RawQuery(query): RawQuery) -> Response {
-    let Some(service) = registry.sign_in().cloned() else {
-        return page(StatusCode::NOT_FOUND, "Sign-in is not enabled", "");
-    };
+async fn callback(State((registry, service)): SignInState, RawQuery(query): RawQuery) -> Response {
     let callback = Callback::from_query(query.as_deref().unwrap_or_default());
     match service.complete(&registry, &callback).await {
         Ok((done, Some(redirect))) => {

@@ -39,15 +39,6 @@ use crate::{
     upstream::{Egress, UpstreamConnection},
 };
 
-/// Whether `server` is used with each caller's own identity (forwarded or exchanged).
-pub fn is_sso(server: &MCPServer) -> bool {
-    server
-        .spec
-        .auth
-        .as_ref()
-        .is_some_and(|a| a.forward_token || a.token_exchange.as_ref().is_some_and(|t| t.enabled))
-}
-
 /// How `server` is served per session, for its Ready condition.
 pub fn served_per_session(server: &MCPServer) -> String {
     let auth = server.spec.auth.as_ref();
@@ -110,7 +101,7 @@ impl SsoService {
         let Some(ValidatedBearer(bearer)) = ctx.extensions.get::<ValidatedBearer>() else {
             return;
         };
-        for view in registry.servers_where(is_sso) {
+        for view in registry.servers_where(MCPServer::uses_callers_identity) {
             if view.definition.spec.suspended
                 || !matches!(
                     view.runtime.state,
@@ -239,7 +230,7 @@ impl SsoService {
         bearer: &Secret,
     ) -> Result<Secret, ToolError> {
         let name = view.definition.metadata.name.as_str();
-        let exchange = match self.exchange_of(&view.definition) {
+        let exchange = match exchange_of(&*self.secrets, &view.definition) {
             Ok(exchange) => exchange,
             Err(reason) => {
                 registry.fail_shared(name, "TokenExchangeCredentials", &reason);
@@ -275,45 +266,6 @@ impl SsoService {
         }
     }
 
-    /// Why `server`'s token exchange cannot run for anyone (its client credentials Secret cannot
-    /// be read), if that is so.
-    pub fn credentials_problem(&self, server: &MCPServer) -> Option<String> {
-        let exchange = server.spec.auth.as_ref()?.token_exchange.as_ref()?;
-        if !exchange.enabled || exchange.client_credentials_secret_ref.is_none() {
-            return None;
-        }
-        self.exchange_of(server).err()
-    }
-
-    /// The exchange `server` configures, with its client credentials read from their Secret.
-    fn exchange_of(&self, server: &MCPServer) -> Result<TokenExchange, String> {
-        let auth = server.spec.auth.as_ref().ok_or("no auth")?;
-        let config = auth.token_exchange.as_ref().ok_or("no tokenExchange")?;
-        let endpoint = config
-            .dex_token_endpoint
-            .clone()
-            .ok_or("tokenExchange.dexTokenEndpoint is not set")?;
-        let mut exchange = TokenExchange::new(endpoint, config.connector_id.clone().unwrap_or_default())
-            .with_scopes(if config.scopes.trim().is_empty() {
-                DEFAULT_EXCHANGE_SCOPES.to_owned()
-            } else {
-                config.scopes.clone()
-            })
-            .with_audiences(auth.required_audiences.clone());
-        if let Some(issuer) = &config.expected_issuer {
-            exchange = exchange.with_expected_issuer(issuer.clone());
-        }
-        if let Some(reference) = &config.client_credentials_secret_ref {
-            let namespace = reference.namespace.as_deref();
-            let id = self.secrets.get(namespace, &reference.name, &reference.client_id_key)?;
-            let secret = self
-                .secrets
-                .get(namespace, &reference.name, &reference.client_secret_key)?;
-            exchange = exchange.with_client_credentials(id.expose().to_owned(), secret);
-        }
-        Ok(exchange)
-    }
-
     fn used_by(&self, key: &SessionServer) -> Option<[u8; 32]> {
         self.used.lock().unwrap_or_else(|e| e.into_inner()).get(key).copied()
     }
@@ -334,6 +286,43 @@ impl SsoService {
             .retain(|(s, _), _| s != session.as_str());
         self.exchanges.forget_prefix(&format!("{}\0", session.as_str()));
     }
+}
+
+/// Why `server`'s token exchange cannot run for anyone (its client credentials Secret cannot be
+/// read from `secrets`), if that is so.
+pub fn credentials_problem(secrets: &dyn SecretSource, server: &MCPServer) -> Option<String> {
+    let exchange = server.spec.auth.as_ref()?.token_exchange.as_ref()?;
+    if !exchange.enabled || exchange.client_credentials_secret_ref.is_none() {
+        return None;
+    }
+    exchange_of(secrets, server).err()
+}
+
+/// The exchange `server` configures, with its client credentials read from their Secret.
+fn exchange_of(secrets: &dyn SecretSource, server: &MCPServer) -> Result<TokenExchange, String> {
+    let auth = server.spec.auth.as_ref().ok_or("no auth")?;
+    let config = auth.token_exchange.as_ref().ok_or("no tokenExchange")?;
+    let endpoint = config
+        .dex_token_endpoint
+        .clone()
+        .ok_or("tokenExchange.dexTokenEndpoint is not set")?;
+    let mut exchange = TokenExchange::new(endpoint, config.connector_id.clone().unwrap_or_default())
+        .with_scopes(if config.scopes.trim().is_empty() {
+            DEFAULT_EXCHANGE_SCOPES.to_owned()
+        } else {
+            config.scopes.clone()
+        })
+        .with_audiences(auth.required_audiences.clone());
+    if let Some(issuer) = &config.expected_issuer {
+        exchange = exchange.with_expected_issuer(issuer.clone());
+    }
+    if let Some(reference) = &config.client_credentials_secret_ref {
+        let namespace = reference.namespace.as_deref();
+        let id = secrets.get(namespace, &reference.name, &reference.client_id_key)?;
+        let secret = secrets.get(namespace, &reference.name, &reference.client_secret_key)?;
+        exchange = exchange.with_client_credentials(id.expose().to_owned(), secret);
+    }
+    Ok(exchange)
 }
 
 use super::grants::fingerprint;

@@ -6,12 +6,15 @@
 //! as they apply `grant_scope`, `issuer`, `scope`, `expires_at`, `auth_tool`, `error`,
 //! `auth_url` and the SSO flags `token_forwarding_enabled` / `token_exchange_enabled`.
 
+use std::sync::Arc;
+
 use muster_core::{
     CallContext,
     crd::{GrantScope, MCPServerState},
 };
 use serde_json::{Map, Value, json};
 
+use super::SignInService;
 use crate::registry::{Registry, ServerView};
 
 /// How a server's caller gets its credentials.
@@ -41,8 +44,13 @@ fn kind_of(view: &ServerView) -> Kind {
 /// them counts as one sign-in attempt), or the reason it cannot in `error`; a server whose grant
 /// the caller already holds is connected by the call. Without sign-in configured
 /// (`aggregator.oauth.mcpClient`), `grant` servers carry no link.
-pub async fn status_document(registry: &Registry, ctx: &CallContext, auth_urls: bool) -> Value {
-    let service = registry.sign_in();
+pub async fn status_document(
+    registry: &Registry,
+    sign_in: Option<&Arc<SignInService>>,
+    ctx: &CallContext,
+    auth_urls: bool,
+) -> Value {
+    let service = sign_in;
     let views = registry.servers();
     let mut attempt = None;
     let mut servers = Vec::with_capacity(views.len());

@@ -314,7 +314,11 @@ pub fn entries() -> &'static [ToolEntry] {
 }
 
 /// Runs core tool `call.name`.
-pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<CallToolResult, ToolError> {
+pub(crate) async fn call(
+    registry: &Arc<Registry>,
+    sign_in: Option<&Arc<crate::auth::SignInService>>,
+    call: &ToolCall,
+) -> Result<CallToolResult, ToolError> {
     let tool = CoreTool::from_name(&call.name).ok_or_else(|| ToolError::not_found(&call.name))?;
     let args = &call.arguments;
     let value = match tool {
@@ -369,7 +373,7 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
                 .get("auth_urls")
                 .and_then(serde_json::Value::as_bool)
                 .unwrap_or(false);
-            let mut status = crate::auth::status_document(registry, &call.ctx, auth_urls).await;
+            let mut status = crate::auth::status_document(registry, sign_in, &call.ctx, auth_urls).await;
             if let Some(principal) = &call.ctx.principal {
                 status["principal"] = serde_json::json!({
                     "subject": principal.subject,
@@ -381,7 +385,7 @@ pub(crate) async fn call(registry: &Arc<Registry>, call: &ToolCall) -> Result<Ca
             status
         }
         CoreTool::AuthLogin | CoreTool::AuthLogout => {
-            let service = registry.sign_in().ok_or_else(|| {
+            let service = sign_in.ok_or_else(|| {
                 ToolError::invalid_arguments(
                     "OAuth is not configured: enable aggregator.oauth.mcpClient (enabled, publicUrl) in config.yaml",
                 )

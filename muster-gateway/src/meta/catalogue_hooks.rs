@@ -6,6 +6,8 @@
 //!   servers it holds a grant for. Their tools are then in the session's catalogue.
 //! - The servers a sign-in would unlock for the session ([`AuthHints`]): the registry's
 //!   `servers_requiring_auth`.
+//!
+//! Without sign-in services ([`DownstreamAuth`]) only the session is noted alive.
 
 use std::sync::Arc;
 
@@ -16,25 +18,26 @@ use muster_catalog::{
 };
 use muster_core::{CallContext, SessionId};
 
-use crate::registry::Registry;
+use crate::{auth::DownstreamAuth, registry::Registry};
 
-/// The registry as the catalogue service's hooks.
+/// The registry and the sign-in services as the catalogue service's hooks.
 #[derive(Clone)]
-pub(crate) struct RegistryHooks(pub(crate) Arc<Registry>);
+pub(crate) struct RegistryHooks {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) auth: Option<DownstreamAuth>,
+}
 
 impl AuthHints for RegistryHooks {
     fn servers_requiring_auth(&self, session: &SessionId, pattern: Option<&NamePattern>) -> Vec<ServerAuthHint> {
-        self.0.servers_requiring_auth(session, pattern)
+        self.registry.servers_requiring_auth(session, pattern)
     }
 }
 
 impl OnRequest for RegistryHooks {
     async fn on_request(&self, ctx: &CallContext) {
-        let registry = &self.0;
-        registry.touch_session(&ctx.session);
-        registry.sso().adopt(registry, ctx).await;
-        if let Some(service) = registry.sign_in() {
-            service.adopt_grants(registry, ctx).await;
+        self.registry.touch_session(&ctx.session);
+        if let Some(auth) = &self.auth {
+            auth.adopt(&self.registry, ctx).await;
         }
     }
 }

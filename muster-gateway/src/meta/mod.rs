@@ -45,7 +45,10 @@ pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
 use in_front::{AdmitsSessions, CallStream};
 
 use crate::{
-    auth::challenge::{self, Consent, SignInState},
+    auth::{
+        DownstreamAuth,
+        challenge::{self, Consent, SignInState},
+    },
     metrics::{CallTarget, Outcome},
     registry::Registry,
     upstream::ClientPeer,
@@ -58,12 +61,28 @@ find tools with filter_tools or list_tools, read one with describe_tool, run it 
 #[derive(Clone)]
 pub struct MetaTools {
     registry: Arc<Registry>,
+    /// Sign-in by link and single sign-on, when the meta-tools take part in them.
+    auth: Option<DownstreamAuth>,
     /// Answers the discovery meta-tools, and scopes every request.
     discovery: Discovery<RegistryHooks, RegistryHooks>,
     tools: BoxToolService,
     /// Where an HTTP session is admitted once rmcp set it up, for its calls to be answered
     /// in front of rmcp ([`in_front`]).
     sessions: Option<Arc<dyn AdmitsSessions>>,
+}
+
+/// The catalogue service over `registry`'s catalogue, its hooks taking part in sign-in with
+/// `auth`.
+fn discovery(registry: &Arc<Registry>, auth: Option<DownstreamAuth>) -> Discovery<RegistryHooks, RegistryHooks> {
+    let hooks = RegistryHooks {
+        registry: Arc::clone(registry),
+        auth,
+    };
+    let source: Arc<dyn CatalogSource> = Arc::clone(registry) as _;
+    Discovery::new(source, Arc::clone(registry.presets()))
+        .with_names(registry.names().clone())
+        .with_auth_hints(hooks.clone())
+        .with_on_request(hooks)
 }
 
 impl std::fmt::Debug for MetaTools {
@@ -75,18 +94,26 @@ impl std::fmt::Debug for MetaTools {
 impl MetaTools {
     /// Meta-tools over `registry`, running `call_tool` through `tools`.
     pub fn new(registry: Arc<Registry>, tools: BoxToolService) -> Self {
-        let hooks = RegistryHooks(Arc::clone(&registry));
-        let source: Arc<dyn CatalogSource> = Arc::clone(&registry) as _;
-        let discovery = Discovery::new(source, Arc::clone(registry.presets()))
-            .with_names(registry.names().clone())
-            .with_auth_hints(hooks.clone())
-            .with_on_request(hooks);
         Self {
+            discovery: discovery(&registry, None),
             registry,
-            discovery,
+            auth: None,
             tools,
             sessions: None,
         }
+    }
+
+    /// Takes part in signing people in to downstream servers: each request first connects the
+    /// session to what the caller's identity unlocks (single sign-on servers, held grants);
+    /// `list_tools` and `filter_tools` name the servers a sign-in would unlock; a call of a
+    /// tool behind a sign-in is answered with a link (URL elicitation, -32042 or
+    /// `auth_required`, as the client's protocol version calls for), and its retry waits for
+    /// the sign-in to complete.
+    #[must_use]
+    pub fn with_auth(mut self, auth: DownstreamAuth) -> Self {
+        self.discovery = discovery(&self.registry, Some(auth.clone()));
+        self.auth = Some(auth);
+        self
     }
 
     /// Admits each HTTP session to `table` once it is initialized
@@ -209,7 +236,7 @@ impl MetaTools {
     /// error that ends the call without running it.
     async fn await_sign_in_retry(&self, request: &CallToolRequestParams, ctx: &CallContext) -> Option<CallToolResult> {
         let state = SignInState::decode(request.request_state.as_deref()?)?;
-        let service = self.registry.sign_in()?;
+        let service = self.auth.as_ref()?.sign_in()?;
         match challenge::consent(request.input_responses.as_ref()) {
             Consent::Declined => Some(challenge::declined(&state.server)),
             Consent::Accepted => {
@@ -226,6 +253,7 @@ impl MetaTools {
     /// Why the session could not reach the single sign-on server tool `name` belongs to, when
     /// its last attempt failed (an exchange refused, a forwarded token rejected).
     fn sso_failure(&self, name: &str, ctx: &CallContext) -> Option<String> {
+        let auth = self.auth.as_ref()?;
         self.registry.servers().into_iter().find_map(|view| {
             let definition = &view.definition;
             let prefix = definition
@@ -235,7 +263,7 @@ impl MetaTools {
                 .unwrap_or(&definition.metadata.name);
             let head = self.registry.names().server_tool(prefix, "");
             (!head.is_empty() && name.starts_with(&head) && name.len() > head.len())
-                .then(|| self.registry.sso().failure(&ctx.session, &definition.metadata.name))
+                .then(|| auth.sso().failure(&ctx.session, &definition.metadata.name))
                 .flatten()
                 .map(|reason| {
                     format!(
@@ -249,7 +277,7 @@ impl MetaTools {
     /// The `auth_required` answer of a call to a tool of a server the session has not signed in
     /// to: an error result whose text and structured content carry the sign-in link.
     async fn sign_in_answer(&self, name: &str, ctx: &CallContext) -> Option<CallToolResult> {
-        let service = self.registry.sign_in()?;
+        let service = self.auth.as_ref()?.sign_in()?;
         let hint = self
             .registry
             .servers_requiring_auth(&ctx.session, None)

@@ -327,11 +327,11 @@ impl MetaTools {
                 None,
             ));
         }
-        self.registry.sso().adopt(&self.registry, &call_ctx).await;
-        if let Some(service) = self.registry.sign_in() {
-            service.adopt_grants(&self.registry, &call_ctx).await;
+        if let Some(auth) = &self.auth {
+            auth.adopt(&self.registry, &call_ctx).await;
         }
-        let status = crate::auth::status_document(&self.registry, &call_ctx, false).await;
+        let sign_in = self.auth.as_ref().and_then(|a| a.sign_in());
+        let status = crate::auth::status_document(&self.registry, sign_in, &call_ctx, false).await;
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(status.to_string(), AUTH_STATUS_URI).with_mime_type("application/json"),
         ])

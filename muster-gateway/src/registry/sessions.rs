@@ -2,12 +2,15 @@
 //! signed in to, the catalogue it sees, the clients to notify when its lists change, and the
 //! reaping of sessions that ended.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::sync::Arc;
 
 use muster_catalog::Catalog;
-use muster_core::{SessionId, crd::MCPServerState};
+use muster_core::{
+    SessionId,
+    crd::{MCPServer, MCPServerState},
+};
 
-use super::Registry;
+use super::{Registry, SessionObserver};
 use crate::upstream::SharedConnection;
 
 /// How often ended and idle sessions are looked for.
@@ -26,30 +29,15 @@ impl Registry {
     /// The catalogue `session` sees: the shared one plus the tools of the servers it signed in
     /// to.
     pub fn catalog_for(&self, session: &SessionId) -> Arc<Catalog> {
-        let own = self
-            .session_connections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .filter(|c| !c.is_empty())
-            .cloned();
-        let Some(own) = own else {
+        let Some(own) = self.sessions.held_by(session) else {
             return self.catalog();
         };
-        if let Some(catalog) = self
-            .session_catalogs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-        {
-            return Arc::clone(catalog);
+        if let Some(catalog) = self.sessions.cached_catalog(session) {
+            return catalog;
         }
         let (catalog, _, _) = self.build_catalog(&own);
         let catalog = Arc::new(catalog);
-        self.session_catalogs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(session.as_str().to_owned(), Arc::clone(&catalog));
+        self.sessions.cache_catalog(session, Arc::clone(&catalog));
         catalog
     }
 
@@ -91,12 +79,7 @@ impl Registry {
 
     /// The connection `session` holds to `server`, when it signed in to it.
     pub fn session_connection(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
-        self.session_connections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session.as_str())
-            .and_then(|c| c.get(server))
-            .cloned()
+        self.sessions.get(session, server)
     }
 
     /// Gives `session` its own connection to `server` (after a sign-in); the session's catalogue
@@ -109,30 +92,14 @@ impl Registry {
     /// Replaces the connection `session` holds to `server` (a refreshed token), without telling
     /// the session anything changed.
     pub(crate) fn replace_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
-        let previous = self
-            .session_connections
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(session.as_str().to_owned())
-            .or_default()
-            .insert(server.to_owned(), conn);
-        if let Some(previous) = previous {
-            previous.close();
-        }
+        self.sessions.put(session, server, conn);
         self.derive_sso_state(server);
     }
 
     /// Drops the connection `session` holds to `server`; whether it held one.
     pub fn remove_session_connection(&self, session: &SessionId, server: &str) -> bool {
-        let removed = self
-            .session_connections
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(session.as_str())
-            .and_then(|c| c.remove(server));
-        let held = removed.is_some();
-        if let Some(conn) = removed {
-            conn.close();
+        let held = self.sessions.remove(session, server);
+        if held {
             self.session_changed(session);
             self.derive_sso_state(server);
         }
@@ -149,10 +116,7 @@ impl Registry {
     }
 
     fn session_changed(&self, session: &SessionId) {
-        self.session_catalogs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(session.as_str());
+        self.sessions.forget_catalog(session);
         self.changes.publish(super::Change::SessionLists(session.clone()));
     }
 
@@ -168,36 +132,22 @@ impl Registry {
 
     /// Notes that `session` made a request now.
     pub fn touch_session(&self, session: &SessionId) {
-        self.last_seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(session.as_str().to_owned(), std::time::Instant::now());
+        self.sessions.touch(session);
     }
 
     /// Closes the connections of the sessions that made no request for `idle` (their grants
     /// stay: the next request connects them again); how many there were.
     pub fn reap_idle_sessions(&self, idle: std::time::Duration) -> usize {
-        let idle_sessions: Vec<SessionId> = {
-            let seen = self.last_seen.lock().unwrap_or_else(|e| e.into_inner());
-            self.session_connections
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .filter(|(_, c)| !c.is_empty())
-                .filter(|(s, _)| seen.get(*s).is_none_or(|at| at.elapsed() >= idle))
-                .map(|(s, _)| SessionId::new(s))
-                .collect()
-        };
+        let idle_sessions = self.sessions.idle(idle);
         self.forget_sessions(&idle_sessions, false);
         idle_sessions.len()
     }
 
     fn ended_sessions(&self) -> Vec<SessionId> {
-        let connections = self.session_connections.read().unwrap_or_else(|e| e.into_inner());
-        connections
-            .keys()
-            .filter(|s| !s.starts_with("principal-") && *s != SessionId::default().as_str())
-            .map(SessionId::new)
+        self.sessions
+            .sessions()
+            .into_iter()
+            .filter(|s| !s.as_str().starts_with("principal-") && *s != SessionId::default())
             .filter(|s| !self.changes.has_clients(s))
             .collect()
     }
@@ -206,30 +156,7 @@ impl Registry {
     /// the grants only they owned too (revoked), while an idle session keeps its grants.
     fn forget_sessions(&self, sessions: &[SessionId], ended: bool) {
         for session in sessions {
-            let dropped = self
-                .session_connections
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(session.as_str());
-            for conn in dropped.into_iter().flat_map(BTreeMap::into_values) {
-                conn.close();
-            }
-            self.session_catalogs
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(session.as_str());
-            if let Some(service) = &self.sign_in {
-                if ended {
-                    service.end_session(session);
-                } else {
-                    service.disconnect_session(session);
-                }
-            }
-            self.sso.end_session(session);
-            self.last_seen
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(session.as_str());
+            self.sessions.forget(session, ended);
         }
         if !sessions.is_empty() {
             tracing::debug!(sessions = sessions.len(), ended, "reaped sessions");
@@ -243,13 +170,14 @@ impl Registry {
     /// For a single sign-on server: `Connected` while any session holds a connection to it,
     /// else `Awaiting Session` (other states are the supervisor's).
     pub(crate) fn derive_sso_state(&self, server: &str) {
-        let held = self
-            .session_connections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .any(|c| c.contains_key(server));
-        self.servers.set_session_held(server, held, crate::auth::sso::is_sso);
+        let held = self.sessions.any_holds(server);
+        self.servers
+            .set_session_held(server, held, MCPServer::uses_callers_identity);
+    }
+
+    /// Tells `observer` of every session forgotten from now on.
+    pub fn observe_sessions(&self, observer: Arc<dyn SessionObserver>) {
+        self.sessions.observe(observer);
     }
 
     /// Reaps ended sessions every [`SESSION_REAP_INTERVAL`] while the registry lives.

@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use muster_core::crd::MCPServer;
-//! use muster_gateway::auth::issuers::conflict;
+//! use muster_auth::issuers::conflict;
 //!
 //! let server = |name: &str, scope: &str| -> MCPServer {
 //!     serde_saphyr::from_str(&format!(

@@ -1,0 +1,85 @@
+//! [`RegistryOptions`]: what a registry is given besides its definitions: supervision
+//! settings, and where events, definition writes, execution records and Secrets go.
+
+use std::sync::Arc;
+
+use muster_workflow::record::ExecutionStore;
+
+use crate::{
+    definitions::{DefinitionStore, config_dir::ConfigStore},
+    events::EventLog,
+    upstream::supervision::SupervisorConfig,
+};
+
+/// The parts of a registry besides its definitions.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RegistryOptions {
+    /// Reconnect backoff and health checks.
+    pub supervision: SupervisorConfig,
+    /// Where events go (in memory unless a config directory's log is given).
+    pub events: Option<EventLog>,
+    /// Where the core tools write definitions; when unset, the config directory's store if
+    /// there is one, else none (changes are kept in memory only).
+    pub definitions: Option<Arc<dyn DefinitionStore>>,
+    /// The config directory, in filesystem mode: where `core_config_save` writes and
+    /// `core_config_reload` and the watch read, and where definitions are written unless
+    /// [`Self::definitions`] says otherwise.
+    pub config_dir: Option<ConfigStore>,
+    /// Where workflow execution records go (in memory unless given).
+    pub executions: Option<Arc<dyn ExecutionStore>>,
+    /// Where the Secrets servers name are read (none: every read fails naming the Secret).
+    pub secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
+}
+
+impl RegistryOptions {
+    /// Sets the reconnect backoff and health checks.
+    pub fn with_supervision(mut self, supervision: SupervisorConfig) -> Self {
+        self.supervision = supervision;
+        self
+    }
+
+    /// Keeps events in `dir/events/` and workflow run records in `dir/workflow_executions/`
+    /// (creating them; a run an earlier process left unfinished is marked failed), as filesystem
+    /// mode does beside its definitions. Refused when either cannot be opened.
+    pub fn with_data_dir(self, dir: &std::path::Path) -> Result<Self, crate::error::GatewayError> {
+        let events = EventLog::open(dir).map_err(|source| crate::error::GatewayError::DataDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let executions = crate::workflows::open_executions(dir, &events)?;
+        Ok(self.with_events(events).with_executions(executions))
+    }
+
+    /// Sets where events go.
+    pub fn with_events(mut self, events: EventLog) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// Filesystem mode: sets the config directory (`config.yaml`, reloads, and the definitions
+    /// unless [`Self::with_definition_store`] sets another store).
+    pub fn with_config_dir(mut self, store: ConfigStore) -> Self {
+        self.config_dir = Some(store);
+        self
+    }
+
+    /// Sets where the core tools write definitions (the config directory's store, when one is
+    /// set, otherwise).
+    pub fn with_definition_store(mut self, store: Arc<dyn DefinitionStore>) -> Self {
+        self.definitions = Some(store);
+        self
+    }
+
+    /// Sets where workflow execution records go.
+    pub fn with_executions(mut self, executions: Arc<dyn ExecutionStore>) -> Self {
+        self.executions = Some(executions);
+        self
+    }
+
+    /// Sets where the Secrets servers name are read.
+    pub fn with_secrets(mut self, secrets: Arc<dyn crate::secrets::SecretSource>) -> Self {
+        self.secrets = Some(secrets);
+        self
+    }
+}
