@@ -1,5 +1,26 @@
 //! [`Gateway`]: the composition of registry, dispatcher, meta-tools and HTTP front.
 //!
+//! The whole stack, outermost first, each piece public and usable alone; the tool stack is built
+//! in [`Gateway::with_options`], the HTTP half in [`http::Front::new`]:
+//!
+//! ```text
+//! HTTP /mcp   BearerAuthLayer              muster_auth::resource   (aggregator.oauth.server)
+//!             request guard                Host, body size, JSON depth, sessions, drain
+//!             ToolsetHeaderLayer           muster_catalog::toolset (X-muster-Toolset)
+//!             rmcp StreamableHttpService   sessions; calls answered in front of it
+//!             MetaTools (ServerHandler)    meta::MetaTools::with_auth
+//!               discovery meta-tools       muster_catalog::discovery::Discovery
+//!               tools/call                 URL elicitation (auth::elicitation) -> call_tool
+//! ToolCall    MetricsLayer                 metrics: counts and spans, refusals too
+//!             ToolsetLayer                 muster_catalog::toolset
+//!             Dispatcher::with_auth        dispatch: downstream connections, core tools,
+//!                                          WorkflowTools (muster_workflow::tools), own tools
+//! below       Registry                     server table, session connections, change bus,
+//!                                          workflow table; supervisor::start supervises it
+//!             DownstreamAuth               sign-in by link and single sign-on
+//!             definitions                  where definitions come from and writes go
+//! ```
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use muster_gateway::{Gateway, definitions::config_dir};
