@@ -51,7 +51,8 @@ fn unique(label: &str) -> String {
     format!("contract-{label}-{hex}")
 }
 
-fn request(session: &str, server: &str) -> SignInRequest {
+/// A sign-in request of `session` to `server` at a pinned authorization server, for tests.
+pub fn sample_request(session: &str, server: &str) -> SignInRequest {
     SignInRequest {
         session: session.to_owned(),
         owner: session.to_owned(),
@@ -71,11 +72,12 @@ fn request(session: &str, server: &str) -> SignInRequest {
 }
 
 fn started(session: &str, server: &str, ttl: Duration) -> (String, PendingSignIn) {
-    let (started, pending) = PendingSignIn::start(request(session, server), ttl).expect("a sign-in starts");
+    let (started, pending) = PendingSignIn::start(sample_request(session, server), ttl).expect("a sign-in starts");
     (started.state, pending)
 }
 
-fn grant(token: &str) -> Grant {
+/// A grant with access token `token` (and refresh token `<token>-refresh`), for tests.
+pub fn sample_grant(token: &str) -> Grant {
     Grant {
         access_token: Secret::new(token),
         refresh_token: Some(Secret::new(format!("{token}-refresh"))),
@@ -247,7 +249,10 @@ pub async fn grants_are_kept_by_owner_and_server(store: &dyn SignInStore) {
         "no grant yet"
     );
 
-    let first = store.put_grant(&owner, "github", grant("t1")).await.expect("put");
+    let first = store
+        .put_grant(&owner, "github", sample_grant("t1"))
+        .await
+        .expect("put");
     let held = store.grant(&owner, "github").await.expect("get").expect("kept");
     assert!(held.grant.access_token.matches("t1"), "the grant is kept");
     assert!(
@@ -256,14 +261,17 @@ pub async fn grants_are_kept_by_owner_and_server(store: &dyn SignInStore) {
     );
     assert_eq!(held.generation, first);
 
-    let second = store.put_grant(&owner, "github", grant("t2")).await.expect("put");
+    let second = store
+        .put_grant(&owner, "github", sample_grant("t2"))
+        .await
+        .expect("put");
     assert_ne!(second, first, "a new grant has a new generation");
     let held = store.grant(&owner, "github").await.expect("get").expect("kept");
     assert!(held.grant.access_token.matches("t2"), "a grant replaces the one before");
     assert_eq!(held.generation, second);
 
-    store.put_grant(&owner, "slack", grant("t3")).await.expect("put");
-    store.put_grant(&longer, "jira", grant("t4")).await.expect("put");
+    store.put_grant(&owner, "slack", sample_grant("t3")).await.expect("put");
+    store.put_grant(&longer, "jira", sample_grant("t4")).await.expect("put");
     assert_eq!(
         store.servers_of(&owner).await.expect("list"),
         vec!["github".to_owned(), "slack".to_owned()],
@@ -283,7 +291,10 @@ pub async fn grants_are_kept_by_owner_and_server(store: &dyn SignInStore) {
         store.remove_grant(&owner, "github").await.expect("remove").is_none(),
         "removed once"
     );
-    let third = store.put_grant(&owner, "github", grant("t5")).await.expect("put");
+    let third = store
+        .put_grant(&owner, "github", sample_grant("t5"))
+        .await
+        .expect("put");
     assert!(
         third != first && third != second,
         "a grant after a sign-out has a new generation"
@@ -314,7 +325,7 @@ pub async fn attempts_are_limited_within_their_window(store: &dyn SignInStore) {
             !retry_in.is_zero() && retry_in <= SHORT,
             "a refusal says when the oldest attempt leaves the window ({retry_in:?})"
         ),
-        counted => panic!("an attempt at the limit is refused, not {counted:?}"),
+        counted @ Attempt::Counted(_) => panic!("an attempt at the limit is refused, not {counted:?}"),
     }
     assert_eq!(
         store.count_attempt(&other, 3, SHORT).await.expect("count"),

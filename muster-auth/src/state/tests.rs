@@ -7,44 +7,7 @@ use std::{
 };
 
 use super::{contract, *};
-use crate::oauth::{
-    discovery::AuthorizationServerMetadata,
-    flow::SignInRequest,
-    store::{EncryptedGrantStore, GrantStoreKey},
-};
-
-fn request() -> SignInRequest {
-    SignInRequest {
-        session: "s".into(),
-        owner: "s".into(),
-        server: "github".into(),
-        metadata: AuthorizationServerMetadata::pinned(
-            "https://as.example",
-            "https://as.example/authorize",
-            "https://as.example/token",
-            None,
-        ),
-        client: ClientRegistration::pre_registered("c", None),
-        redirect_uri: "https://gw.example/cb".into(),
-        resource: "https://github.example/mcp".into(),
-        scope: None,
-        expected_issuer: None,
-    }
-}
-
-fn grant(token: &str) -> Grant {
-    Grant {
-        access_token: Secret::new(token),
-        refresh_token: None,
-        expires_at: None,
-        scope: None,
-        issuer: "https://idp".into(),
-        token_endpoint: "https://idp/token".into(),
-        revocation_endpoint: None,
-        client: ClientRegistration::pre_registered("muster", None),
-        resource: "https://mcp".into(),
-    }
-}
+use crate::oauth::store::{EncryptedGrantStore, GrantStoreKey};
 
 #[tokio::test]
 async fn the_memory_store_keeps_the_contract() {
@@ -55,7 +18,8 @@ async fn the_memory_store_keeps_the_contract() {
 async fn of_many_tasks_taking_one_state_on_many_threads_one_gets_it() {
     let store = Arc::new(MemorySignInStore::new());
     for _ in 0..20 {
-        let (started, pending) = PendingSignIn::start(request(), Duration::from_secs(60)).expect("starts");
+        let (started, pending) =
+            PendingSignIn::start(contract::sample_request("s", "github"), Duration::from_secs(60)).expect("starts");
         store.put_pending(&started.state, pending).await.expect("put");
         let start = Arc::new(tokio::sync::Barrier::new(16));
         let takers: Vec<_> = (0..16)
@@ -107,7 +71,7 @@ async fn a_refusal_waits_for_the_oldest_attempt_to_leave_the_window() {
     }
     match store.count_attempt("a", 10, window).await.expect("count") {
         Attempt::Refused { retry_in } => assert!(retry_in > Duration::from_secs(59) && retry_in <= window),
-        counted => panic!("{counted:?}"),
+        counted @ Attempt::Counted(_) => panic!("{counted:?}"),
     }
 }
 
@@ -118,12 +82,21 @@ async fn only_durable_owners_grants_are_written_to_the_grant_file_and_read_back(
     let open = || EncryptedGrantStore::open(dir.path(), key.clone()).expect("opens");
     let store = MemorySignInStore::with_grant_file(open()).expect("loads");
     store
-        .put_grant("transport-1", "github", grant("t1"))
+        .put_grant("transport-1", "github", contract::sample_grant("t1"))
         .await
         .expect("put");
-    store.put_grant("subject-x", "slack", grant("t2")).await.expect("put");
-    store.put_grant("principal-1", "jira", grant("t3")).await.expect("put");
-    store.put_grant("principal-1", "wiki", grant("t4")).await.expect("put");
+    store
+        .put_grant("subject-x", "slack", contract::sample_grant("t2"))
+        .await
+        .expect("put");
+    store
+        .put_grant("principal-1", "jira", contract::sample_grant("t3"))
+        .await
+        .expect("put");
+    store
+        .put_grant("principal-1", "wiki", contract::sample_grant("t4"))
+        .await
+        .expect("put");
     store.remove_grant("principal-1", "wiki").await.expect("remove");
 
     let restarted = MemorySignInStore::with_grant_file(open()).expect("loads");

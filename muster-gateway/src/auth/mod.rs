@@ -10,7 +10,7 @@
 //! The OAuth client itself (discovery, registration, PKCE, the callback's checks, refresh,
 //! revocation) is [`muster_auth::oauth`]. The state a sign-in leaves (pending sign-ins, client
 //! registrations, grants, sign-in attempts, refreshes in flight) is in a
-//! [`SignInStore`](muster_auth::state::SignInStore), which any replica may read: in memory unless
+//! [`SignInStore`], which any replica may read: in memory unless
 //! [`DownstreamAuth::with_store`] is given another. What stays in this process is what only the
 //! replica holding a session can use: which grant each of its connections carries, and who waits
 //! for a link's outcome.
@@ -495,29 +495,15 @@ pub const ID_TOKEN_HEADER: &str = "X-Muster-Id-Token";
 
 #[cfg(test)]
 mod tests {
-    use muster_auth::{Secret, oauth::registration::ClientRegistration};
+    use muster_auth::state::contract::sample_grant;
 
     use super::*;
-
-    fn grant(token: &str) -> Grant {
-        Grant {
-            access_token: Secret::new(token),
-            refresh_token: None,
-            expires_at: None,
-            scope: None,
-            issuer: "https://idp".into(),
-            token_endpoint: "https://idp/token".into(),
-            revocation_endpoint: None,
-            client: ClientRegistration::pre_registered("muster", None),
-            resource: "https://mcp".into(),
-        }
-    }
 
     #[tokio::test]
     async fn an_ended_transport_session_loses_its_own_grants_only() {
         let store = Arc::new(MemorySignInStore::new());
         for (owner, server) in [("a", "github"), ("subject-x", "slack"), ("principal-1", "jira")] {
-            store.put_grant(owner, server, grant("t")).await.expect("put");
+            store.put_grant(owner, server, sample_grant("t")).await.expect("put");
         }
         let service = SignInService::new(&McpClientConfig::default(), store.clone());
         service.end_session(&SessionId::new("principal-1"));

@@ -83,7 +83,7 @@ impl SsoService {
 
     /// The service, reading client credentials from `secrets`, with the exchanged tokens kept
     /// in `store` (one exchange at a time per session and server stays this process's).
-    pub fn with_store(secrets: Arc<dyn SecretSource>, store: Arc<dyn SignInStore>) -> Self {
+    pub(crate) fn with_store(secrets: Arc<dyn SecretSource>, store: Arc<dyn SignInStore>) -> Self {
         Self {
             http: OAuthHttp::new(),
             exchanges: ExchangeCache::with_store(store),
