@@ -184,7 +184,7 @@ def definition_seeds():
             for f in sorted(files):
                 if f.endswith((".yaml", ".yml")):
                     docs.append(read(dirpath, f))
-    for text in rust_files("muster-core/src", "muster-gateway/src/config_dir", "muster-gateway/src/store.rs", "muster-workflow/src", "tests"):
+    for text in rust_files("muster-core/src", "muster-gateway/src/definitions", "muster-workflow/src", "tests"):
         for s in rust_strings(text):
             if re.search(r"^\s*(apiVersion|kind|aggregator|spec|toolsetPresets):", s, re.M) and len(s) < 20000:
                 docs.append(s)

@@ -34,7 +34,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use muster::gateway::{Gateway, config_dir};
+//! use muster::gateway::{Gateway, definitions::config_dir};
 //!
 //! let loaded = config_dir::load(std::path::Path::new("examples/config"))?;
 //! let gateway = Gateway::new(loaded.config, loaded.servers, loaded.workflows)?;

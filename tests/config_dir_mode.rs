@@ -202,6 +202,32 @@ async fn edits_of_the_config_directory_are_applied_live_and_a_bad_file_keeps_the
     h.stop().await;
 }
 
+#[tokio::test]
+async fn a_bad_file_keeps_its_last_good_definition_when_the_directory_is_named_by_a_roundabout_path() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(tmp.path().join("elsewhere")).expect("mkdir");
+    // The path the gateway is given, and the one the watcher sees events under, differ.
+    let dir = tmp.path().join("elsewhere").join("..");
+    let remote = |name: &str| {
+        format!(
+            "apiVersion: muster.giantswarm.io/v1alpha1\nkind: MCPServer\nmetadata:\n  name: {name}\nspec:\n  type: streamable-http\n  url: http://127.0.0.1:9/mcp\n"
+        )
+    };
+    write(&dir, "mcpservers/a.yaml", &remote("a"));
+    let (gateway, problems) = Gateway::from_config_dir(&dir, fast_supervision()).expect("loads");
+    assert!(problems.is_empty(), "{problems:?}");
+    let _watch = gateway.watch_config_dir().expect("watching");
+
+    write(&dir, "mcpservers/a.yaml", "kind: MCPServer\nmetadata: [broken\n");
+    write(&dir, "mcpservers/b.yaml", &remote("b"));
+    let registry = gateway.registry();
+    assert!(
+        eventually(10, || async { registry.server("b").is_some() }).await,
+        "the change was read"
+    );
+    assert!(registry.server("a").is_some(), "a keeps its last good definition");
+}
+
 /// The Rust block of README.md's "Using the SDK" (compiled as a doc test of the facade crate).
 fn readme_sdk_snippet() -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");

@@ -477,7 +477,7 @@ async fn step_events_are_written_to_the_event_log() {
 #[tokio::test]
 async fn the_example_config_directory_loads_and_its_workflow_runs() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config");
-    let loaded = muster::gateway::config_dir::load(&dir).expect("the example config directory reads");
+    let loaded = muster::gateway::definitions::config_dir::load(&dir).expect("the example config directory reads");
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     let names: Vec<&str> = loaded.workflows.iter().map(|w| w.metadata.name.as_str()).collect();
     assert_eq!(names, ["demo-tour"]);

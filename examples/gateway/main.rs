@@ -355,7 +355,7 @@ struct Bound {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
     /// Live reload of the config directory, while it is held.
-    _watch: Option<muster::gateway::watch::WatchHandle>,
+    _watch: Option<muster::gateway::definitions::config_dir::WatchHandle>,
 }
 
 /// Loads the definitions (see `config_source.rs`), binds their address (or the one `args` give)

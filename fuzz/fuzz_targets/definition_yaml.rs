@@ -27,10 +27,7 @@ use muster_core::{
     config::{MusterConfig, unknown_keys},
     crd::{MCPServer, Workflow, WorkflowExecution, deprecated_spellings},
 };
-use muster_gateway::{
-    config_dir::{self, LoadedConfig, MCPSERVERS_DIR, WORKFLOWS_DIR},
-    store::ConfigStore,
-};
+use muster_gateway::definitions::config_dir::{self, ConfigStore, LoadedConfig, MCPSERVERS_DIR, WORKFLOWS_DIR};
 use muster_workflow::engine::CompiledWorkflow;
 use serde_json::Value;
 

@@ -2,7 +2,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use muster_gateway::{Gateway, config_dir};
+//! use muster_gateway::{Gateway, definitions::config_dir};
 //!
 //! let loaded = config_dir::load(std::path::Path::new("examples/config"))?;
 //! let gateway = Gateway::new(loaded.config, loaded.servers, loaded.workflows)?;
@@ -25,8 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     auth::DownstreamAuth,
+    definitions::config_dir,
     dispatch::Dispatcher,
     error::GatewayError,
+    events::{KIND_MCP_SERVER, KIND_WORKFLOW},
     http,
     meta::MetaTools,
     metrics::MetricsLayer,
@@ -122,39 +124,51 @@ impl Gateway {
     pub fn from_config_dir(
         dir: &std::path::Path,
         supervision: SupervisorConfig,
-    ) -> Result<(Self, Vec<crate::config_dir::LoadProblem>), GatewayError> {
-        let loaded = crate::config_dir::load(dir).map_err(|source| GatewayError::ConfigDir {
+    ) -> Result<(Self, Vec<config_dir::LoadProblem>), GatewayError> {
+        let loaded = config_dir::load(dir).map_err(|source| GatewayError::ConfigDir {
             dir: dir.to_path_buf(),
             source,
         })?;
+        let store = config_dir::ConfigStore::new(dir);
+        let snapshot = store.snapshot(&loaded);
         let options = RegistryOptions::default()
             .with_supervision(supervision)
             .with_data_dir(dir)?
-            .with_store(crate::store::ConfigStore::new(dir))
+            .with_config_dir(store)
             .with_secrets(Arc::new(crate::secrets::DirectorySecrets::new(dir.join("secrets"))));
         let gateway = Self::with_options(
-            loaded.config.clone(),
-            loaded.servers.clone(),
-            loaded.workflows.clone(),
+            loaded.config,
+            snapshot.servers.iter().map(|s| s.definition.clone()).collect(),
+            snapshot.workflows.iter().map(|w| w.definition.clone()).collect(),
             options,
         )?;
-        gateway.registry.set_sources(crate::registry::Sources {
-            servers: loaded.server_files.clone(),
-            workflows: loaded.workflow_files.clone(),
-        });
-        crate::sync::report_dropped_fields(&gateway.registry, &loaded.warnings, |_, _| true);
+        let sourced = snapshot
+            .servers
+            .iter()
+            .map(|s| (KIND_MCP_SERVER, &s.definition.metadata.name, &s.dropped_fields))
+            .chain(
+                snapshot
+                    .workflows
+                    .iter()
+                    .map(|w| (KIND_WORKFLOW, &w.definition.metadata.name, &w.dropped_fields)),
+            );
+        for (kind, name, dropped) in sourced {
+            let dropped: Vec<String> = dropped.iter().map(ToString::to_string).collect();
+            gateway.registry.report_dropped_fields(kind, name, &dropped, true);
+        }
         Ok((gateway, loaded.problems))
     }
 
-    /// Watches the config directory and applies its changes (see [`crate::watch`]); stops when
-    /// the handle is dropped.
-    pub fn watch_config_dir(&self) -> Result<crate::watch::WatchHandle, GatewayError> {
-        let dir = self
-            .registry
-            .store()
-            .map(|s| s.dir().to_path_buf())
-            .ok_or(GatewayError::NoConfigDir)?;
-        crate::watch::watch(&self.registry, &dir).map_err(|e| GatewayError::Watch(e.to_string()))
+    /// Watches the config directory and applies each change to the registry
+    /// ([`config_dir::watch`], [`Registry::apply_snapshot`]); stops when the handle is dropped
+    /// (or the gateway is gone).
+    pub fn watch_config_dir(&self) -> Result<config_dir::WatchHandle, GatewayError> {
+        let store = self.registry.config_dir().ok_or(GatewayError::NoConfigDir)?;
+        let registry = Arc::downgrade(&self.registry);
+        config_dir::watch(store, move |snapshot| {
+            registry.upgrade().map(|registry| registry.apply_snapshot(snapshot))
+        })
+        .map_err(|e| GatewayError::Watch(e.to_string()))
     }
 
     /// Starts supervising every downstream server; those that start automatically connect.

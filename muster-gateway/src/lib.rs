@@ -5,7 +5,8 @@
 //! HTTP front, assembled by [`Gateway`].
 //!
 //! - [`auth`]: people signing in to downstream servers, and their per-session connections.
-//! - [`config_dir`]: filesystem mode, the muster config directory.
+//! - [`definitions`]: where the definitions live, behind a read seam and a write seam, and
+//!   filesystem mode ([`definitions::config_dir`]), the muster config directory.
 //! - [`upstream`]: the gateway as an MCP client of each downstream server.
 //! - [`registry`]: servers, workflows, runtime state and the catalogue snapshot.
 //! - [`dispatch`]: the innermost tool service, routing calls by exposed name.
@@ -44,7 +45,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let loaded = muster_gateway::config_dir::load(std::path::Path::new("examples/config"))?;
+//! let loaded = muster_gateway::definitions::config_dir::load(std::path::Path::new("examples/config"))?;
 //! let gateway = muster_gateway::Gateway::new(loaded.config, loaded.servers, loaded.workflows)?;
 //! gateway.start().await;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
@@ -53,8 +54,8 @@
 //! ```
 
 pub mod auth;
-pub mod config_dir;
 pub mod core_tools;
+pub mod definitions;
 pub mod dispatch;
 mod error;
 pub mod events;
@@ -64,11 +65,8 @@ pub mod meta;
 pub mod metrics;
 pub mod registry;
 pub mod secrets;
-pub mod store;
 pub mod supervisor;
 mod surface;
-pub mod sync;
-pub mod watch;
 pub mod workflows;
 
 pub use error::GatewayError;

@@ -11,12 +11,15 @@
 //!   holds;
 //! - [`ServerRuntime`]: one server's state and the CRD status it reads as;
 //! - [`ChangeBus`]: what the MCP client sessions are told when their lists change;
+//! - what a definition source says changed (`apply`): [`Registry::apply_changes`] and
+//!   [`Registry::apply_snapshot`] touch only the definitions that changed;
 //! - the session connections (`session_connections`): the connections a session holds of its
 //!   own (to the servers it signed in to), the catalogue it sees, when it last made a request;
 //! - the per-session side of the registry (`sessions`): those joined with the server table, and
 //!   the reaping of sessions that ended, told to each [`SessionObserver`] (the sign-in services,
 //!   which sit above the registry).
 
+mod apply;
 mod changes;
 mod options;
 mod runtime;
@@ -53,8 +56,8 @@ use muster_workflow::{
 };
 
 use crate::{
+    definitions::{DefinitionStore, config_dir::ConfigStore},
     events::{Author, Event, EventLog, reasons},
-    store::ConfigStore,
     surface::{self, Contribution},
     upstream::SharedConnection,
     upstream::supervision::SupervisorConfig,
@@ -66,7 +69,6 @@ use crate::{
 pub struct Registry {
     config: RwLock<MusterConfig>,
     names: NameRules,
-    sources: std::sync::Mutex<Sources>,
     presets: Arc<Presets>,
     servers: ServerTable,
     /// The `workflow_<name>` tools: the workflow table, and the engine that runs them.
@@ -90,20 +92,16 @@ pub struct Registry {
     events: EventLog,
     /// The sessions following the events (`core_events` with `follow: true`).
     event_followers: crate::events::EventFollowers,
-    store: Option<ConfigStore>,
+    /// Where the core tools write definitions (none: their changes are kept in memory only).
+    definitions: Option<Arc<dyn DefinitionStore>>,
+    /// The config directory, in filesystem mode (`core_config_save` and `_reload`, the watch).
+    config_dir: Option<ConfigStore>,
     /// The concurrency limits of sessions and servers (`aggregator.limits`, read at start).
     limits: Arc<muster_upstream::limits::CallLimits>,
     /// Cancelled when a shutdown's deadline ends the calls still running.
     calls_ended: tokio_util::sync::CancellationToken,
     /// The metrics served at `/metrics`.
     metrics: Arc<crate::metrics::GatewayMetrics>,
-}
-
-/// Which file of the config directory defined which server and workflow.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Sources {
-    pub(crate) servers: BTreeMap<std::path::PathBuf, String>,
-    pub(crate) workflows: BTreeMap<std::path::PathBuf, String>,
 }
 
 impl Registry {
@@ -152,7 +150,6 @@ impl Registry {
             limits,
             calls_ended: tokio_util::sync::CancellationToken::new(),
             config: RwLock::new(config),
-            sources: std::sync::Mutex::new(Sources::default()),
             names,
             presets,
             servers: ServerTable::new(servers, events.clone()),
@@ -169,7 +166,13 @@ impl Registry {
             started: std::sync::atomic::AtomicBool::new(false),
             events,
             event_followers: crate::events::EventFollowers::default(),
-            store: options.store,
+            definitions: options.definitions.or_else(|| {
+                options
+                    .config_dir
+                    .clone()
+                    .map(|dir| Arc::new(dir) as Arc<dyn DefinitionStore>)
+            }),
+            config_dir: options.config_dir,
         });
         registry.rebuild_catalog();
         let source: std::sync::Weak<dyn crate::metrics::MetricsSource> = Arc::downgrade(&registry) as _;
@@ -202,9 +205,14 @@ impl Registry {
         self.events.emit(event);
     }
 
-    /// Where definition writes go, in filesystem mode.
-    pub fn store(&self) -> Option<&ConfigStore> {
-        self.store.as_ref()
+    /// Where the core tools write definitions.
+    pub fn definition_store(&self) -> Option<&Arc<dyn DefinitionStore>> {
+        self.definitions.as_ref()
+    }
+
+    /// The config directory, in filesystem mode.
+    pub fn config_dir(&self) -> Option<&ConfigStore> {
+        self.config_dir.as_ref()
     }
 
     /// The toolset presets (built-in and configured).
@@ -230,16 +238,6 @@ impl Registry {
     /// start; the name rules and presets are fixed at start).
     pub fn set_config(&self, config: MusterConfig) {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
-    }
-
-    /// Which file defined which server and workflow, as last loaded.
-    pub(crate) fn sources(&self) -> Sources {
-        self.sources.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Records which file defined which server and workflow.
-    pub(crate) fn set_sources(&self, sources: Sources) {
-        *self.sources.lock().unwrap_or_else(|e| e.into_inner()) = sources;
     }
 
     /// The naming rules in force.

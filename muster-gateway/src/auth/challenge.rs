@@ -2,8 +2,9 @@
 //!
 //! A call to a tool of a server the session has not signed in to, and `core_auth_login`
 //! itself, leave a [`SignInChallenge`] in the call's [`ChallengeSlot`] (a backend result of the
-//! same shape leaves none, so it passes unchanged). The meta-tools server then answers by the
-//! client's protocol version, as the reference's table says ([`answer`]):
+//! same shape leaves none, so it passes unchanged). The URL elicitation layer
+//! ([`super::elicitation`]) then answers by the client's protocol version, as the reference's
+//! table says ([`answer`]):
 //!
 //! - 2026-07-28 or later with URL elicitation declared on the request: `input_required` with one
 //!   URL-mode `elicitation/create` under [`SIGN_IN_INPUT_KEY`] and a `requestState` naming the
@@ -167,6 +168,15 @@ pub fn declined(server: &str) -> CallToolResult {
     result
 }
 
+/// Whether the client of `version` with `capabilities` is asked to sign in by URL elicitation
+/// (else it reads the call's own result).
+pub fn elicits(version: Option<&ProtocolVersion>, capabilities: Option<&ClientCapabilities>) -> bool {
+    let declared_url = capabilities
+        .and_then(|c| c.elicitation.as_ref())
+        .is_some_and(|e| e.url.is_some());
+    declared_url && version.is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28 || *v == ProtocolVersion::V_2025_11_25)
+}
+
 /// What the client of `version` with `capabilities` gets for a call that left `challenge`
 /// instead of `result`.
 pub fn answer(
@@ -175,11 +185,11 @@ pub fn answer(
     version: Option<&ProtocolVersion>,
     capabilities: Option<&ClientCapabilities>,
 ) -> Result<CallToolResponse, McpError> {
-    let declared_url = capabilities
-        .and_then(|c| c.elicitation.as_ref())
-        .is_some_and(|e| e.url.is_some());
+    if !elicits(version, capabilities) {
+        return Ok(result.into());
+    }
     match version {
-        Some(v) if declared_url && *v >= ProtocolVersion::V_2026_07_28 => {
+        Some(v) if *v >= ProtocolVersion::V_2026_07_28 => {
             let state = SignInState::of(&challenge).encode();
             let request = ElicitRequest::new(ElicitRequestParams::UrlElicitationParams {
                 meta: None,
@@ -190,7 +200,7 @@ pub fn answer(
             let requests = InputRequests::from([(SIGN_IN_INPUT_KEY.to_owned(), InputRequest::Elicitation(request))]);
             Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
         }
-        Some(v) if declared_url && *v == ProtocolVersion::V_2025_11_25 => Err(McpError::new(
+        _ => Err(McpError::new(
             ErrorCode(URL_ELICITATION_REQUIRED),
             format!("{} requires you to sign in", challenge.server),
             Some(json!({"elicitations": [{
@@ -200,7 +210,6 @@ pub fn answer(
                 "message": challenge.message(),
             }]})),
         )),
-        _ => Ok(result.into()),
     }
 }
 

@@ -50,10 +50,12 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use muster_auth::state::SignInStore;
 use muster_core::{CallContext, SessionId};
+use tokio_util::sync::CancellationToken;
 
-use super::{SignInService, memory_store, sso::SsoService};
+use super::{SignInService, elicitation::SignInWaiter, memory_store, sso::SsoService};
 use crate::{
     error::GatewayError,
     registry::{Registry, SessionObserver},
@@ -124,6 +126,41 @@ impl DownstreamAuth {
         if let Some(service) = &self.sign_in {
             service.adopt_grants(registry, ctx).await;
         }
+    }
+}
+
+impl DownstreamAuth {
+    /// What a call retried after its person accepted to sign in waits on: the completion of
+    /// its sign-in by link (none without sign-in by link); for the URL elicitation layer
+    /// ([`UrlElicitationLayer`](super::elicitation::UrlElicitationLayer)).
+    pub fn sign_in_waiter(&self, registry: &Arc<Registry>) -> Option<Arc<dyn SignInWaiter>> {
+        let service = Arc::clone(self.sign_in.as_ref()?);
+        Some(Arc::new(LinkCompletion {
+            registry: Arc::clone(registry),
+            service,
+        }))
+    }
+}
+
+/// The completion of sign-ins by link, as the URL elicitation layer waits for it.
+struct LinkCompletion {
+    registry: Arc<Registry>,
+    service: Arc<SignInService>,
+}
+
+impl SignInWaiter for LinkCompletion {
+    fn wait<'a>(
+        &'a self,
+        session: &'a SessionId,
+        server: &'a str,
+        link: &'a str,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.service
+                .await_sign_in(&self.registry, session, server, link, cancel)
+                .await;
+        })
     }
 }
 

@@ -17,6 +17,7 @@
 
 pub mod challenge;
 mod downstream;
+pub mod elicitation;
 mod grants;
 mod link;
 pub mod outcome;

@@ -14,7 +14,7 @@ use muster_core::CallContext;
 use muster_core::{JsonObject, ToolError, config::AggregatorConfig};
 use serde_json::{Map, Value, json};
 
-use crate::{config_dir, events::Author, registry::Registry, sync};
+use crate::{definitions::config_dir, events::Author, registry::Registry};
 
 pub(super) fn get(registry: &Registry) -> Result<Value, ToolError> {
     serde_json::to_value(registry.config()).map_err(ToolError::internal)
@@ -89,23 +89,24 @@ pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject, ctx: &Ca
 }
 
 pub(super) async fn save(registry: &Registry, ctx: &CallContext) -> Result<Value, ToolError> {
-    let Some(store) = registry.store().cloned() else {
+    let Some(store) = registry.config_dir() else {
         return Err(ToolError::invalid_arguments(
             "this gateway has no config directory to save to",
         ));
     };
     let config = registry.config();
-    let path = super::on_store(store.clone(), move |store| store.write_config(&config)).await?;
+    let path = store.off_runtime(move |store| store.write_config(&config)).await?;
     tracing::info!(file = %path.display(), author = %Author::of(ctx), "configuration saved");
     Ok(json!({"saved": true, "file": store.relative(&path), "message": "configuration saved"}))
 }
 
 pub(super) async fn reload(registry: &std::sync::Arc<Registry>, ctx: &CallContext) -> Result<Value, ToolError> {
-    let Some(dir) = registry.store().map(|s| s.dir().to_path_buf()) else {
+    let Some(store) = registry.config_dir().cloned() else {
         return Err(ToolError::invalid_arguments(
             "this gateway has no config directory to reload from",
         ));
     };
+    let dir = store.dir().to_path_buf();
     let loaded = tokio::task::spawn_blocking({
         let dir = dir.clone();
         move || config_dir::load(&dir)
@@ -120,7 +121,7 @@ pub(super) async fn reload(registry: &std::sync::Arc<Registry>, ctx: &CallContex
     let problems: Vec<String> = loaded.problems.iter().map(|p| p.relative_to(&dir)).collect();
     let warnings: Vec<String> = loaded.warnings.iter().map(|w| w.relative_to(&dir)).collect();
     registry.set_config(loaded.config.clone());
-    let summary = sync::apply(registry, &loaded);
+    let summary = registry.apply_snapshot(store.snapshot(&loaded));
     Ok(json!({
         "reloaded": true,
         "servers": summary,

@@ -1,6 +1,7 @@
 //! The MCP server definition tools: `core_mcpserver_create`, `_update`, `_delete`, `_validate`
-//! and `_detect`. Writes go through the registry (the server starts, restarts or stops) and, in
-//! filesystem mode, to `mcpservers/<name>.yaml` atomically. What a caller may define or probe is
+//! and `_detect`. Writes go to the registry's [`DefinitionStore`](crate::definitions::DefinitionStore)
+//! first, when it has one (in filesystem mode, `mcpservers/<name>.yaml`, atomically), on
+//! behalf of the caller, then to the registry (the server starts, restarts or stops). What a caller may define or probe is
 //! checked first ([`admission`](super::admission)); each write names its author in its event
 //! and log line, and a server created by an authenticated caller carries the
 //! `ui.giantswarm.io/registered-by` annotations. Answers name files relative to the config
@@ -17,10 +18,9 @@ use muster_core::{
 };
 use serde_json::{Map, Value, json};
 
-use super::{
-    admission::Admission, detect, dropped_fields, on_store, report_dropped_fields, services::server_definition,
-};
+use super::{admission::Admission, detect, dropped_fields, report_dropped_fields, services::server_definition};
 use crate::{
+    definitions::Stored,
     events::{Author, KIND_MCP_SERVER},
     registry::{Applied, Registry},
 };
@@ -89,14 +89,13 @@ fn validated(server: MCPServer) -> Result<MCPServer, ToolError> {
     Ok(server)
 }
 
-async fn persist(registry: &Registry, server: &MCPServer) -> Result<Option<String>, ToolError> {
-    let Some(store) = registry.store().cloned() else {
-        return Ok(None);
-    };
-    let server = server.clone();
-    let path = on_store(store.clone(), move |store| store.write_mcpserver(&server)).await?;
-    tracing::info!(file = %path.display(), "MCPServer definition written");
-    Ok(Some(store.relative(&path)))
+/// Writes `server` to the registry's store, when it has one, on behalf of the caller of `ctx`:
+/// the definition to apply, as the store holds it, and its file.
+async fn persist(registry: &Registry, server: MCPServer, ctx: &CallContext) -> Result<Stored<MCPServer>, ToolError> {
+    match registry.definition_store() {
+        Some(store) => Ok(store.put_mcpserver(server, ctx).await?),
+        None => Ok(Stored::new(server)),
+    }
 }
 
 /// `server` stamped with the `registered-by` annotations of the authenticated caller of `ctx`,
@@ -127,11 +126,10 @@ pub(super) async fn create(
     let (spec, dropped) = parse_spec(name, spec_fields(args))?;
     let server = validated(with_display_name(MCPServer::new(name, spec), args.get("displayName")))?;
     Admission::of(registry).check_server(name, &server.spec, None).await?;
-    let server = registered_by(server, ctx);
-    let file = persist(registry, &server).await?;
-    registry.apply_server_as(server, Some(&Author::of(ctx)));
+    let stored = persist(registry, registered_by(server, ctx), ctx).await?;
+    registry.apply_server_as(stored.definition, Some(&Author::of(ctx)));
     report_dropped_fields(registry, KIND_MCP_SERVER, name, &dropped);
-    created_or_updated(registry, name, "created", file, dropped)
+    created_or_updated(registry, name, "created", stored.file, dropped)
 }
 
 pub(super) async fn update(
@@ -164,15 +162,15 @@ pub(super) async fn update(
     Admission::of(registry)
         .check_server(name, &server.spec, Some(&current.definition.spec))
         .await?;
-    let file = persist(registry, &server).await?;
-    let applied = registry.apply_server_as(server, Some(&Author::of(ctx)));
+    let stored = persist(registry, server, ctx).await?;
+    let applied = registry.apply_server_as(stored.definition, Some(&Author::of(ctx)));
     let verb = if applied == Applied::Unchanged {
         "unchanged"
     } else {
         "updated"
     };
     report_dropped_fields(registry, KIND_MCP_SERVER, name, &dropped);
-    created_or_updated(registry, name, verb, file, dropped)
+    created_or_updated(registry, name, verb, stored.file, dropped)
 }
 
 fn created_or_updated(
@@ -210,9 +208,8 @@ pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallCon
             server.runtime.state
         )));
     }
-    if let Some(store) = registry.store().cloned() {
-        let owned = name.to_owned();
-        on_store(store, move |store| store.delete_mcpserver(&owned)).await?;
+    if let Some(store) = registry.definition_store() {
+        store.delete_mcpserver(name, ctx).await?;
     }
     registry.remove_server_as(name, Some(&Author::of(ctx)));
     Ok(json!({"name": name, "deleted": true, "message": format!("MCP server {name} deleted")}))
@@ -268,3 +265,6 @@ pub(super) async fn detect(registry: &Registry, args: &JsonObject) -> Result<Val
     let result = detect::detect_resolving(&url, &headers, timeout, admission.probe_egress()).await;
     serde_json::to_value(result).map_err(ToolError::internal)
 }
+
+#[cfg(test)]
+mod tests;

@@ -421,23 +421,6 @@ fn required_name(args: &muster_core::JsonObject) -> Result<&str, ToolError> {
     }
 }
 
-/// Runs `op` on the config directory's `store` off the async runtime (its writes sync files and
-/// folders). A failure is answered with files named relative to the config directory; the full
-/// error, paths and all, goes to the gateway's own log.
-async fn on_store<T: Send + 'static>(
-    store: crate::store::ConfigStore,
-    op: impl FnOnce(&crate::store::ConfigStore) -> Result<T, crate::store::StoreError> + Send + 'static,
-) -> Result<T, ToolError> {
-    let dir = store.dir().to_path_buf();
-    tokio::task::spawn_blocking(move || op(&store))
-        .await
-        .map_err(ToolError::internal)?
-        .map_err(|error| {
-            tracing::warn!(%error, "writing the config directory failed");
-            ToolError::internal(error.relative_to(&dir))
-        })
-}
-
 /// The fields dropped from definition `kind`/`name` given to a create, update or validate
 /// tool, each logged as a warning, as the answer's `warnings` lists them.
 pub(crate) fn dropped_fields(kind: &str, name: &str, warnings: &[muster_core::crd::FieldWarning]) -> Vec<String> {

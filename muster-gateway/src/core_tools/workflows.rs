@@ -3,14 +3,15 @@
 //!
 //! Definitions are checked by compiling them ([`CompiledWorkflow::compile`]: the CRD rules,
 //! templates and jq programs), so a definition this module accepts is one the registry runs.
-//! Writes go, in filesystem mode, to `workflows/<name>.yaml` (or the file that already defines
-//! the workflow) atomically, before the registry changes; the registry then rebuilds the
+//! Writes go to the registry's [`DefinitionStore`](crate::definitions::DefinitionStore) first,
+//! when it has one, on behalf of the caller (in filesystem mode, `workflows/<name>.yaml`, or
+//! the file that already defines the workflow, atomically); the registry then rebuilds the
 //! catalogue, so `workflow_<name>` is callable as soon as the tool answers. A step tool that
 //! does not exist is reported (`missing_tools`), never refused: it may connect later.
 //! Each write names its author in its event and log line; answers name files relative to the
 //! config directory.
 
-use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc};
 
 use muster_core::{
     CallContext, JsonObject, NameRules, ToolError,
@@ -23,11 +24,11 @@ use muster_workflow::{
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
-use super::{dropped_fields, json_result, on_store, report_dropped_fields};
+use super::{dropped_fields, json_result, report_dropped_fields};
 use crate::{
+    definitions::{Stored, config_dir::check_name},
     events::{Author, Event, KIND_WORKFLOW, reasons},
     registry::Registry,
-    store::WORKFLOWS_DIR,
 };
 
 /// The arguments that are not spec fields.
@@ -103,7 +104,7 @@ fn deprecation_warnings(name: &str, fields: &Map<String, Value>) -> Vec<String> 
 /// Checks `workflow` as the registry will: its name must be a file name, and it must compile.
 /// The error lists every problem.
 fn check(workflow: Workflow) -> Result<Checked, Vec<String>> {
-    let name_error = crate::store::check_name(&workflow.metadata.name)
+    let name_error = check_name(&workflow.metadata.name)
         .err()
         .map(|e| format!("metadata.name: {e}"));
     match CompiledWorkflow::compile(workflow) {
@@ -129,41 +130,13 @@ fn invalid(registry: &Registry, name: &str, errors: &[String]) -> ToolError {
     ToolError::invalid_arguments(format!("validation failed: {joined}"))
 }
 
-/// A file of the config directory named after workflow `name` that defines another workflow.
-/// The store goes by file name first, so it would write over that file or delete it.
-fn foreign_file(registry: &Registry, name: &str) -> Option<(PathBuf, String)> {
-    registry.sources().workflows.into_iter().find(|(file, defined)| {
-        defined != name
-            && file
-                .parent()
-                .and_then(|p| p.file_name())
-                .is_some_and(|d| d == WORKFLOWS_DIR)
-            && file.file_stem().is_some_and(|s| s == name)
-            && file.extension().is_some_and(|x| x == "yaml" || x == "yml")
-    })
-}
-
-fn refuse_foreign_file(registry: &Registry, name: &str) -> Result<(), ToolError> {
-    match foreign_file(registry, name) {
-        Some((file, defined)) => Err(ToolError::invalid_arguments(format!(
-            "file {} defines workflow {defined}, not {name}; rename it before changing workflow {name}",
-            registry
-                .store()
-                .map_or_else(|| file.display().to_string(), |store| store.relative(&file))
-        ))),
-        None => Ok(()),
+/// Writes `workflow` to the registry's store, when it has one, on behalf of the caller of
+/// `ctx`: the definition to apply, as the store holds it, and its file.
+async fn persist(registry: &Registry, workflow: Workflow, ctx: &CallContext) -> Result<Stored<Workflow>, ToolError> {
+    match registry.definition_store() {
+        Some(store) => Ok(store.put_workflow(workflow, ctx).await?),
+        None => Ok(Stored::new(workflow)),
     }
-}
-
-async fn persist(registry: &Registry, workflow: &Workflow) -> Result<Option<String>, ToolError> {
-    let Some(store) = registry.store().cloned() else {
-        return Ok(None);
-    };
-    refuse_foreign_file(registry, &workflow.metadata.name)?;
-    let workflow = workflow.clone();
-    let path = on_store(store.clone(), move |store| store.write_workflow(&workflow)).await?;
-    tracing::info!(file = %path.display(), "Workflow definition written");
-    Ok(Some(store.relative(&path)))
 }
 
 /// The definition as `core_workflow_get` shows it: the spec fields, `name` and `labels`.
@@ -250,11 +223,11 @@ pub(super) async fn create(registry: &Arc<Registry>, args: &JsonObject, ctx: &Ca
     }
     let checked = check(workflow).map_err(|errors| invalid(registry, name, &errors))?;
     warnings.extend(checked.warnings);
-    let file = persist(registry, &checked.workflow).await?;
-    apply(registry, checked.workflow, ctx)?;
+    let stored = persist(registry, checked.workflow, ctx).await?;
+    apply(registry, stored.definition, ctx)?;
     report_dropped_fields(registry, KIND_WORKFLOW, name, &dropped);
     warnings.extend(dropped);
-    changed(registry, name, "created", warnings, file)
+    changed(registry, name, "created", warnings, stored.file)
 }
 
 pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
@@ -282,15 +255,15 @@ pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject, ctx: &Ca
     }
     let checked = check(workflow).map_err(|errors| invalid(registry, name, &errors))?;
     warnings.extend(checked.warnings);
-    let file = persist(registry, &checked.workflow).await?;
-    let verb = if apply(registry, checked.workflow, ctx)? {
+    let stored = persist(registry, checked.workflow, ctx).await?;
+    let verb = if apply(registry, stored.definition, ctx)? {
         "updated"
     } else {
         "unchanged"
     };
     report_dropped_fields(registry, KIND_WORKFLOW, name, &dropped);
     warnings.extend(dropped);
-    changed(registry, name, verb, warnings, file)
+    changed(registry, name, verb, warnings, stored.file)
 }
 
 /// Applies a checked definition; `false` when it was already in force exactly so.
@@ -325,10 +298,8 @@ pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallCon
     if registry.workflow(name).is_none() {
         return Err(not_found(name));
     }
-    if let Some(store) = registry.store().cloned() {
-        refuse_foreign_file(registry, name)?;
-        let owned = name.to_owned();
-        on_store(store, move |store| store.delete_workflow(&owned)).await?;
+    if let Some(store) = registry.definition_store() {
+        store.delete_workflow(name, ctx).await?;
     }
     registry.remove_workflow_as(name, Some(&Author::of(ctx)));
     Ok(json!({"name": name, "deleted": true, "message": format!("workflow {name} deleted")}))

@@ -31,8 +31,8 @@ use muster_core::{
 use rmcp::{
     RoleServer,
     model::{
-        CallToolRequestParams, CallToolResult, ContentBlock, ProgressNotification, ProgressNotificationParam,
-        ResourceContents, ServerJsonRpcMessage, ServerNotification,
+        CallToolResult, ContentBlock, ProgressNotification, ProgressNotificationParam, ResourceContents,
+        ServerJsonRpcMessage, ServerNotification,
     },
     service::RequestContext,
 };
@@ -45,10 +45,7 @@ pub use envelope::{DispatchedTool, TOOL_META_KEY, content_summary, envelope};
 use in_front::{AdmitsSessions, CallStream};
 
 use crate::{
-    auth::{
-        DownstreamAuth,
-        challenge::{self, Consent, SignInState},
-    },
+    auth::{DownstreamAuth, elicitation::SignInWaiter},
     metrics::{CallTarget, Outcome},
     registry::Registry,
     upstream::ClientPeer,
@@ -63,6 +60,8 @@ pub struct MetaTools {
     registry: Arc<Registry>,
     /// Sign-in by link and single sign-on, when the meta-tools take part in them.
     auth: Option<DownstreamAuth>,
+    /// What a call retried after its person accepted to sign in waits on (sign-in by link).
+    sign_in_waiter: Option<Arc<dyn SignInWaiter>>,
     /// Answers the discovery meta-tools, and scopes every request.
     discovery: Discovery<RegistryHooks, RegistryHooks>,
     tools: BoxToolService,
@@ -98,6 +97,7 @@ impl MetaTools {
             discovery: discovery(&registry, None),
             registry,
             auth: None,
+            sign_in_waiter: None,
             tools,
             sessions: None,
         }
@@ -112,6 +112,7 @@ impl MetaTools {
     #[must_use]
     pub fn with_auth(mut self, auth: DownstreamAuth) -> Self {
         self.discovery = discovery(&self.registry, Some(auth.clone()));
+        self.sign_in_waiter = auth.sign_in_waiter(&self.registry);
         self.auth = Some(auth);
         self
     }
@@ -228,26 +229,6 @@ impl MetaTools {
     /// toolset. The refusal when the toolset is invalid.
     pub(crate) async fn scoped(&self, ctx: &CallContext) -> Result<RequestView, String> {
         self.discovery.request_view(ctx).await.map_err(|e| e.to_string())
-    }
-
-    /// A 2026-07-28 retry of a call answered with a sign-in link (its `requestState` is one of
-    /// ours): when the person accepted, waits until the sign-in completed (or gave up) so the
-    /// call then runs signed in, or is answered with a new link; when they declined, the tool
-    /// error that ends the call without running it.
-    async fn await_sign_in_retry(&self, request: &CallToolRequestParams, ctx: &CallContext) -> Option<CallToolResult> {
-        let state = SignInState::decode(request.request_state.as_deref()?)?;
-        let service = self.auth.as_ref()?.sign_in()?;
-        match challenge::consent(request.input_responses.as_ref()) {
-            Consent::Declined => Some(challenge::declined(&state.server)),
-            Consent::Accepted => {
-                let cancel = ctx.cancellation.clone();
-                service
-                    .await_sign_in(&self.registry, &ctx.session, &state.server, &state.link, cancel)
-                    .await;
-                None
-            }
-            Consent::Missing => None,
-        }
     }
 
     /// Why the session could not reach the single sign-on server tool `name` belongs to, when

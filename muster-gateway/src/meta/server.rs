@@ -6,16 +6,16 @@
 //!   `auth://status`.
 //! - `both`: the meta-tools first, then the aggregated ones.
 //!
-//! Whichever the tool, a call that needs a sign-in is answered by the client's protocol version
-//! ([`crate::auth::challenge`]).
+//! Whichever the tool, a call that needs a sign-in is answered by the client's protocol version:
+//! `tools/call` runs through the URL elicitation layer's logic ([`crate::auth::elicitation`]).
 
 #![allow(
     deprecated,
     reason = "logging/setLevel and resource subscriptions are what clients of the current protocols send"
 )]
 
-use muster_catalog::discovery::{RequestView, error_answer};
-use muster_core::{CallContext, JsonObject, ToolOutput, complete::MarkComplete};
+use muster_catalog::discovery::RequestView;
+use muster_core::{CallContext, JsonObject, ToolCall, ToolOutput, complete::MarkComplete};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
@@ -35,7 +35,7 @@ use tracing::{Instrument, Span, field::Empty};
 use super::in_front::{AnswersCalls, CallAnswer};
 use super::{AUTH_STATUS_URI, INSTRUCTIONS, MetaTool, MetaTools, call_context, definitions, native::page, session_of};
 use crate::{
-    auth::challenge::{self, ChallengeSlot},
+    auth::elicitation::{Elicited, SignInRetry, elicit},
     metrics::{CallTarget, Outcome, REQUEST_SPAN, log_session},
 };
 
@@ -154,36 +154,14 @@ async fn traced<T>(
     result
 }
 
-/// How a `tools/call` was answered: with the tool's output, or with what a sign-in challenge
-/// made of it.
-enum Answered {
-    Output(ToolOutput),
-    Challenged(CallToolResponse),
-}
-
-impl Answered {
-    /// The answer as rmcp's typed response. A tool's output passed on as it came is read here,
-    /// and one that does not read is the tool's error result, as an unreadable answer is.
-    fn into_response(self) -> CallToolResponse {
-        match self {
-            Self::Output(output) => output
-                .into_result()
-                .unwrap_or_else(|e| error_answer(e.to_string()))
-                .completed()
-                .into(),
-            Self::Challenged(response) => response,
-        }
-    }
-}
-
-fn call_outcome(answered: &Answered) -> &'static str {
+fn call_outcome(answered: &Elicited) -> &'static str {
     match answered {
-        Answered::Output(output) => Outcome::answered(output.is_error()).as_str(),
-        Answered::Challenged(CallToolResponse::Complete(result)) => {
+        Elicited::Output(output) => Outcome::answered(output.is_error()).as_str(),
+        Elicited::Challenged(CallToolResponse::Complete(result)) => {
             Outcome::answered(result.is_error == Some(true)).as_str()
         }
-        Answered::Challenged(CallToolResponse::InputRequired(_)) => "input_required",
-        Answered::Challenged(_) => "task",
+        Elicited::Challenged(CallToolResponse::InputRequired(_)) => "input_required",
+        Elicited::Challenged(_) => "task",
     }
 }
 
@@ -202,7 +180,7 @@ impl AnswersCalls for MetaTools {
                 .map(CallAnswer::Typed);
         };
         Ok(match self.traced_call_tool(request.params, ctx).await? {
-            Answered::Output(output) if output.passes_to_legacy_clients() => CallAnswer::Passed(output),
+            Elicited::Output(output) if output.passes_to_legacy_clients() => CallAnswer::Passed(output),
             answered => CallAnswer::Typed(answered.into_response().into()),
         })
     }
@@ -239,7 +217,7 @@ impl MetaTools {
         &self,
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Answered, McpError> {
+    ) -> Result<Elicited, McpError> {
         let span = request_span("tools/call", Subject::Tool(&request.name), &ctx);
         traced(span, Box::pin(self.handle_call_tool(request, ctx)), call_outcome).await
     }
@@ -248,42 +226,41 @@ impl MetaTools {
         &self,
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Answered, McpError> {
-        let (mut call_ctx, progress) = call_context(&ctx);
-        if let Some(declined) = self.await_sign_in_retry(&request, &call_ctx).await {
-            return Ok(Answered::Output(declined.into()));
-        }
-        // A sign-in retry's wait above holds none of the session's call slots.
-        let _slot = self
-            .registry
-            .call_limits()
-            .session_slot(&call_ctx.session)
-            .await
-            .map_err(McpError::from)?;
-        let slot = ChallengeSlot::install(&mut call_ctx);
-        let args = request.arguments.unwrap_or_default();
-        let result = tokio::select! {
-            result = self.run(&request.name, args, call_ctx) => result,
-            () = self.registry.calls_ended() => Err(McpError::new(
-                muster_core::error::BUSY,
-                "the gateway shut down before the call finished (aggregator.limits.shutdownTimeoutSeconds ran out)",
-                None,
-            )),
-        };
+    ) -> Result<Elicited, McpError> {
+        let (call_ctx, progress) = call_context(&ctx);
+        let retry = request.request_state.map(|state| SignInRetry {
+            request_state: Some(state),
+            input_responses: request.input_responses,
+        });
+        let call = ToolCall::new(request.name, request.arguments.unwrap_or_default(), call_ctx);
+        // A sign-in retry waits before the call takes one of the session's call slots.
+        let answered = elicit(
+            call,
+            retry.as_ref(),
+            self.sign_in_waiter.as_deref(),
+            |call| async move {
+                let _slot = self
+                    .registry
+                    .call_limits()
+                    .session_slot(&call.ctx.session)
+                    .await
+                    .map_err(McpError::from)?;
+                tokio::select! {
+                    result = self.run(&call.name, call.arguments, call.ctx) => result,
+                    () = self.registry.calls_ended() => Err(McpError::new(
+                        muster_core::error::BUSY,
+                        "the gateway shut down before the call finished (aggregator.limits.shutdownTimeoutSeconds ran out)",
+                        None,
+                    )),
+                }
+            },
+            || (ctx.protocol_version(), ctx.client_capabilities()),
+        )
+        .await;
         if let Some(progress) = progress {
             progress.flush().await;
         }
-        let output = result?;
-        match slot.take() {
-            Some(challenge) => challenge::answer(
-                challenge,
-                output.into_result().unwrap_or_else(|e| error_answer(e.to_string())),
-                ctx.protocol_version().as_ref(),
-                ctx.client_capabilities().as_ref(),
-            )
-            .map(Answered::Challenged),
-            None => Ok(Answered::Output(output)),
-        }
+        answered
     }
 
     async fn handle_list_resources(
@@ -488,7 +465,7 @@ impl ServerHandler for MetaTools {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.traced_call_tool(request, ctx).await.map(Answered::into_response)
+        self.traced_call_tool(request, ctx).await.map(Elicited::into_response)
     }
 
     async fn list_resources(

@@ -5,7 +5,11 @@ use std::sync::Arc;
 
 use muster_workflow::record::ExecutionStore;
 
-use crate::{events::EventLog, store::ConfigStore, upstream::supervision::SupervisorConfig};
+use crate::{
+    definitions::{DefinitionStore, config_dir::ConfigStore},
+    events::EventLog,
+    upstream::supervision::SupervisorConfig,
+};
 
 /// The parts of a registry besides its definitions.
 #[derive(Debug, Clone, Default)]
@@ -15,8 +19,13 @@ pub struct RegistryOptions {
     pub supervision: SupervisorConfig,
     /// Where events go (in memory unless a config directory's log is given).
     pub events: Option<EventLog>,
-    /// Where definition writes go (none: changes are kept in memory only).
-    pub store: Option<ConfigStore>,
+    /// Where the core tools write definitions; when unset, the config directory's store if
+    /// there is one, else none (changes are kept in memory only).
+    pub definitions: Option<Arc<dyn DefinitionStore>>,
+    /// The config directory, in filesystem mode: where `core_config_save` writes and
+    /// `core_config_reload` and the watch read, and where definitions are written unless
+    /// [`Self::definitions`] says otherwise.
+    pub config_dir: Option<ConfigStore>,
     /// Where workflow execution records go (in memory unless given).
     pub executions: Option<Arc<dyn ExecutionStore>>,
     /// Where the Secrets servers name are read (none: every read fails naming the Secret).
@@ -48,9 +57,17 @@ impl RegistryOptions {
         self
     }
 
-    /// Sets where definition writes go.
-    pub fn with_store(mut self, store: ConfigStore) -> Self {
-        self.store = Some(store);
+    /// Filesystem mode: sets the config directory (`config.yaml`, reloads, and the definitions
+    /// unless [`Self::with_definition_store`] sets another store).
+    pub fn with_config_dir(mut self, store: ConfigStore) -> Self {
+        self.config_dir = Some(store);
+        self
+    }
+
+    /// Sets where the core tools write definitions (the config directory's store, when one is
+    /// set, otherwise).
+    pub fn with_definition_store(mut self, store: Arc<dyn DefinitionStore>) -> Self {
+        self.definitions = Some(store);
         self
     }
 

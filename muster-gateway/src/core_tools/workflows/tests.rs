@@ -5,9 +5,8 @@ use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 use crate::{
-    config_dir,
-    registry::{Registry, RegistryOptions, Sources},
-    store::ConfigStore,
+    definitions::config_dir::{self, ConfigStore},
+    registry::{Registry, RegistryOptions},
 };
 
 fn registry() -> Arc<Registry> {
@@ -25,16 +24,10 @@ fn registry() -> Arc<Registry> {
 fn fs_registry(dir: &Path) -> Arc<Registry> {
     let loaded = config_dir::load(dir).expect("loads");
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
-    let options = RegistryOptions {
-        store: Some(ConfigStore::new(dir)),
-        ..RegistryOptions::default()
-    };
-    let registry = Registry::new(MusterConfig::default(), Vec::new(), loaded.workflows, options).expect("a registry");
-    registry.set_sources(Sources {
-        servers: loaded.server_files,
-        workflows: loaded.workflow_files,
-    });
-    registry
+    let store = ConfigStore::new(dir);
+    store.snapshot(&loaded);
+    let options = RegistryOptions::default().with_config_dir(store);
+    Registry::new(MusterConfig::default(), Vec::new(), loaded.workflows, options).expect("a registry")
 }
 
 async fn call(registry: &Arc<Registry>, tool: &str, args: Value) -> Result<CallToolResult, ToolError> {
@@ -643,4 +636,54 @@ fn the_tool_definitions_carry_the_reference_annotations_and_schemas() {
     assert!(list["properties"]["workflow_name"]["description"].is_string(), "{list}");
     let get = Value::Object((*tool("core_workflow_execution_get").input_schema).clone());
     assert_eq!(get["required"], json!(["execution_id"]));
+}
+
+#[tokio::test]
+async fn workflow_writes_go_through_the_store_as_the_caller_and_a_refusal_changes_nothing() {
+    use crate::definitions::store::testing::{Answer, RecordingStore, STORED_ANNOTATION};
+
+    let caller = || CallContext::default().with_principal(muster_core::Principal::new("ada"));
+    let store = Arc::new(RecordingStore::new(Answer::Writes));
+    let options = RegistryOptions::default().with_definition_store(store.clone());
+    let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), options).expect("a registry");
+    let dispatcher = crate::dispatch::Dispatcher::new(Arc::clone(&registry));
+    let run = |tool: &str, args: Value| {
+        use tower::ServiceExt;
+        let Value::Object(args) = args else {
+            panic!("arguments must be an object")
+        };
+        dispatcher.clone().oneshot(ToolCall::new(tool, args, caller()))
+    };
+    let created = run(
+        "core_workflow_create",
+        json!({"name": "hello", "steps": [step("a", "core_service_list")]}),
+    )
+    .await
+    .expect("created");
+    assert!(!created.is_error());
+    let held = registry.workflow("hello").expect("applied");
+    assert_eq!(
+        held.metadata.annotations[STORED_ANNOTATION], "yes",
+        "the store's copy is applied"
+    );
+    run("core_workflow_delete", json!({"name": "hello"}))
+        .await
+        .expect("deleted");
+    assert!(registry.workflow("hello").is_none());
+    assert_eq!(
+        store.writes(),
+        ["put Workflow hello by ada", "delete Workflow hello by ada"]
+    );
+
+    let store = Arc::new(RecordingStore::new(Answer::Refuses("ada may not write Workflow hello")));
+    let options = RegistryOptions::default().with_definition_store(store);
+    let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), options).expect("a registry");
+    let refused = refusal(
+        &registry,
+        "core_workflow_create",
+        json!({"name": "hello", "steps": [step("a", "t")]}),
+    )
+    .await;
+    assert_eq!(refused, "ada may not write Workflow hello");
+    assert!(registry.workflow("hello").is_none());
 }

@@ -1,23 +1,22 @@
-//! Live reload: the config directory's `mcpservers/` and `workflows/` folders are watched, and a
-//! change (a file added, edited or removed) is applied to the running gateway after things have
-//! been quiet for [`DEBOUNCE`]: only the servers and workflows whose definitions changed are
-//! touched, and a file that no longer loads is reported while its last good definition stays in
-//! force.
+//! Live reload: the config directory's `mcpservers/` and `workflows/` folders are watched, and
+//! after a change (a file added, edited or removed) and [`DEBOUNCE`] of quiet, the directory is
+//! read again and its [`DefinitionSnapshot`] handed on, to
+//! `Registry::apply_snapshot` as
+//! [`Gateway::watch_config_dir`](crate::Gateway::watch_config_dir) does: only the servers and
+//! workflows whose definitions changed are touched, and a file that no longer loads is reported
+//! while its last good definition stays in force.
 //!
 //! Only changes count: reading a definition (opening, reading, closing it unwritten) does not.
 //! Each reload reads the folders, and `notify` reports those reads: counted as changes, they
 //! started the next reload, twice a second for as long as the gateway ran.
 
-use std::{
-    path::{Path, PathBuf},
-    sync::{Arc, Weak},
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::{config_dir, registry::Registry, sync};
+use super::{ConfigStore, MCPSERVERS_DIR, WORKFLOWS_DIR};
+use crate::definitions::{ChangeSummary, DefinitionSnapshot};
 
 /// How long the folders must be quiet before a change is applied.
 pub const DEBOUNCE: Duration = Duration::from_millis(500);
@@ -41,7 +40,7 @@ fn relevant(dir: &Path, path: &Path) -> bool {
     };
     matches!(
         relative.components().next().and_then(|c| c.as_os_str().to_str()),
-        Some(config_dir::MCPSERVERS_DIR | config_dir::WORKFLOWS_DIR)
+        Some(MCPSERVERS_DIR | WORKFLOWS_DIR)
     )
 }
 
@@ -53,7 +52,7 @@ fn changes_definitions(dir: &Path, event: &notify::Event) -> bool {
 
 /// Watches the folders of `dir` (canonical), sending on `changes` at each change.
 fn watcher(dir: &Path, changes: mpsc::UnboundedSender<()>) -> notify::Result<notify::RecommendedWatcher> {
-    for sub in [config_dir::MCPSERVERS_DIR, config_dir::WORKFLOWS_DIR] {
+    for sub in [MCPSERVERS_DIR, WORKFLOWS_DIR] {
         // Watching needs the folders; creating them empty changes nothing.
         let _ = std::fs::create_dir_all(dir.join(sub));
     }
@@ -65,30 +64,46 @@ fn watcher(dir: &Path, changes: mpsc::UnboundedSender<()>) -> notify::Result<not
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "watching the config directory failed"),
     })?;
-    for sub in [config_dir::MCPSERVERS_DIR, config_dir::WORKFLOWS_DIR] {
+    for sub in [MCPSERVERS_DIR, WORKFLOWS_DIR] {
         watcher.watch(&dir.join(sub), RecursiveMode::NonRecursive)?;
     }
     Ok(watcher)
 }
 
-/// Watches `dir` and applies its changes to `registry`.
-pub fn watch(registry: &Arc<Registry>, dir: &Path) -> notify::Result<WatchHandle> {
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+/// Watches the directory of `store` and, after each change, reads it again and hands its
+/// snapshot ([`ConfigStore::snapshot`]) to `apply`, until `apply` answers `None` (what it
+/// applied to is gone) or the handle is dropped. Each file that does not load is logged.
+pub fn watch<F>(store: &ConfigStore, apply: F) -> notify::Result<WatchHandle>
+where
+    F: FnMut(DefinitionSnapshot) -> Option<ChangeSummary> + Send + 'static,
+{
+    // Events name canonical paths; the directory is read as the store names it, so that the
+    // files of each reading match those of the first (`Gateway::from_config_dir`'s).
+    let canonical = store.dir().canonicalize().unwrap_or_else(|_| store.dir().to_path_buf());
     let (tx, rx) = mpsc::unbounded_channel();
-    let watcher = watcher(&dir, tx)?;
-    let task = tokio::spawn(reload_loop(Arc::downgrade(registry), dir, rx));
+    let watcher = watcher(&canonical, tx)?;
+    let task = tokio::spawn(reload_loop(store.clone(), rx, apply));
     Ok(WatchHandle {
         _watcher: watcher,
         task,
     })
 }
 
-async fn reload_loop(registry: Weak<Registry>, dir: PathBuf, mut changes: mpsc::UnboundedReceiver<()>) {
+async fn reload_loop(
+    store: ConfigStore,
+    mut changes: mpsc::UnboundedReceiver<()>,
+    mut apply: impl FnMut(DefinitionSnapshot) -> Option<ChangeSummary>,
+) {
     while changes.recv().await.is_some() {
         // Debounce: wait until nothing changed for DEBOUNCE.
         while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, changes.recv()).await {}
-        let load_dir = dir.clone();
-        let loaded = match tokio::task::spawn_blocking(move || config_dir::load(&load_dir)).await {
+        let dir = store.dir().to_path_buf();
+        let loaded = match tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || super::load(&dir)
+        })
+        .await
+        {
             Ok(Ok(loaded)) => loaded,
             Ok(Err(e)) => {
                 tracing::error!(dir = %dir.display(), error = %e, "cannot read the config directory");
@@ -102,8 +117,9 @@ async fn reload_loop(registry: Weak<Registry>, dir: PathBuf, mut changes: mpsc::
         for problem in &loaded.problems {
             tracing::error!("{problem} (the last good definition stays in force)");
         }
-        let Some(registry) = registry.upgrade() else { return };
-        let summary = sync::apply(&registry, &loaded);
+        let Some(summary) = apply(store.snapshot(&loaded)) else {
+            return;
+        };
         tracing::info!(?summary, "config directory change applied");
     }
 }
@@ -126,8 +142,8 @@ mod tests {
     async fn reading_a_definition_is_no_change_and_writing_one_is() {
         let tmp = tempfile::tempdir().expect("a temporary directory");
         let dir = tmp.path().canonicalize().expect("canonical");
-        std::fs::create_dir_all(dir.join(config_dir::MCPSERVERS_DIR)).expect("mcpservers/");
-        let file = dir.join(config_dir::MCPSERVERS_DIR).join("demo.yaml");
+        std::fs::create_dir_all(dir.join(MCPSERVERS_DIR)).expect("mcpservers/");
+        let file = dir.join(MCPSERVERS_DIR).join("demo.yaml");
         std::fs::write(&file, "kind: MCPServer\n").expect("written");
         let (tx, mut changes) = mpsc::unbounded_channel();
         let _watcher = watcher(&dir, tx).expect("watching");
@@ -149,7 +165,7 @@ mod tests {
             "an edit is a change"
         );
         settle(&mut changes).await;
-        std::fs::write(dir.join(config_dir::WORKFLOWS_DIR).join("w.yaml"), "kind: Workflow\n").expect("added");
+        std::fs::write(dir.join(WORKFLOWS_DIR).join("w.yaml"), "kind: Workflow\n").expect("added");
         assert!(
             changed(&mut changes, Duration::from_secs(5)).await,
             "a new file is a change"

@@ -1,10 +1,4 @@
-//! Filesystem mode: the muster config directory.
-//!
-//! ```text
-//! <dir>/config.yaml              aggregator settings (optional: defaults apply)
-//! <dir>/mcpservers/*.yaml|yml    one MCPServer document each
-//! <dir>/workflows/*.yaml|yml     one Workflow document each
-//! ```
+//! Reading the config directory: [`load`] reads `config.yaml` and every definition file.
 //!
 //! Loading never fails as a whole because of one bad file: a file that does not parse or
 //! validate is reported as a [`LoadProblem`] (file, field, reason) and left out, and the rest
@@ -13,14 +7,6 @@
 //! A field the schema does not know (or, on an MCPServer, one that does not apply to its type)
 //! does not keep a file out: it is dropped, logged, and reported as a [`LoadWarning`], as
 //! Kubernetes does with field validation `Warn`. A known field with a wrong value is a problem.
-//!
-//! ```no_run
-//! let loaded = muster_gateway::config_dir::load(std::path::Path::new("examples/config"))?;
-//! for problem in &loaded.problems {
-//!     eprintln!("{problem}");
-//! }
-//! # Ok::<(), std::io::Error>(())
-//! ```
 
 use std::{
     collections::BTreeSet,
@@ -35,10 +21,7 @@ use muster_core::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// The folder of MCPServer definitions.
-pub const MCPSERVERS_DIR: &str = "mcpservers";
-/// The folder of Workflow definitions.
-pub const WORKFLOWS_DIR: &str = "workflows";
+use super::{CONFIG_FILE, MCPSERVERS_DIR, WORKFLOWS_DIR, relative_path};
 
 /// The most bytes a definition file may have; a larger one is refused, not read.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -53,17 +36,6 @@ pub struct LoadProblem {
     pub field: Option<String>,
     /// What is wrong.
     pub reason: String,
-}
-
-/// `path` named relative to the config directory `dir` (`mcpservers/git.yaml`), as answers,
-/// events and errors show files; a path outside `dir` is named by its file name alone.
-pub fn relative_path(dir: &Path, path: &Path) -> String {
-    match path.strip_prefix(dir) {
-        Ok(relative) if !relative.as_os_str().is_empty() => relative.to_string_lossy().replace('\\', "/"),
-        _ => path
-            .file_name()
-            .map_or_else(|| ".".to_owned(), |n| n.to_string_lossy().into_owned()),
-    }
 }
 
 impl LoadProblem {
@@ -143,7 +115,7 @@ pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
         path: path.to_owned(),
         ..LoadedConfig::default()
     };
-    let config_file = path.join("config.yaml");
+    let config_file = path.join(CONFIG_FILE);
     if config_file.exists() {
         match read_document::<MusterConfig>(&config_file) {
             Ok((config, raw)) => {
@@ -199,7 +171,7 @@ pub fn load(path: &Path) -> std::io::Result<LoadedConfig> {
 }
 
 /// The `.yaml` and `.yml` files of `dir`, sorted; none when `dir` does not exist.
-fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub(super) fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
