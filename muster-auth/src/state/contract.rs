@@ -20,6 +20,7 @@ use futures::future::join_all;
 use super::{Attempt, ExchangeEntry, ExchangedToken, SignInStore};
 use crate::{
     Secret,
+    issuers::Description,
     oauth::{
         discovery::AuthorizationServerMetadata,
         flow::{PendingSignIn, SignInRequest},
@@ -76,6 +77,27 @@ fn started(session: &str, server: &str, ttl: Duration) -> (String, PendingSignIn
     (started.state, pending)
 }
 
+/// How a server pinning an authorization server (with a revocation endpoint and `grantScope:
+/// subject`) describes it.
+fn description() -> Description {
+    let server: muster_core::crd::MCPServer = serde_json::from_value(serde_json::json!({
+        "apiVersion": "muster.giantswarm.io/v1alpha1",
+        "kind": "MCPServer",
+        "metadata": {"name": "github"},
+        "spec": {
+            "type": "streamable-http",
+            "url": "https://github.example.com/mcp",
+            "auth": {"authorizationServer": {
+                "issuer": "https://idp.example.com",
+                "revocationEndpoint": "https://idp.example.com/revoke",
+                "grantScope": "subject",
+            }},
+        },
+    }))
+    .expect("an MCPServer");
+    Description::of(&server).expect("it pins an authorization server")
+}
+
 /// A grant with access token `token` (and refresh token `<token>-refresh`), for tests.
 pub fn sample_grant(token: &str) -> Grant {
     Grant {
@@ -96,7 +118,8 @@ pub fn sample_grant(token: &str) -> Grant {
 /// afterwards nothing brings it back.
 pub async fn pending_sign_ins_are_taken_once(store: &dyn SignInStore) {
     let (session, server) = (unique("session"), unique("server"));
-    let (state, pending) = started(&session, &server, Duration::from_secs(60));
+    let (state, mut pending) = started(&session, &server, Duration::from_secs(60));
+    pending.described = Some(description());
     store.put_pending(&state, pending.clone()).await.expect("put");
 
     let kept = store
@@ -110,6 +133,10 @@ pub async fn pending_sign_ins_are_taken_once(store: &dyn SignInStore) {
     assert_eq!(
         kept.authorization_url, pending.authorization_url,
         "the record keeps its link"
+    );
+    assert_eq!(
+        kept.described, pending.described,
+        "the record keeps the issuer's description"
     );
     assert!(
         kept.verifier.matches(pending.verifier.expose()),

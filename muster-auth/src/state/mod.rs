@@ -89,8 +89,11 @@ pub type Result<T, E = SignInStoreError> = std::result::Result<T, E>;
 /// attempts, refreshes in flight and exchanged tokens. See the [module docs](self) for what each
 /// holds, and `contract::check` for the rules every store keeps.
 ///
-/// Operations are async, because a store may be across the network. A store that cannot answer
-/// says so with [`SignInStoreError::Unavailable`]; the callers decide what goes on without it.
+/// Operations are async, because a store may be across the network; the trait is object safe
+/// through [`async_trait`](https://docs.rs/async-trait) (implement it under
+/// `#[async_trait::async_trait]`), so a gateway holds an `Arc<dyn SignInStore>`. A store that
+/// cannot answer says so with [`SignInStoreError::Unavailable`]; the callers decide what goes on
+/// without it.
 #[async_trait]
 pub trait SignInStore: Send + Sync + fmt::Debug {
     /// Keeps `pending` by `state` until its `expires_at`, as the latest sign-in of its session and
