@@ -7,7 +7,8 @@
 //!   the issued token's `iss` is checked against the expected issuer in constant time;
 //! - [`ExchangeCache`]: one exchanged token per key (the gateway's session and server), reused
 //!   until shortly before it expires, one exchange at a time per key, failures remembered with
-//!   backoff;
+//!   backoff; the tokens are kept in a sign-in state store (`muster_auth::state`), in memory
+//!   unless [`ExchangeCache::with_store`] is given another;
 //! - [`ExchangeError`]: the failure, classified: the caller's own token, or one every caller
 //!   shares (endpoint, credentials, connector, issuer).
 //!
@@ -52,6 +53,8 @@ use crate::{
 mod cache;
 mod error;
 
+/// The token an exchange issued; kept with the sign-in state, where [`ExchangeCache`] caches it.
+pub use crate::state::ExchangedToken;
 pub use cache::{BACKOFF_INITIAL, BACKOFF_MAX, ExchangeCache, REFRESH_MARGIN};
 pub use error::ExchangeError;
 
@@ -248,17 +251,6 @@ impl TokenExchange {
             expires_at,
         })
     }
-}
-
-/// The token an exchange issued.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExchangedToken {
-    /// The token, for the downstream server's `Authorization`.
-    pub token: Secret,
-    /// Its issuer (the expected one).
-    pub issuer: String,
-    /// When it expires: from `expires_in`, else from the token's `exp`.
-    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// A token endpoint's answer to an exchange.

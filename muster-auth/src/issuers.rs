@@ -31,8 +31,8 @@
 use muster_core::crd::{ClientCredentialsSecretRef, GrantScope, MCPServer};
 
 /// How a server describes its authorization server: what must agree among the servers of one
-/// issuer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// issuer. Serializable, so that a sign-in state store can keep it with a pending sign-in.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Description {
     /// The issuer.
     pub issuer: String,

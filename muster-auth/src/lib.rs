@@ -14,6 +14,11 @@
 //!   (Dex's connector-based exchange), the issued token's issuer checked, cached per key with one
 //!   exchange at a time and failures classified as the caller's own or shared.
 //!
+//! - [`state`]: where a gateway keeps sign-in state (pending sign-ins, client registrations,
+//!   grants, sign-in attempts, refreshes in flight, exchanged tokens): [`state::SignInStore`],
+//!   in memory by default ([`state::MemorySignInStore`]), in a store of the embedder's for
+//!   replicas.
+//!
 //! - [`issuers`]: one description per authorization server: the MCPServers that pin the same
 //!   issuer share its sign-in, so they must describe it alike; the conflicts when they do not.
 //!
@@ -71,6 +76,7 @@ pub mod jwt;
 pub mod oauth;
 pub mod resource;
 mod secret;
+pub mod state;
 
 pub use secret::{Secret, constant_time_eq};
 

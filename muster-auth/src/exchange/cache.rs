@@ -15,7 +15,11 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::{ExchangeError, ExchangedToken, TokenExchange};
-use crate::{Secret, oauth::http::OAuthHttp};
+use crate::{
+    Secret,
+    oauth::http::OAuthHttp,
+    state::{ExchangeEntry, MemorySignInStore, SignInStore},
+};
 
 /// An exchanged token is exchanged again this long before it expires (or at half its lifetime,
 /// when that is shorter).
@@ -38,9 +42,19 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// concurrent calls make one request). A failure is remembered for its key and fingerprint and
 /// answered without contacting the endpoint for a backoff: [`BACKOFF_INITIAL`], doubling to
 /// [`BACKOFF_MAX`], reset by a success, a new subject token or a changed exchange.
-#[derive(Default)]
+///
+/// The fresh tokens are kept in a [`SignInStore`] (in memory by default, or the one of
+/// [`ExchangeCache::with_store`], shared by replicas); the one exchange at a time per key, the
+/// failures and their backoff are this process's.
 pub struct ExchangeCache {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
+    store: Arc<dyn SignInStore>,
+}
+
+impl Default for ExchangeCache {
+    fn default() -> Self {
+        Self::with_store(Arc::new(MemorySignInStore::new()))
+    }
 }
 
 impl fmt::Debug for ExchangeCache {
@@ -51,7 +65,7 @@ impl fmt::Debug for ExchangeCache {
     }
 }
 
-/// One key's state.
+/// One key's state in this process.
 #[derive(Default)]
 struct Slot {
     /// Exchanges completed for this key, read before waiting for `state`: a caller that
@@ -64,8 +78,6 @@ struct Slot {
 struct State {
     /// What subject token and exchange everything below is for.
     fingerprint: Option<[u8; 32]>,
-    /// The token while it is fresh.
-    fresh: Option<(ExchangedToken, Instant)>,
     /// The last failure, its backoff and when the endpoint may be asked again.
     failure: Option<Failure>,
     /// The outcome of the last exchange.
@@ -79,8 +91,17 @@ struct Failure {
 }
 
 impl ExchangeCache {
+    /// A cache that keeps its tokens in `store`.
+    pub fn with_store(store: Arc<dyn SignInStore>) -> Self {
+        Self {
+            slots: Mutex::default(),
+            store,
+        }
+    }
+
     /// The exchanged token for `key`: from the cache, or from one exchange of `subject_token`
-    /// shared by the callers that wait for it (see the type's documentation).
+    /// shared by the callers that wait for it (see the type's documentation). A store that
+    /// cannot answer is exchanged around (with a warning): the token is exchanged, not cached.
     pub async fn token(
         &self,
         key: &str,
@@ -103,35 +124,40 @@ impl ExchangeCache {
         {
             return outcome.clone();
         }
-        let now = Instant::now();
-        if let Some((token, fresh_until)) = &state.fresh
-            && now < *fresh_until
-        {
-            return Ok(token.clone());
+        match self.store.exchange_entry(key).await {
+            Ok(Some(entry)) if entry.fingerprint == print => return Ok(entry.token),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "exchanged tokens cannot be read; exchanging"),
         }
         if let Some(failure) = &state.failure
-            && now < failure.retry_at
+            && Instant::now() < failure.retry_at
         {
             return Err(failure.error.clone());
         }
 
         let outcome = exchange.exchange(http, subject_token).await;
-        let now = Instant::now();
         match &outcome {
             Ok(token) => {
                 state.failure = None;
-                state.fresh = fresh_for(token).map(|fresh| (token.clone(), now + fresh));
+                if let Some(fresh) = fresh_for(token) {
+                    let entry = ExchangeEntry {
+                        fingerprint: print,
+                        token: token.clone(),
+                    };
+                    if let Err(e) = self.store.put_exchange_entry(key, entry, fresh).await {
+                        tracing::warn!(error = %e, "an exchanged token cannot be cached");
+                    }
+                }
             }
             Err(error) => {
                 let backoff = state
                     .failure
                     .as_ref()
                     .map_or(BACKOFF_INITIAL, |f| (f.backoff * 2).min(BACKOFF_MAX));
-                state.fresh = None;
                 state.failure = Some(Failure {
                     error: error.clone(),
                     backoff,
-                    retry_at: now + backoff,
+                    retry_at: Instant::now() + backoff,
                 });
             }
         }
@@ -143,11 +169,13 @@ impl ExchangeCache {
     /// Drops what is kept for `key` (an exchange running for it completes unseen).
     pub fn forget(&self, key: &str) {
         self.lock().remove(key);
+        self.store.forget_exchange_entry(key);
     }
 
     /// Drops every key starting with `prefix` (a session ended: `"<session>\0"`).
     pub fn forget_prefix(&self, prefix: &str) {
         self.lock().retain(|key, _| !key.starts_with(prefix));
+        self.store.forget_exchange_entries(prefix);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Slot>>> {

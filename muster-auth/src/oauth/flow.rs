@@ -1,6 +1,12 @@
 //! The sign-in flow: an authorization URL with PKCE (S256), a `state` that expires after 10
 //! minutes and remembers who asked, and the callback that turns the code into a [`Grant`].
 //!
+//! [`PendingSignIn::start`] makes the link and the record its callback needs;
+//! [`PendingSignIn::complete`] checks the callback and exchanges the code. Where the records are
+//! kept between the two is the caller's: [`SignIns`] keeps them in this process; a gateway keeps
+//! them in its sign-in state store (`muster_auth::state`), so that any replica can take the
+//! callback.
+//!
 //! ```
 //! use muster_auth::oauth::{
 //!     discovery::AuthorizationServerMetadata, flow::{SignInRequest, SignIns},
@@ -29,11 +35,7 @@
 //! # Ok::<(), muster_auth::oauth::AuthError>(())
 //! ```
 
-use std::{
-    collections::HashMap,
-    sync::Mutex,
-    time::{Duration, Instant},
-};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use oauth2::{AuthUrl, AuthorizationCode, CsrfToken, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope};
@@ -46,7 +48,11 @@ use super::{
     http::{OAuthHttp, oauth2_failure},
     registration::ClientRegistration,
 };
-use crate::{Secret, secret::constant_time_eq};
+use crate::{Secret, issuers::Description, secret::constant_time_eq};
+
+mod pending;
+
+pub(crate) use pending::PendingTable;
 
 /// Random bytes in a `state` (43 characters of base64url): as many as in a PKCE verifier.
 const STATE_BYTES: u32 = 32;
@@ -136,56 +142,31 @@ pub struct CompletedSignIn {
     pub grant: Grant,
 }
 
-struct Pending {
-    request: SignInRequest,
-    verifier: PkceCodeVerifier,
-    started: Instant,
+/// A sign-in waiting for its callback: everything the callback needs, kept by its `state` until
+/// the callback takes it (once) or it expires.
+#[derive(Debug, Clone)]
+pub struct PendingSignIn {
+    /// What was asked: who, for which server, at which authorization server, as which client.
+    pub request: SignInRequest,
+    /// The PKCE verifier (the link carries its S256 challenge).
+    pub verifier: Secret,
+    /// The authorization URL the link sends the browser to.
+    pub authorization_url: Url,
+    /// Where to send the browser after the callback, when the link asked for an allowed one.
+    pub browser_redirect: Option<String>,
+    /// How the server described its authorization server when the sign-in started: a callback
+    /// whose server is described otherwise by then is refused.
+    pub described: Option<Description>,
+    /// When the link stops working.
+    pub expires_at: DateTime<Utc>,
 }
 
-/// The sign-ins in progress, by `state`. A state is used once: completing it (or finding it
-/// expired) forgets it.
-pub struct SignIns {
-    pending: Mutex<HashMap<String, Pending>>,
-    ttl: Duration,
-}
-
-impl std::fmt::Debug for SignIns {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SignIns")
-            .field("pending", &self.lock().len())
-            .field("ttl", &self.ttl)
-            .finish()
-    }
-}
-
-impl Default for SignIns {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SignIns {
-    /// No sign-in in progress; links last [`STATE_TTL`].
-    pub fn new() -> Self {
-        Self::with_ttl(STATE_TTL)
-    }
-
-    /// Links that last `ttl`.
-    pub fn with_ttl(ttl: Duration) -> Self {
-        Self {
-            pending: Mutex::new(HashMap::new()),
-            ttl,
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Starts a sign-in: a fresh PKCE verifier and state, and the authorization URL (built by
-    /// the `oauth2` crate, with the `resource` of RFC 8707). Refused when the authorization
+impl PendingSignIn {
+    /// Starts a sign-in that lasts `ttl`: a fresh PKCE verifier and state, and the authorization
+    /// URL (built by the `oauth2` crate, with the `resource` of RFC 8707). The link to give, and
+    /// the record to keep by its state until the callback. Refused when the authorization
     /// endpoint, the token endpoint or the redirect URI is not a URL.
-    pub fn start(&self, request: SignInRequest) -> Result<StartedSignIn> {
+    pub fn start(request: SignInRequest, ttl: Duration) -> Result<(StartedSignIn, Self)> {
         let metadata = &request.metadata;
         let authorization_url = AuthUrl::new(metadata.authorization_endpoint.clone()).map_err(|e| {
             AuthError::Unsupported(format!(
@@ -206,48 +187,28 @@ impl SignIns {
             .add_scopes(scopes.map(|s| Scope::new(s.to_owned())))
             .add_extra_param("resource", request.resource.as_str())
             .url();
-        let state = state.into_secret();
-        let expires_at = Utc::now() + chrono::TimeDelta::from_std(self.ttl).unwrap_or_default();
-        let mut pending = self.lock();
-        pending.retain(|_, p| p.started.elapsed() < self.ttl);
-        pending.insert(
-            state.clone(),
-            Pending {
-                request,
-                verifier,
-                started: Instant::now(),
-            },
-        );
-        Ok(StartedSignIn { url, state, expires_at })
+        let expires_at = Utc::now() + chrono::TimeDelta::from_std(ttl).unwrap_or_default();
+        let started = StartedSignIn {
+            url: url.clone(),
+            state: state.into_secret(),
+            expires_at,
+        };
+        let pending = Self {
+            request,
+            verifier: Secret::new(verifier.into_secret()),
+            authorization_url: url,
+            browser_redirect: None,
+            described: None,
+            expires_at,
+        };
+        Ok((started, pending))
     }
 
-    /// Whether link `state` waits for its callback.
-    pub fn is_pending(&self, state: &str) -> bool {
-        self.lock().get(state).is_some_and(|p| p.started.elapsed() < self.ttl)
-    }
-
-    /// Withdraws the sign-in of link `state`: its callback will be refused.
-    pub fn forget(&self, state: &str) {
-        self.lock().remove(state);
-    }
-
-    /// How many sign-ins are waiting for their callback.
-    pub fn pending(&self) -> usize {
-        let mut pending = self.lock();
-        pending.retain(|_, p| p.started.elapsed() < self.ttl);
-        pending.len()
-    }
-
-    /// Completes the sign-in `callback` answers: checks the state, the RFC 9207 issuer and the
-    /// code, and exchanges the code (with the PKCE verifier and the resource) for a grant.
-    pub async fn complete(&self, http: &OAuthHttp, callback: &Callback) -> Result<CompletedSignIn> {
-        let state = callback.state.as_deref().ok_or(AuthError::UnknownState)?;
-        let pending = self
-            .lock()
-            .remove(state)
-            .filter(|p| p.started.elapsed() < self.ttl)
-            .ok_or(AuthError::UnknownState)?;
-        let request = pending.request;
+    /// Completes this sign-in with `callback`, whose `state` named it (the caller took it from
+    /// where it was kept, so that it is used once): checks the RFC 9207 issuer and the code, and
+    /// exchanges the code (with the PKCE verifier and the resource) for a grant.
+    pub async fn complete(self, http: &OAuthHttp, callback: &Callback) -> Result<CompletedSignIn> {
+        let request = self.request;
         let expected = request
             .expected_issuer
             .clone()
@@ -285,7 +246,7 @@ impl SignIns {
             .set_redirect_uri(redirect_url(&request.redirect_uri)?);
         let response = client
             .exchange_code(AuthorizationCode::new(code.to_owned()))
-            .set_pkce_verifier(pending.verifier)
+            .set_pkce_verifier(PkceCodeVerifier::new(self.verifier.expose().to_owned()))
             .add_extra_param("resource", request.resource.as_str())
             .request_async(&http.oauth2_client(TOKEN_ENDPOINT))
             .await
@@ -311,6 +272,73 @@ impl SignIns {
     }
 }
 
+/// The sign-ins in progress in this process, by `state`. A state is used once: completing it
+/// (or finding it expired) forgets it.
+pub struct SignIns {
+    pending: PendingTable,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for SignIns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignIns")
+            .field("pending", &self.pending.len())
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+impl Default for SignIns {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SignIns {
+    /// No sign-in in progress; links last [`STATE_TTL`].
+    pub fn new() -> Self {
+        Self::with_ttl(STATE_TTL)
+    }
+
+    /// Links that last `ttl`.
+    pub fn with_ttl(ttl: Duration) -> Self {
+        Self {
+            pending: PendingTable::default(),
+            ttl,
+        }
+    }
+
+    /// Starts a sign-in ([`PendingSignIn::start`]) and keeps it until its callback.
+    pub fn start(&self, request: SignInRequest) -> Result<StartedSignIn> {
+        let (started, pending) = PendingSignIn::start(request, self.ttl)?;
+        self.pending.put(&started.state, pending);
+        Ok(started)
+    }
+
+    /// Whether link `state` waits for its callback.
+    pub fn is_pending(&self, state: &str) -> bool {
+        self.pending.get(state).is_some()
+    }
+
+    /// Withdraws the sign-in of link `state`: its callback will be refused.
+    pub fn forget(&self, state: &str) {
+        self.pending.take(state);
+    }
+
+    /// How many sign-ins are waiting for their callback.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Completes the sign-in `callback` answers: takes its state (once), then
+    /// [`PendingSignIn::complete`].
+    pub async fn complete(&self, http: &OAuthHttp, callback: &Callback) -> Result<CompletedSignIn> {
+        let state = callback.state.as_deref().ok_or(AuthError::UnknownState)?;
+        let pending = self.pending.take(state).ok_or(AuthError::UnknownState)?;
+        pending.complete(http, callback).await
+    }
+}
+
 /// The gateway's callback as `oauth2` takes it; refused when it is not a URL.
 fn redirect_url(redirect_uri: &str) -> Result<RedirectUrl> {
     RedirectUrl::new(redirect_uri.to_owned())
@@ -319,6 +347,8 @@ fn redirect_url(redirect_uri: &str) -> Result<RedirectUrl> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
     use sha2::{Digest, Sha256};
 
@@ -348,10 +378,10 @@ mod tests {
         let sign_ins = SignIns::new();
         let started = sign_ins.start(request()).expect("starts");
         let query: HashMap<String, String> = started.url.query_pairs().into_owned().collect();
-        let pending = sign_ins.lock();
-        let verifier = pending
+        let verifier = sign_ins
+            .pending
             .get(&started.state)
-            .map(|p| p.verifier.secret().to_owned())
+            .map(|p| p.verifier.expose().to_owned())
             .unwrap_or_default();
         assert_eq!(verifier.len(), 43);
         assert_eq!(

@@ -27,15 +27,35 @@
 //! assert!(auth.sign_in().is_none());
 //! # Ok(()) }
 //! ```
+//!
+//! The sign-in state (pending sign-ins, client registrations, grants, sign-in attempts,
+//! refreshes in flight, exchanged tokens) is kept in a [`SignInStore`]: [`DownstreamAuth::for_registry`]
+//! keeps it in memory (and people's grants in the encrypted `grantStore`, when configured);
+//! [`DownstreamAuth::with_store`] keeps it in the store given, one that replicas share, so that
+//! any of them can take a sign-in's callback:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use muster_auth::state::{MemorySignInStore, SignInStore};
+//! use muster_core::config::MusterConfig;
+//! use muster_gateway::{auth::DownstreamAuth, registry::{Registry, RegistryOptions}};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
+//! let store: Arc<dyn SignInStore> = Arc::new(MemorySignInStore::new()); // or a shared one
+//! let auth = DownstreamAuth::with_store(&registry, store);
+//! assert!(auth.sign_in().is_none());
+//! # Ok(()) }
+//! ```
 
 use std::sync::Arc;
 
-use muster_core::{CallContext, SessionId};
-
 use futures::future::BoxFuture;
+use muster_auth::state::SignInStore;
+use muster_core::{CallContext, SessionId};
 use tokio_util::sync::CancellationToken;
 
-use super::{SignInService, elicitation::SignInWaiter, sso::SsoService};
+use super::{SignInService, elicitation::SignInWaiter, memory_store, sso::SsoService};
 use crate::{
     error::GatewayError,
     registry::{Registry, SessionObserver},
@@ -50,15 +70,42 @@ pub struct DownstreamAuth {
 
 impl DownstreamAuth {
     /// The sign-in services `registry`'s configuration asks for, reading client credentials
-    /// from the registry's Secrets; from now on the registry tells them when it forgets a
+    /// from the registry's Secrets, with their state in memory (people's grants also in the
+    /// `grantStore`, when configured); from now on the registry tells them when it forgets a
     /// session. Refused when the configured grant store cannot be opened.
     pub fn for_registry(registry: &Registry) -> Result<Self, GatewayError> {
+        let config = registry.config();
+        let client = &config.aggregator.oauth.mcp_client;
+        let store = if client.enabled {
+            memory_store(client)?
+        } else {
+            muster_auth::state::MemorySignInStore::new()
+        };
+        Ok(Self::over(registry, Arc::new(store)))
+    }
+
+    /// The sign-in services `registry`'s configuration asks for, as [`Self::for_registry`], with
+    /// their state in `store` (a `grantStore` configured is not used: `store` keeps the grants).
+    pub fn with_store(registry: &Registry, store: Arc<dyn SignInStore>) -> Self {
+        let client = registry.config().aggregator.oauth.mcp_client.clone();
+        if client.enabled && client.grant_store.is_some() {
+            tracing::warn!(
+                ?store,
+                "aggregator.oauth.mcpClient.grantStore is not used: the sign-in state store given keeps the grants"
+            );
+        }
+        Self::over(registry, store)
+    }
+
+    fn over(registry: &Registry, store: Arc<dyn SignInStore>) -> Self {
+        let config = registry.config();
+        let client = &config.aggregator.oauth.mcp_client;
         let auth = Self {
-            sign_in: SignInService::from_config(&registry.config())?,
-            sso: Arc::new(SsoService::new(Arc::clone(registry.secrets()))),
+            sign_in: client.enabled.then(|| SignInService::new(client, Arc::clone(&store))),
+            sso: Arc::new(SsoService::with_store(Arc::clone(registry.secrets()), store)),
         };
         registry.observe_sessions(Arc::new(auth.clone()));
-        Ok(auth)
+        auth
     }
 
     /// Sign-in by link, when `aggregator.oauth.mcpClient` is enabled.

@@ -57,16 +57,21 @@ async fn start(State((_, service)): SignInState, RawQuery(query): RawQuery) -> R
         return page(StatusCode::NOT_FOUND, "This sign-in link is unknown or expired", "");
     };
     if let Some(redirect) = param("redirect")
-        && let Err(reason) = service.remember_redirect(&state, &redirect)
+        && let Err(reason) = service.remember_redirect(&state, &redirect).await
     {
         return page(StatusCode::BAD_REQUEST, "This redirect is not allowed", &reason);
     }
-    match service.authorization_url(&state) {
-        Some(url) => Redirect::to(&url).into_response(),
-        None => page(
+    match service.authorization_url(&state).await {
+        Ok(Some(url)) => Redirect::to(&url).into_response(),
+        Ok(None) => page(
             StatusCode::NOT_FOUND,
             "This sign-in link is unknown or expired",
             "Ask your agent to sign in again (core_auth_login) for a new link.",
+        ),
+        Err(e) => page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Signing in is not possible right now",
+            &e.to_string(),
         ),
     }
 }

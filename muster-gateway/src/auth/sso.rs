@@ -5,7 +5,8 @@
 //!   bearer is never sent: such a caller does not reach the server.
 //! - `auth.tokenExchange`: the validated bearer is exchanged (RFC 8693) at the configured token
 //!   endpoint for a token of the server's issuer, cached per session and server until shortly
-//!   before it expires; concurrent calls share one exchange ([`ExchangeCache`]).
+//!   before it expires; concurrent calls share one exchange ([`ExchangeCache`]). The exchanged
+//!   tokens are kept in the sign-in state store; the one exchange at a time is this process's.
 //!
 //! Each session gets its own connection to such a server, made on its first request and made
 //! again when its credential changes (a refreshed bearer, a new exchanged token). The gateway
@@ -26,6 +27,7 @@ use muster_auth::{
     exchange::{DEFAULT_EXCHANGE_SCOPES, ExchangeCache, TokenExchange},
     oauth::http::OAuthHttp,
     resource::ValidatedBearer,
+    state::{MemorySignInStore, SignInStore},
 };
 use muster_core::{
     CallContext, SessionId, ToolError,
@@ -73,11 +75,18 @@ pub struct SsoService {
 }
 
 impl SsoService {
-    /// The service, reading client credentials from `secrets`.
+    /// The service, reading client credentials from `secrets`, with the exchanged tokens in
+    /// memory.
     pub fn new(secrets: Arc<dyn SecretSource>) -> Self {
+        Self::with_store(secrets, Arc::new(MemorySignInStore::new()))
+    }
+
+    /// The service, reading client credentials from `secrets`, with the exchanged tokens kept
+    /// in `store` (one exchange at a time per session and server stays this process's).
+    pub(crate) fn with_store(secrets: Arc<dyn SecretSource>, store: Arc<dyn SignInStore>) -> Self {
         Self {
             http: OAuthHttp::new(),
-            exchanges: ExchangeCache::default(),
+            exchanges: ExchangeCache::with_store(store),
             secrets,
             connecting: Mutex::new(HashMap::new()),
             used: Mutex::new(HashMap::new()),

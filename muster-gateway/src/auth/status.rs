@@ -90,8 +90,10 @@ pub async fn status_document(
                     && registry.session_connection(&ctx.session, &name).is_none()
                 {
                     // One attempt for all the links of this call.
-                    let counted =
-                        attempt.get_or_insert_with(|| service.count_attempt(&ctx.session, &name, registry, false));
+                    let counted = match attempt {
+                        Some(ref counted) => counted,
+                        None => attempt.insert(service.count_attempt(&ctx.session, &name, registry, false).await),
+                    };
                     match counted {
                         Ok(()) => match service.link(registry, ctx, &name, false).await {
                             Ok((answer, _)) => {
@@ -117,7 +119,15 @@ pub async fn status_document(
                     "auth_required"
                 };
                 entry.insert("status".into(), json!(status));
-                let held = service.and_then(|s| s.book.get(&s.owner(registry, ctx, &name), &name));
+                let held = match service {
+                    Some(s) => s
+                        .store
+                        .grant(&s.owner(registry, ctx, &name), &name)
+                        .await
+                        .ok()
+                        .flatten(),
+                    None => None,
+                };
                 let issuer = held
                     .as_ref()
                     .map(|h| h.grant.issuer.clone())
