@@ -3,7 +3,8 @@
 //! ```text
 //! HTTP /mcp  -> [BearerAuthLayer]  front door (optional): a bearer JWT of a trusted issuer
 //!            -> ToolsetHeaderLayer X-muster-Toolset into the request
-//!            -> StreamableHttpService(Front)   our MCP server: tools/list, filter_tools (Discovery), tools/call
+//!            -> StreamableHttpService(MetaServer)  the meta-tools (MetaService: Discovery, call_tool)
+//!                                                  and the catalogue's tools, called directly
 //! ToolCall   -> AuditLayer         our own layer: records every call and its outcome
 //!            -> ToolsetLayer       refuses a tool outside the request's toolset
 //!            -> Dispatcher         downstream tools (x_notes_*), the gateway's core_* tools and
@@ -20,34 +21,30 @@ use muster::{
     },
     catalog::{
         CatalogSource,
-        discovery::{Discovery, DiscoveryTool},
+        discovery::Discovery,
+        meta::{MetaServer, MetaService},
         toolset::{ToolsetHeaderLayer, ToolsetLayer},
     },
     core::{
-        BoxError, BoxToolService, ToolCall, ToolOutput,
-        config::MusterConfig,
+        BoxError, BoxToolService,
+        config::{Exposure, MusterConfig},
         crd::{MCPServer, MCPServerSpec, ServerType},
     },
     gateway::{
         dispatch::Dispatcher,
-        meta::{call_context, definitions},
+        meta::call_context,
         registry::{Registry, RegistryOptions},
         supervisor,
     },
 };
 use rmcp::{
-    ErrorData as McpError, RoleServer, ServerHandler,
-    model::{
-        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-        ServerCapabilities, ServerConfig, Tool,
-    },
-    service::RequestContext,
+    model::Implementation,
     transport::{
         StreamableHttpServerConfig, StreamableHttpService, streamable_http_server::session::local::LocalSessionManager,
     },
 };
 use tokio_util::sync::CancellationToken;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceBuilder;
 
 use crate::{
     layers::{AuditLayer, AuditLog},
@@ -120,11 +117,18 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
     //    stack answered is the one to serve, as it is what keeps the stack alive.
     let tools = registry.bind_tool_stack(tools);
 
-    // 5. The MCP server clients talk to, and the HTTP layers in front of it.
-    let front = Front {
-        discovery: Discovery::new(catalogue, presets),
-        tools,
-    };
+    // 5. The MCP server clients talk to: the meta-tools (filter_tools, call_tool, ...) over
+    //    the registry's catalogue and the stack, and the catalogue's tools listed and called
+    //    directly; each call's context names the caller the front door authenticated.
+    let meta = MetaService::new(Discovery::new(catalogue, presets), tools);
+    let front = MetaServer::new(meta)
+        .with_exposure(Exposure::Both)
+        .with_call_context(call_context)
+        .with_server_info(Implementation::new("muster-compose-example", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Tools of the notes server (x_notes_*), muster's core tools and core_whoami, callable directly; \
+             search them with filter_tools {query}.",
+        );
     let end_sessions = CancellationToken::new();
     let mcp = StreamableHttpService::new(
         move || Ok(front.clone()),
@@ -148,71 +152,4 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
         end_sessions,
         downstream,
     })
-}
-
-/// The MCP server of the example: the catalogue's tools listed and called directly, narrowed by
-/// the request's toolset, and muster's `filter_tools` to search them, both through the
-/// catalogue service (`Discovery`).
-#[derive(Debug, Clone)]
-struct Front {
-    discovery: Discovery,
-    tools: BoxToolService,
-}
-
-impl Front {
-    fn filter_tools_definition() -> Option<Tool> {
-        definitions()
-            .iter()
-            .find(|t| t.name == DiscoveryTool::FilterTools.name())
-            .cloned()
-    }
-}
-
-impl ServerHandler for Front {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("muster-compose-example", env!("CARGO_PKG_VERSION")))
-            .with_instructions("Tools of the notes server (x_notes_*), muster's core tools and core_whoami; search them with filter_tools {query}.")
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        let (call_ctx, _) = call_context(&ctx);
-        let seen = self
-            .discovery
-            .request_view(&call_ctx)
-            .await
-            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let mut listed: Vec<Tool> = Self::filter_tools_definition().into_iter().collect();
-        listed.extend(seen.view.tools().map(|entry| entry.tool.to_tool()));
-        Ok(ListToolsResult::with_all_items(listed))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let (call_ctx, progress) = call_context(&ctx);
-        let arguments = request.arguments.unwrap_or_default();
-        let result = if request.name == DiscoveryTool::FilterTools.name() {
-            self.discovery
-                .answer(DiscoveryTool::FilterTools, &arguments, &call_ctx)
-                .await
-        } else {
-            // Through the whole stack; a refusal (unknown tool, outside the toolset, server
-            // down) is a JSON-RPC error from muster-core's one table.
-            // This front writes typed messages: a downstream's result is read as one at once.
-            let call = ToolCall::new(request.name.to_string(), arguments, call_ctx.reading_typed_result());
-            let output = self.tools.clone().oneshot(call).await;
-            output.and_then(ToolOutput::into_result).map_err(McpError::from)?
-        };
-        if let Some(progress) = progress {
-            progress.flush().await;
-        }
-        Ok(result.into())
-    }
 }

@@ -30,7 +30,7 @@ use std::{
     time::Duration,
 };
 
-use muster::gateway::meta::definitions;
+use muster::catalog::meta::definitions;
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler, ServiceExt,
     model::{

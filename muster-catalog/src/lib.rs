@@ -68,6 +68,7 @@
 pub mod args;
 pub mod discovery;
 mod error;
+pub mod meta;
 pub mod pattern;
 pub mod prompts;
 pub mod rank;

@@ -9,8 +9,10 @@
 //!             ToolsetHeaderLayer           muster_catalog::toolset (X-muster-Toolset)
 //!             rmcp StreamableHttpService   sessions; calls answered in front of it
 //!             MetaTools (ServerHandler)    meta::MetaTools::with_auth
-//!               discovery meta-tools       muster_catalog::discovery::Discovery
-//!               tools/call                 URL elicitation (auth::elicitation) -> call_tool
+//!               tools/call                 URL elicitation (auth::elicitation), session limits
+//!               the 13 meta-tools          muster_catalog::meta::MetaService: Discovery,
+//!                                          call_tool over the ToolCall stack below,
+//!                                          get_resource/get_prompt over the session's connections
 //! ToolCall    MetricsLayer                 metrics: counts and spans, refusals too
 //!             ToolsetLayer                 muster_catalog::toolset
 //!             Dispatcher::with_auth        dispatch: downstream connections, core tools,

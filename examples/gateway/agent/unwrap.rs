@@ -2,12 +2,12 @@
 //!
 //! The gateway answers `call_tool` with a JSON envelope `{isError, content, structuredContent,
 //! _meta, tool}` as the first content item; image and audio items are size-only inside it and
-//! follow it as native content items (see `muster::gateway::meta::envelope`). An IDE wants the
+//! follow it as native content items (see `muster::catalog::meta::envelope`). An IDE wants the
 //! tool's result itself, so the agent rebuilds it: the envelope's `isError`, its content with the
 //! native image and audio items put back in their places, its `structuredContent` and `_meta`,
 //! plus the envelope's `tool` in `_meta` under `muster.giantswarm.io/tool`.
 
-use muster::gateway::meta::TOOL_META_KEY;
+use muster::catalog::meta::TOOL_META_KEY;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -68,7 +68,7 @@ pub(crate) fn unwrap(outer: CallToolResult) -> CallToolResult {
 
 #[cfg(test)]
 mod tests {
-    use muster::gateway::meta::{DispatchedTool, envelope};
+    use muster::catalog::meta::{DispatchedTool, envelope};
     use serde_json::json;
 
     use super::*;

@@ -112,7 +112,7 @@ fn print_result(out: &Out, result: &CallToolResult) {
         && let Some(tool) = result
             .meta
             .as_ref()
-            .and_then(|m| m.0.get(muster::gateway::meta::TOOL_META_KEY))
+            .and_then(|m| m.0.get(muster::catalog::meta::TOOL_META_KEY))
     {
         let server = tool.get("server").and_then(Value::as_str).unwrap_or("muster");
         let name = tool

@@ -275,7 +275,7 @@ pub(crate) fn json_of(result: &CallToolResult) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use muster::gateway::meta::{DispatchedTool, envelope};
+    use muster::catalog::meta::{DispatchedTool, envelope};
     use rmcp::model::ContentBlock;
     use serde_json::json;
 

@@ -1,4 +1,4 @@
-//! The registry's part in the catalogue service ([`Discovery`](muster_catalog::discovery::Discovery)):
+//! The registry's part in the meta-tools ([`MetaService`](muster_catalog::meta::MetaService)):
 //! what the catalogue alone does not know.
 //!
 //! - Before a request's catalogue is read ([`OnRequest`]), the session is noted alive and the
@@ -7,16 +7,22 @@
 //! - The servers a sign-in would unlock for the session ([`AuthHints`]): the registry's
 //!   `servers_requiring_auth`.
 //!
+//! - Resources and prompts are read through the session's connection to their server
+//!   ([`EntryReader`]).
+//!
 //! Without sign-in services ([`DownstreamAuth`]) only the session is noted alive.
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use muster_catalog::{
     discovery::{AuthHints, OnRequest},
+    meta::{EntryError, EntryReader},
     pattern::NamePattern,
     tools::ServerAuthHint,
 };
-use muster_core::{CallContext, SessionId};
+use muster_core::{CallContext, JsonObject, SessionId};
+use rmcp::model::{GetPromptResult, ReadResourceResult};
 
 use crate::{auth::DownstreamAuth, registry::Registry};
 
@@ -39,5 +45,46 @@ impl OnRequest for RegistryHooks {
         if let Some(auth) = &self.auth {
             auth.adopt(&self.registry, ctx).await;
         }
+    }
+}
+
+/// The registry's connections as the meta-tools' reader of resources and prompts: the session's
+/// connection to the entry's server.
+pub(crate) struct RegistryEntries(pub(crate) Arc<Registry>);
+
+impl EntryReader for RegistryEntries {
+    fn read_resource<'a>(
+        &'a self,
+        server: &'a str,
+        uri: &'a str,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<ReadResourceResult, EntryError>> {
+        Box::pin(async move {
+            let conn = self
+                .0
+                .connection_for(&ctx.session, server)
+                .ok_or(EntryError::NotConnected)?;
+            conn.read_resource(uri, ctx)
+                .await
+                .map_err(|e| EntryError::Failed(e.into()))
+        })
+    }
+
+    fn get_prompt<'a>(
+        &'a self,
+        server: &'a str,
+        prompt: &'a str,
+        arguments: Option<JsonObject>,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<GetPromptResult, EntryError>> {
+        Box::pin(async move {
+            let conn = self
+                .0
+                .connection_for(&ctx.session, server)
+                .ok_or(EntryError::NotConnected)?;
+            conn.get_prompt(prompt, arguments, ctx)
+                .await
+                .map_err(|e| EntryError::Failed(e.into()))
+        })
     }
 }

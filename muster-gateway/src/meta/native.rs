@@ -20,7 +20,7 @@ use tower::ServiceExt;
 
 use muster_catalog::discovery::{RequestView, error_answer};
 
-use super::MetaTools;
+use super::{MetaTools, unseen::Refusal};
 use crate::metrics::{CallTarget, Outcome};
 use crate::upstream::SharedConnection;
 
@@ -108,7 +108,8 @@ impl MetaTools {
         }
         Some(
             match self
-                .tools
+                .meta
+                .tools()
                 .clone()
                 .oneshot(ToolCall::new(name.to_owned(), arguments, ctx))
                 .await
@@ -135,14 +136,10 @@ impl MetaTools {
             };
             return (Outcome::OutsideToolset, Some(error_answer(refusal.to_string())));
         }
-        if let Some(answer) = self.sign_in_answer(name, ctx).await {
-            return (Outcome::AuthRequired, Some(answer));
-        }
-        if let Some(reason) = self.sso_failure(name, ctx) {
-            return (Outcome::Unavailable, Some(error_answer(reason)));
-        }
-        match self.registry.unavailable_tool(name) {
-            Some(e) => (Outcome::of_error(&e), Some(error_answer(e.to_string()))),
+        match self.unseen.refusal(name, ctx).await {
+            Some(Refusal::SignIn(answer)) => (Outcome::AuthRequired, Some(answer)),
+            Some(Refusal::SingleSignOn(reason)) => (Outcome::Unavailable, Some(error_answer(reason))),
+            Some(Refusal::Unavailable(e)) => (Outcome::of_error(&e), Some(error_answer(e.to_string()))),
             None => (Outcome::NotFound, None),
         }
     }

@@ -33,11 +33,12 @@ use std::future::Future;
 use tracing::{Instrument, Span, field::Empty};
 
 use super::in_front::{AnswersCalls, CallAnswer};
-use super::{AUTH_STATUS_URI, INSTRUCTIONS, MetaTool, MetaTools, call_context, definitions, native::page, session_of};
+use super::{AUTH_STATUS_URI, INSTRUCTIONS, MetaTools, call_context, native::page, session_of};
 use crate::{
     auth::elicitation::{Elicited, SignInRetry, elicit},
     metrics::{CallTarget, Outcome, REQUEST_SPAN, log_session},
 };
+use muster_catalog::meta::{MetaTool, definitions};
 
 impl MetaTools {
     fn exposure(&self) -> muster_core::config::Exposure {

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use muster_catalog::{
+use crate::{
     args::{
         CallToolArgs, FilterByServerArgs, FilterToolsArgs, GetPromptArgs, ListCoreToolsArgs, ListToolsArgs, NameArgs,
         NoArgs, ResourceArgs,
