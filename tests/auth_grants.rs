@@ -5,10 +5,11 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
+use std::{os::unix::fs::PermissionsExt, sync::Arc, time::Duration};
 
 use common::{call_meta, envelope, oidc::OidcProvider, signin::SignInGateway, text, tool_names};
 use muster::core::config::{AggregatorConfig, GrantStoreConfig, McpClientConfig, OAuthServerConfig};
+use muster::gateway::registry::{SessionObserver, SessionReaping};
 use rmcp::{RoleClient, model::ReadResourceRequestParams, service::RunningService};
 use serde_json::{Value, json};
 
@@ -223,27 +224,57 @@ async fn a_principals_grant_is_kept_encrypted_on_disk_and_survives_a_restart() {
 #[tokio::test]
 async fn an_ended_session_is_forgotten_with_its_grants() {
     let idp = OidcProvider::start();
-    let gw = SignInGateway::start(&idp, |base| {
-        AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base))
-    })
+    let reaping = SessionReaping {
+        interval: Duration::from_millis(100),
+        idle: Duration::from_secs(3600),
+    };
+    let gw = SignInGateway::start_reaping(
+        &idp,
+        reaping,
+        |_| {},
+        |base| AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base)),
+    )
     .await;
+    let forgotten = Arc::new(Forgotten::default());
+    gw.gateway.registry().observe_sessions(Arc::clone(&forgotten) as _);
     let mcp = format!("{}/mcp", gw.base);
     let carol = client(&mcp, &[], None).await;
     let login = core(&carol, "core_auth_login", json!({"server": "protected"})).await;
     sign_in(&idp, login["authUrl"].as_str().expect("a link"), "carol").await;
     assert!(tools_of(&carol).await.contains(&"x_protected_whoami".to_owned()));
-    let registry = std::sync::Arc::clone(gw.gateway.registry());
-    assert_eq!(registry.reap_ended_sessions(), 0, "a live session stays");
+
+    // A live session stays, reap after reap.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(forgotten.sessions().is_empty(), "a live session stays");
+    assert!(tools_of(&carol).await.contains(&"x_protected_whoami".to_owned()));
 
     let _ = carol.cancel().await;
     let reaped = common::eventually(10, || {
-        let registry = std::sync::Arc::clone(&registry);
-        async move { registry.reap_ended_sessions() == 1 }
+        let forgotten = Arc::clone(&forgotten);
+        async move { !forgotten.sessions().is_empty() }
     })
     .await;
     assert!(reaped, "the ended session was reaped");
-    assert_eq!(registry.reap_ended_sessions(), 0);
+    let sessions = forgotten.sessions();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert!(sessions[0].1, "forgotten as ended, its grants with it: {sessions:?}");
     gw.stop().await;
+}
+
+/// The sessions the registry forgot, and whether each ended.
+#[derive(Debug, Default)]
+struct Forgotten(std::sync::Mutex<Vec<(String, bool)>>);
+
+impl Forgotten {
+    fn sessions(&self) -> Vec<(String, bool)> {
+        self.0.lock().expect("lock").clone()
+    }
+}
+
+impl SessionObserver for Forgotten {
+    fn session_forgotten(&self, session: &muster::core::SessionId, ended: bool) {
+        self.0.lock().expect("lock").push((session.as_str().to_owned(), ended));
+    }
 }
 
 fn pinned(issuer: &str, grant_scope: &str) -> muster::core::crd::MCPServerAuth {

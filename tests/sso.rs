@@ -12,7 +12,10 @@ use muster::core::{
     config::{AggregatorConfig, McpClientConfig, MusterConfig, OAuthServerConfig},
     crd::{MCPServer, MCPServerAuth, MCPServerState},
 };
-use muster::gateway::Gateway;
+use muster::gateway::{
+    Gateway,
+    registry::{RegistryOptions, SessionReaping},
+};
 use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
 use serde_json::{Value, json};
 
@@ -27,12 +30,24 @@ struct Served {
 
 impl Served {
     async fn start(listener: tokio::net::TcpListener, config: AggregatorConfig, servers: Vec<MCPServer>) -> Self {
+        Self::start_reaping(listener, config, servers, SessionReaping::default()).await
+    }
+
+    async fn start_reaping(
+        listener: tokio::net::TcpListener,
+        config: AggregatorConfig,
+        servers: Vec<MCPServer>,
+        reaping: SessionReaping,
+    ) -> Self {
         let base = format!("http://{}", listener.local_addr().expect("addr"));
-        let gateway = Gateway::with_supervision(
+        let options = RegistryOptions::default()
+            .with_supervision(fast_supervision())
+            .with_session_reaping(reaping);
+        let gateway = Gateway::with_options(
             MusterConfig::default().with_aggregator(config),
             servers,
             Vec::new(),
-            fast_supervision(),
+            options,
         )
         .expect("valid configuration");
         gateway.start().await;
@@ -141,13 +156,6 @@ async fn a_forward_token_server_receives_exactly_the_callers_validated_token() {
     )
     .await;
     assert!(text(&events).contains("MCPServerTokenForwarded"), "{}", text(&events));
-    // An idle session's connection is closed (the server awaits a session again); its next
-    // request connects it again.
-    assert!(gw.gateway.registry().reap_idle_sessions(std::time::Duration::ZERO) >= 1);
-    assert_eq!(gw.state("k8s"), Some(MCPServerState::AwaitingSession));
-    let (failed, answer) = run(&dana_again, "x_k8s_whoami").await;
-    assert!(!failed, "{answer}");
-    assert_eq!(gw.state("k8s"), Some(MCPServerState::Connected));
     for c in [dana, dana_again] {
         let _ = c.cancel().await;
     }
@@ -171,6 +179,55 @@ async fn a_forward_token_server_receives_exactly_the_callers_validated_token() {
     assert!(direct.is_err(), "the downstream refuses a caller without a token");
     let _ = anonymous.cancel().await;
     open.stop().await;
+}
+
+#[tokio::test]
+async fn an_idle_sessions_connection_is_closed_and_its_next_request_connects_it_again() {
+    let idp = OidcProvider::start();
+    let (listen, base) = listener().await;
+    let mcp = format!("{base}/mcp");
+    let k8s = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in")))
+        .serve_protected_for(idp.issuer(), &mcp)
+        .await;
+    let mut definition = remote("k8s", &k8s.url);
+    definition.spec.auth = Some(auth(json!({"forwardToken": true})));
+    let reaping = SessionReaping {
+        interval: std::time::Duration::from_millis(100),
+        idle: std::time::Duration::from_millis(600),
+    };
+    let gw = Served::start_reaping(
+        listen,
+        AggregatorConfig::default()
+            .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![idp.issuer().to_owned()])),
+        vec![definition],
+        reaping,
+    )
+    .await;
+    let dana = client(&mcp, Some(idp.token_for(&mcp, "dana").await)).await;
+    let (failed, answer) = run(&dana, "x_k8s_whoami").await;
+    assert!(!failed, "{answer}");
+    assert_eq!(gw.state("k8s"), Some(MCPServerState::Connected));
+
+    // No request for longer than `idle`: the session's connection is closed, and the server
+    // awaits a session again.
+    let idle = common::eventually(10, || {
+        let state = gw.state("k8s");
+        async move { state == Some(MCPServerState::AwaitingSession) }
+    })
+    .await;
+    assert!(idle, "the idle session's connection was closed: {:?}", gw.state("k8s"));
+    let calls = k8s.headers_of("whoami").len();
+    let (failed, answer) = run(&dana, "x_k8s_whoami").await;
+    assert!(!failed, "{answer}");
+    assert_eq!(gw.state("k8s"), Some(MCPServerState::Connected));
+    assert_eq!(
+        k8s.headers_of("whoami").len(),
+        calls + 1,
+        "the call reached the server again"
+    );
+    let _ = dana.cancel().await;
+    gw.stop().await;
 }
 
 #[tokio::test]

@@ -28,14 +28,13 @@ mod session_connections;
 mod sessions;
 pub use changes::{Change, ChangeBus};
 pub use muster_core::crd::Applied;
-pub use options::RegistryOptions;
+pub use options::{RegistryOptions, SessionReaping};
 pub use runtime::{ServerRuntime, starts_automatically};
 use servers::ServerTable;
 pub use servers::ServerView;
 pub(crate) use servers::{Command, Key, Unsupervised};
 use session_connections::SessionConnections;
 pub use session_connections::SessionObserver;
-pub use sessions::SESSION_IDLE;
 
 use std::{
     collections::BTreeMap,
@@ -87,6 +86,8 @@ pub struct Registry {
     /// Where the Secrets that definitions name are read.
     secrets: Arc<dyn crate::secrets::SecretSource>,
     supervision: SupervisorConfig,
+    /// How sessions are reaped once supervision started.
+    session_reaping: SessionReaping,
     /// Whether supervision started (`supervisor::start`).
     started: std::sync::atomic::AtomicBool,
     events: EventLog,
@@ -163,6 +164,7 @@ impl Registry {
             changes: ChangeBus::default(),
             secrets: options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)),
             supervision,
+            session_reaping: options.session_reaping,
             started: std::sync::atomic::AtomicBool::new(false),
             events,
             event_followers: crate::events::EventFollowers::default(),
@@ -186,7 +188,7 @@ impl Registry {
     }
 
     /// Every defined server's name and state, without copying definitions (for the metrics).
-    pub fn server_states(&self) -> Vec<(String, MCPServerState)> {
+    pub(crate) fn server_states(&self) -> Vec<(String, MCPServerState)> {
         self.servers.states()
     }
 
@@ -236,7 +238,7 @@ impl Registry {
 
     /// Replaces the running configuration (a new listener address takes effect at the next
     /// start; the name rules and presets are fixed at start).
-    pub fn set_config(&self, config: MusterConfig) {
+    pub(crate) fn set_config(&self, config: MusterConfig) {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 
@@ -262,7 +264,7 @@ impl Registry {
     }
 
     /// How supervisors retry and check health.
-    pub fn supervision(&self) -> SupervisorConfig {
+    pub(crate) fn supervision(&self) -> SupervisorConfig {
         self.supervision
     }
 
@@ -344,7 +346,7 @@ impl Registry {
 
     /// Whether server `name` describes its authorization server otherwise than the server whose
     /// description is used for that issuer (one description per issuer).
-    pub fn issuer_conflict(&self, name: &str) -> Option<muster_auth::issuers::AuthorizationServerConflict> {
+    pub(crate) fn issuer_conflict(&self, name: &str) -> Option<muster_auth::issuers::AuthorizationServerConflict> {
         let servers = self.servers.read();
         muster_auth::issuers::conflict(servers.values().map(|s| (&s.definition, s.since)), name)
     }
@@ -455,12 +457,12 @@ impl Registry {
 
     /// Ends every call still running: each answers that the gateway is shutting down (a
     /// shutdown's deadline).
-    pub fn end_calls(&self) {
+    pub(crate) fn end_calls(&self) {
         self.calls_ended.cancel();
     }
 
     /// Resolves once [`Registry::end_calls`] has been called.
-    pub async fn calls_ended(&self) {
+    pub(crate) async fn calls_ended(&self) {
         self.calls_ended.cancelled().await;
     }
 
@@ -645,7 +647,7 @@ impl Registry {
     /// Offers tools that run in this process (core tools, an embedder's own) to the catalogue:
     /// each is listed beside the servers' tools, replacing an offered tool of the same name.
     /// The dispatcher (`dispatch::Dispatcher`) offers the tools it runs.
-    pub fn offer_tools(&self, entries: impl IntoIterator<Item = muster_core::ToolEntry>) {
+    pub(crate) fn offer_tools(&self, entries: impl IntoIterator<Item = muster_core::ToolEntry>) {
         {
             let mut offered = self.in_process.write().unwrap_or_else(|e| e.into_inner());
             for entry in entries {
@@ -658,7 +660,7 @@ impl Registry {
 
     /// Rebuilds the catalogue from the connected servers and the core tools, and records name
     /// collisions on the servers that lost them.
-    pub fn rebuild_catalog(&self) {
+    pub(crate) fn rebuild_catalog(&self) {
         let (catalog, collisions, availability) = self.build_catalog(&BTreeMap::new());
         *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
         self.sessions.forget_catalogs();
@@ -676,7 +678,7 @@ impl Registry {
 
     /// The exposed names two connected servers both produce, one sentence each naming the tool
     /// and both servers: with `prefixMode: never` the gateway refuses to start while there are any.
-    pub fn name_collisions(&self) -> Vec<String> {
+    pub(crate) fn name_collisions(&self) -> Vec<String> {
         let (_, collisions, _) = self.build_catalog(&BTreeMap::new());
         collisions
             .iter()

@@ -3,7 +3,10 @@
 
 use muster::core::config::{AggregatorConfig, MusterConfig};
 use muster::core::crd::MCPServer;
-use muster::gateway::Gateway;
+use muster::gateway::{
+    Gateway,
+    registry::{RegistryOptions, SessionReaping},
+};
 use serde_json::json;
 
 use super::{fast_supervision, oidc::OidcProvider, remote, scripted::ScriptedServer};
@@ -15,6 +18,7 @@ pub struct SignInGateway {
     server: tokio::task::JoinHandle<()>,
     protected: ScriptedServer,
     definition: MCPServer,
+    reaping: SessionReaping,
 }
 
 impl SignInGateway {
@@ -29,13 +33,23 @@ impl SignInGateway {
         define: impl FnOnce(&mut MCPServer),
         configure: impl FnOnce(String) -> AggregatorConfig,
     ) -> Self {
+        Self::start_reaping(idp, SessionReaping::default(), define, configure).await
+    }
+
+    /// As [`Self::start_defining`], reaping sessions as `reaping` says.
+    pub async fn start_reaping(
+        idp: &OidcProvider,
+        reaping: SessionReaping,
+        define: impl FnOnce(&mut MCPServer),
+        configure: impl FnOnce(String) -> AggregatorConfig,
+    ) -> Self {
         let protected = ScriptedServer::builder()
             .tool("whoami", true, |_| Ok(json!("you are in")))
             .serve_protected(idp.issuer())
             .await;
         let mut definition = remote("protected", &protected.url);
         define(&mut definition);
-        Self::serve(protected, definition, configure).await
+        Self::serve(protected, definition, reaping, configure).await
     }
 
     /// Stops this gateway and starts a new one (on a new port) in front of the same protected
@@ -43,19 +57,23 @@ impl SignInGateway {
     pub async fn restart(self, configure: impl FnOnce(String) -> AggregatorConfig) -> Self {
         self.gateway.shutdown().await;
         self.server.abort();
-        Self::serve(self.protected, self.definition, configure).await
+        Self::serve(self.protected, self.definition, self.reaping, configure).await
     }
 
     async fn serve(
         protected: ScriptedServer,
         definition: MCPServer,
+        reaping: SessionReaping,
         configure: impl FnOnce(String) -> AggregatorConfig,
     ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let config = MusterConfig::default().with_aggregator(configure(base.clone()));
-        let gateway = Gateway::with_supervision(config, vec![definition.clone()], Vec::new(), fast_supervision())
-            .expect("valid configuration");
+        let options = RegistryOptions::default()
+            .with_supervision(fast_supervision())
+            .with_session_reaping(reaping);
+        let gateway =
+            Gateway::with_options(config, vec![definition.clone()], Vec::new(), options).expect("valid configuration");
         gateway.start().await;
         let app = gateway.router();
         let server = tokio::spawn(async move {
@@ -67,6 +85,7 @@ impl SignInGateway {
             server,
             protected,
             definition,
+            reaping,
         }
     }
 

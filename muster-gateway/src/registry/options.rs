@@ -1,5 +1,6 @@
 //! [`RegistryOptions`]: what a registry is given besides its definitions: supervision
-//! settings, and where events, definition writes, execution records and Secrets go.
+//! settings, how sessions are reaped, and where events, definition writes, execution records and
+//! Secrets go.
 
 use std::sync::Arc;
 
@@ -30,9 +31,40 @@ pub struct RegistryOptions {
     pub executions: Option<Arc<dyn ExecutionStore>>,
     /// Where the Secrets servers name are read (none: every read fails naming the Secret).
     pub secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
+    /// How often ended and idle sessions are reaped, and when a session is idle.
+    pub session_reaping: SessionReaping,
+}
+
+/// How the registry reaps sessions, once supervision started
+/// ([`supervisor::start`](crate::supervisor::start)): every `interval`, a session whose clients
+/// are all gone is forgotten, its connections closed and the grants only it owned revoked; a
+/// session without a request for `idle` (a principal's, which does not end with a transport)
+/// has its connections closed and keeps its grants, and its next request connects it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionReaping {
+    /// How often sessions are looked at. Default 30 s.
+    pub interval: std::time::Duration,
+    /// How long without a request makes a session idle. Default 15 min.
+    pub idle: std::time::Duration,
+}
+
+impl Default for SessionReaping {
+    fn default() -> Self {
+        Self {
+            interval: std::time::Duration::from_secs(30),
+            idle: std::time::Duration::from_secs(15 * 60),
+        }
+    }
 }
 
 impl RegistryOptions {
+    /// Sets how often sessions are reaped and when one is idle.
+    #[must_use]
+    pub fn with_session_reaping(mut self, reaping: SessionReaping) -> Self {
+        self.session_reaping = reaping;
+        self
+    }
+
     /// Sets the reconnect backoff and health checks.
     pub fn with_supervision(mut self, supervision: SupervisorConfig) -> Self {
         self.supervision = supervision;

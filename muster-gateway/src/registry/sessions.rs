@@ -13,13 +13,6 @@ use muster_core::{
 use super::{Registry, SessionObserver};
 use crate::upstream::SharedConnection;
 
-/// How often ended and idle sessions are looked for.
-pub(crate) const SESSION_REAP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// A session (a principal's, which does not end with a transport) whose connections are closed
-/// after this long without a request; its next request connects it again.
-pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
-
 impl Registry {
     /// How many MCP client sessions are connected now (for the metrics).
     pub fn session_count(&self) -> usize {
@@ -78,13 +71,13 @@ impl Registry {
     }
 
     /// The connection `session` holds to `server`, when it signed in to it.
-    pub fn session_connection(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
+    pub(crate) fn session_connection(&self, session: &SessionId, server: &str) -> Option<SharedConnection> {
         self.sessions.get(session, server)
     }
 
     /// Gives `session` its own connection to `server` (after a sign-in); the session's catalogue
     /// gains the server's tools and the session is told its lists changed.
-    pub fn install_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
+    pub(crate) fn install_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
         self.replace_session_connection(session, server, conn);
         self.session_changed(session);
     }
@@ -97,7 +90,7 @@ impl Registry {
     }
 
     /// Drops the connection `session` holds to `server`; whether it held one.
-    pub fn remove_session_connection(&self, session: &SessionId, server: &str) -> bool {
+    pub(crate) fn remove_session_connection(&self, session: &SessionId, server: &str) -> bool {
         let held = self.sessions.remove(session, server);
         if held {
             self.session_changed(session);
@@ -124,7 +117,7 @@ impl Registry {
     /// grants only they owned are revoked. A principal's session (behind the front door) is
     /// never reaped this way: it comes back with the person's next request; nor is the default
     /// session of stdio.
-    pub fn reap_ended_sessions(&self) -> usize {
+    pub(crate) fn reap_ended_sessions(&self) -> usize {
         let ended = self.ended_sessions();
         self.forget_sessions(&ended, true);
         ended.len()
@@ -137,7 +130,7 @@ impl Registry {
 
     /// Closes the connections of the sessions that made no request for `idle` (their grants
     /// stay: the next request connects them again); how many there were.
-    pub fn reap_idle_sessions(&self, idle: std::time::Duration) -> usize {
+    pub(crate) fn reap_idle_sessions(&self, idle: std::time::Duration) -> usize {
         let idle_sessions = self.sessions.idle(idle);
         self.forget_sessions(&idle_sessions, false);
         idle_sessions.len()
@@ -180,17 +173,19 @@ impl Registry {
         self.sessions.observe(observer);
     }
 
-    /// Reaps ended sessions every [`SESSION_REAP_INTERVAL`] while the registry lives.
+    /// Reaps ended and idle sessions as its [`SessionReaping`](super::SessionReaping) says,
+    /// while the registry lives.
     pub(crate) fn spawn_session_reaper(self: &Arc<Self>) {
         let registry = Arc::downgrade(self);
+        let reaping = self.session_reaping;
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(SESSION_REAP_INTERVAL);
+            let mut tick = tokio::time::interval(reaping.interval);
             tick.tick().await;
             loop {
                 tick.tick().await;
                 let Some(registry) = registry.upgrade() else { break };
                 registry.reap_ended_sessions();
-                registry.reap_idle_sessions(SESSION_IDLE);
+                registry.reap_idle_sessions(reaping.idle);
             }
         });
     }
