@@ -1,7 +1,8 @@
 //! [`Gateway`]: the composition of registry, dispatcher, meta-tools and HTTP front.
 //!
 //! The whole stack, outermost first, each piece public and usable alone; the tool stack is built
-//! in [`Gateway::with_options`], the HTTP half in [`http::Front::new`]:
+//! in [`Gateway::with_options`], the meta-tools server over it in [`Gateway::meta_tools`], and
+//! the HTTP front around that in [`Gateway::front`] (its layers in [`http::Front::new`]):
 //!
 //! ```text
 //! HTTP /mcp   BearerAuthLayer              muster_auth::resource   (aggregator.oauth.server)
@@ -231,7 +232,9 @@ impl Gateway {
         self.tools.clone()
     }
 
-    /// The meta-tools MCP server, for serving over another transport (stdio, say).
+    /// The meta-tools MCP server over the tool stack, taking part in signing people in
+    /// (URL elicitation of a call that needs a sign-in): what [`Gateway::front`] serves at
+    /// `/mcp`, and what serves another transport (stdio, say).
     pub fn meta_tools(&self) -> MetaTools {
         MetaTools::new(Arc::clone(&self.registry), self.tools.clone()).with_auth(self.auth.clone())
     }
@@ -241,12 +244,14 @@ impl Gateway {
         self.front().into_router()
     }
 
-    /// The HTTP routes as the gateway's own server serves them ([`http::Front`]).
+    /// The HTTP routes as the gateway's own server serves them ([`http::Front`]): the
+    /// meta-tools server ([`Gateway::meta_tools`]) at `/mcp`, behind the front door, the request
+    /// guard and the toolset header; the sign-in routes beside it.
     pub fn front(&self) -> http::Front {
         http::Front::new(
             Arc::clone(&self.registry),
-            self.auth.clone(),
-            self.tools.clone(),
+            self.meta_tools(),
+            crate::auth::routes(Arc::clone(&self.registry), &self.auth),
             self.shutdown.child_token(),
             Arc::clone(&self.drain),
         )

@@ -29,7 +29,6 @@ use axum::{
     routing::{future::RouteFuture, get},
 };
 use muster_catalog::toolset::{ToolsetHeader, ToolsetHeaderLayer};
-use muster_core::BoxToolService;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -42,7 +41,7 @@ use muster_core::config::OAuthServerConfig;
 
 use tower::{Layer, util::Either};
 
-use crate::{auth::DownstreamAuth, meta::MetaTools, registry::Registry};
+use crate::{meta::MetaTools, registry::Registry};
 use guard::Guarded;
 use session_calls::SessionCalls;
 
@@ -98,15 +97,15 @@ impl fmt::Debug for Front {
 }
 
 impl Front {
-    /// The service of the gateway of `registry` calling `tools`, signing people in to
-    /// downstream servers with `auth`: `/mcp` (streamable HTTP, sessions and the stateless
-    /// protocol, behind the request guard), `/health`, `/metrics` and the sign-in routes.
-    /// Sessions end when `shutdown` is cancelled; `drain` counts the requests in flight and
-    /// refuses new ones once a shutdown begins.
+    /// The service of the gateway of `registry`: `/mcp` served by `handler` (streamable HTTP,
+    /// sessions and the stateless protocol, behind the request guard), `/health`, `/metrics`,
+    /// and `routes` of the gateway's own (the sign-in routes of
+    /// [`auth::routes`](crate::auth::routes)). Sessions end when `shutdown` is cancelled;
+    /// `drain` counts the requests in flight and refuses new ones once a shutdown begins.
     pub fn new(
         registry: Arc<Registry>,
-        auth: DownstreamAuth,
-        tools: BoxToolService,
+        handler: MetaTools,
+        routes: Router,
         shutdown: CancellationToken,
         drain: Arc<guard::Drain>,
     ) -> Self {
@@ -134,10 +133,7 @@ impl Front {
         // One handler serves every session; each session is admitted to `sessions` once rmcp set
         // it up, and its calls are answered in front of rmcp from then on.
         let sessions = Arc::new(session_calls::SessionTable::default());
-        let routes = crate::auth::routes(Arc::clone(&registry), &auth);
-        let handler = MetaTools::new(Arc::clone(&registry), tools)
-            .with_auth(auth)
-            .with_session_table(Arc::clone(&sessions));
+        let handler = handler.with_session_table(Arc::clone(&sessions));
         let factory_handler = handler.clone();
         let rmcp_service =
             StreamableHttpService::new(move || Ok(factory_handler.clone()), open_sessions.into(), config);
