@@ -27,7 +27,7 @@ use crate::{
 /// Why a connection to a downstream server could not be made.
 ///
 /// A remote server's refusal is classified the same way whichever transport met it (streamable
-/// HTTP, or the legacy HTTP+SSE transport of [`crate::sse`]):
+/// HTTP, or the legacy HTTP+SSE transport):
 ///
 /// | the server | variant |
 /// |---|---|

@@ -50,14 +50,14 @@ type Events = BoxStream<'static, Result<Sse, SseError>>;
 /// A [`StreamableHttpClient`] that reads a `tools/call`'s answer itself; see the
 /// [module docs](self).
 #[derive(Debug, Clone)]
-pub struct FastCallAnswers<C> {
+pub(crate) struct FastCallAnswers<C> {
     inner: C,
     record: Option<Weak<SessionRecord>>,
 }
 
 impl<C> FastCallAnswers<C> {
     /// Wraps `inner`, which does the HTTP.
-    pub fn new(inner: C) -> Self {
+    pub(crate) fn new(inner: C) -> Self {
         Self { inner, record: None }
     }
 

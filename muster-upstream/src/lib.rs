@@ -10,7 +10,7 @@
 //! Every operation is bounded by the server's `spec.timeout`; a tool call that reports progress
 //! may run up to `spec.progress.maxDuration`, each progress notification restarting `timeout`.
 //! During a call the downstream's progress, logging, sampling and elicitation reach the calling
-//! client ([`relay`]); a call the caller cancels is cancelled downstream. A streamable-HTTP
+//! client ([`ClientPeer`], [`progress`]); a call the caller cancels is cancelled downstream. A streamable-HTTP
 //! server that forgets the session is re-initialized by the transport. A remote server's
 //! connections go only where its [`Egress`] allows ([`egress`]).
 //!
@@ -31,11 +31,12 @@
 //!   authorization, answered an HTTP status or could not be reached is a variant of its own.
 //! - [`egress`]: where a remote server's connections may go.
 //! - [`limits`]: how many calls run at once, per server and per session.
-//! - [`progress`], [`relay`]: a call's progress, logging, sampling and elicitation, relayed to
-//!   the caller in order.
-//! - [`sse`]: the legacy HTTP+SSE client transport (rmcp has none).
-//! - [`fast_answers`]: a streamable-HTTP client that reads a `tools/call` answer without
-//!   rmcp's per-event overhead.
+//! - [`progress`], [`ClientPeer`]: a call's progress, logging, sampling and elicitation,
+//!   relayed to the caller in order.
+//!
+//! Inside, not public: the legacy HTTP+SSE client transport (`sse`; rmcp has none), and the
+//! streamable-HTTP client that reads a `tools/call` answer without rmcp's per-event overhead
+//! (`fast_answers`).
 //! - [`supervision`]: the backoff between connection attempts and the health-check interval.
 //! - [`driver`]: polling a connection from the task that waits on it.
 //! - [`headers`]: the streamable-HTTP transport's header names.
@@ -44,15 +45,15 @@ mod answer_text;
 pub mod driver;
 pub mod egress;
 mod error;
-pub mod fast_answers;
+mod fast_answers;
 pub mod headers;
 mod http_lane;
 mod lane;
 pub mod limits;
 pub mod progress;
-pub mod relay;
+mod relay;
 mod schemas;
-pub mod sse;
+mod sse;
 mod stdio;
 pub mod supervision;
 #[cfg(feature = "otel")]

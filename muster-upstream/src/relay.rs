@@ -33,7 +33,7 @@ use super::progress::ProgressHook;
 use tokio::sync::mpsc;
 
 /// The client identity the gateway presents to downstream servers.
-pub const CLIENT_NAME: &str = "muster";
+pub(crate) const CLIENT_NAME: &str = "muster";
 
 /// The MCP client of a request, as the meta-tools server put it in the call's extensions: where
 /// relayed logging, sampling and elicitation go.

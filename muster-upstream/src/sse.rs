@@ -63,11 +63,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::egress::{Egress, LinkLocalRefused};
 
 /// The default bound of the GET's response plus its `endpoint` event.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default bound of one POST.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default bound of one SSE event (its data plus its current line), in bytes.
-pub const DEFAULT_MAX_EVENT_SIZE: usize = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_EVENT_SIZE: usize = 16 * 1024 * 1024;
 
 /// How many received messages wait for the client before the stream is read no further.
 const INBOUND_CAPACITY: usize = 64;
@@ -224,7 +224,7 @@ pub enum SseTransportError {
 /// Where and how [`SseClientTransport`] connects.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct SseClientConfig {
+pub(crate) struct SseClientConfig {
     /// The URL of the SSE stream (an absolute http or https URL).
     pub url: Url,
     /// Headers sent on the GET and on every POST.
@@ -241,7 +241,7 @@ pub struct SseClientConfig {
 
 impl SseClientConfig {
     /// A configuration for the SSE stream at `url`, with no headers and the default bounds.
-    pub fn new(url: &str) -> Result<Self, SseTransportError> {
+    pub(crate) fn new(url: &str) -> Result<Self, SseTransportError> {
         let invalid = |reason: String| SseTransportError::InvalidUrl {
             url: url.split(['?', '#']).next().unwrap_or_default().to_owned(),
             reason,
@@ -264,31 +264,25 @@ impl SseClientConfig {
     }
 
     /// Sends `headers` on the GET and on every POST.
-    pub fn with_headers(mut self, headers: HeaderMap) -> Self {
+    pub(crate) fn with_headers(mut self, headers: HeaderMap) -> Self {
         self.headers = headers;
         self
     }
 
     /// Bounds the GET's response plus its `endpoint` event.
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+    pub(crate) fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// Bounds each POST.
-    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+    pub(crate) fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
     }
 
-    /// Bounds each SSE event, in bytes.
-    pub fn with_max_event_size(mut self, bytes: usize) -> Self {
-        self.max_event_size = bytes;
-        self
-    }
-
     /// Holds its connections to `egress` (the GET's and every POST's).
-    pub fn with_egress(mut self, egress: Egress) -> Self {
+    pub(crate) fn with_egress(mut self, egress: Egress) -> Self {
         self.egress = egress;
         self
     }
@@ -297,7 +291,7 @@ impl SseClientConfig {
 /// An rmcp client transport over the legacy HTTP+SSE transport; see the [module docs](self).
 ///
 /// It connects on the first message sent. Dropping or closing it ends the GET stream.
-pub struct SseClientTransport {
+pub(crate) struct SseClientTransport {
     shared: Arc<Shared>,
     inbound: mpsc::Receiver<ServerJsonRpcMessage>,
     _shutdown_on_drop: DropGuard,
@@ -313,7 +307,7 @@ impl fmt::Debug for SseClientTransport {
 
 impl SseClientTransport {
     /// A transport for `config`; no I/O happens until the first message is sent.
-    pub fn new(config: SseClientConfig) -> Result<Self, SseTransportError> {
+    pub(crate) fn new(config: SseClientConfig) -> Result<Self, SseTransportError> {
         config.egress.check_url(&config.url)?;
         let origin = config.url.origin();
         let mut builder = reqwest::Client::builder();
