@@ -21,11 +21,11 @@
 //! concurrent sends are concurrent requests. URLs in errors and logs carry no query, fragment or
 //! user info (where tokens and session ids live).
 //!
-//! ```no_run
+//! ```ignore
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //!
-//! use muster_upstream::sse::{SseClientConfig, SseClientTransport};
+//! use crate::sse::{SseClientConfig, SseClientTransport};
 //! use rmcp::ServiceExt;
 //!
 //! let mut headers = http::HeaderMap::new();
