@@ -55,6 +55,7 @@ pub mod error;
 pub mod fs;
 pub mod naming;
 pub mod output;
+pub mod router;
 
 pub use call::{
     BoxToolService, CallContext, Principal, ProgressSink, ProgressUpdate, SessionId, ToolCall, ToolService,

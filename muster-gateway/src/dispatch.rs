@@ -3,7 +3,9 @@
 //!
 //! It is built from named services: the downstream servers' connections (through the
 //! registry's server table), the gateway's core tools, the `workflow_<name>` tools, and any tool
-//! of the embedder's own ([`Dispatcher::with_tool`]). A tool added there is offered to the
+//! of the embedder's own ([`Dispatcher::with_tool`], kept in a
+//! [`ToolRouter`], the registry-free router an embedder
+//! composes on its own). A tool added there is offered to the
 //! registry's catalogue once, so it is listed by `list_tools`, found by `filter_tools`, guarded
 //! by toolsets and run by `call_tool` like every other.
 //!
@@ -38,13 +40,12 @@
 //! ```
 
 use std::{
-    collections::BTreeMap,
     sync::Arc,
     task::{Context, Poll},
 };
 
 use futures::future::BoxFuture;
-use muster_core::{BoxToolService, ToolCall, ToolEntry, ToolError, ToolKind, ToolOutput, ToolService};
+use muster_core::{ToolCall, ToolEntry, ToolError, ToolKind, ToolOutput, ToolService, router::ToolRouter};
 use tower::{Service, ServiceExt};
 
 use crate::{
@@ -62,13 +63,13 @@ pub struct Dispatcher {
     /// Sign-in by link, when the dispatcher takes part in it.
     sign_in: Option<Arc<SignInService>>,
     /// The embedder's own tools, by exposed name.
-    own: Arc<BTreeMap<String, BoxToolService>>,
+    own: ToolRouter,
 }
 
 impl std::fmt::Debug for Dispatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dispatcher")
-            .field("own", &self.own.keys().collect::<Vec<_>>())
+            .field("own", &self.own)
             .finish_non_exhaustive()
     }
 }
@@ -81,7 +82,7 @@ impl Dispatcher {
         Self {
             registry,
             sign_in: None,
-            own: Arc::default(),
+            own: ToolRouter::new(),
         }
     }
 
@@ -100,9 +101,8 @@ impl Dispatcher {
     /// calls with the caller's whole context. A tool of the same name as a core tool replaces it.
     #[must_use]
     pub fn with_tool(mut self, entry: ToolEntry, service: impl ToolService + Sync) -> Self {
-        let name = entry.name().to_owned();
-        self.registry.offer_tools([entry]);
-        Arc::make_mut(&mut self.own).insert(name, BoxToolService::new(service));
+        self.registry.offer_tools([entry.clone()]);
+        self.own = self.own.with_tool(entry, service);
         self
     }
 
@@ -112,10 +112,10 @@ impl Dispatcher {
     async fn dispatch(
         registry: Arc<Registry>,
         sign_in: Option<Arc<SignInService>>,
-        own: Arc<BTreeMap<String, BoxToolService>>,
+        own: ToolRouter,
         call: ToolCall,
     ) -> Result<ToolOutput, ToolError> {
-        if let Some(service) = own.get(&call.name) {
+        if let Some(service) = own.service(&call.name) {
             return service.clone().oneshot(call).await;
         }
         let catalog = registry.catalog_for(&call.ctx.session);
@@ -201,7 +201,7 @@ impl Service<ToolCall> for Dispatcher {
         Box::pin(Self::dispatch(
             Arc::clone(&self.registry),
             self.sign_in.clone(),
-            Arc::clone(&self.own),
+            self.own.clone(),
             call,
         ))
     }
@@ -222,7 +222,7 @@ mod tests {
         let dispatch = Dispatcher::dispatch(
             registry,
             None,
-            Arc::default(),
+            ToolRouter::new(),
             ToolCall::new("x_a_b", JsonObject::new(), CallContext::default()),
         );
         let size = std::mem::size_of_val(&dispatch);

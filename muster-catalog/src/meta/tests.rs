@@ -319,3 +319,51 @@ async fn with_native_exposure_the_catalogues_tools_are_listed_and_called_directl
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     client.cancel().await.expect("the client stops");
 }
+
+/// The pieces composed with no gateway: tools added once to a `ToolRouter`, the catalogue built
+/// from its entries, and the meta-tools over both. A tool added is listed, found and called.
+#[tokio::test]
+async fn a_router_and_its_entries_make_the_catalogue_the_meta_tools_serve() {
+    use muster_core::{ToolKind, router::ToolRouter};
+
+    let mut tool = Tool::new(
+        "core_forecast",
+        "Tomorrow's weather forecast for a city.",
+        Arc::new(JsonObject::new()),
+    );
+    tool.annotations = Some(rmcp::model::ToolAnnotations::new().read_only(true));
+    let router = ToolRouter::new().with_tool(
+        ToolEntry::builtin(ToolKind::Core, tool),
+        counting_tools(Arc::new(AtomicUsize::new(0))),
+    );
+    let mut builder = Catalog::builder();
+    for entry in router.entries() {
+        builder.push_tool(entry.clone());
+    }
+    let catalog = Arc::new(builder.build());
+    let source: Arc<dyn CatalogSource> = Arc::new(move || Arc::clone(&catalog));
+    let meta = MetaService::new(
+        Discovery::new(source, Arc::new(Presets::default())),
+        BoxToolService::new(router),
+    );
+
+    let found = meta
+        .answer(
+            MetaTool::FilterTools,
+            args(json!({"query": "weather forecast"})),
+            CallContext::default(),
+        )
+        .await;
+    let page: Value = serde_json::from_str(text(&found)).expect("a JSON page");
+    assert_eq!(page["tools"][0]["name"], "core_forecast", "{page}");
+    let called = meta
+        .answer(
+            MetaTool::CallTool,
+            args(json!({"name": "core_forecast", "arguments": {"city": "Oslo"}})),
+            CallContext::default(),
+        )
+        .await;
+    let envelope: Value = serde_json::from_str(text(&called)).expect("the envelope");
+    assert_eq!(envelope["content"][0]["text"], r#"ran core_forecast {"city":"Oslo"}"#);
+    assert_eq!(envelope["tool"], json!({"name": "core_forecast"}));
+}
