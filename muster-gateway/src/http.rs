@@ -46,7 +46,7 @@ use guard::Guarded;
 use session_calls::SessionCalls;
 
 pub(crate) mod guard;
-mod kept;
+mod kept_events;
 pub(crate) mod request_head;
 pub(crate) mod serve;
 pub(crate) mod session_calls;

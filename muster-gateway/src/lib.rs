@@ -65,8 +65,8 @@ pub mod meta;
 pub mod metrics;
 pub mod registry;
 pub mod secrets;
+mod server_entries;
 pub mod supervisor;
-mod surface;
 pub mod workflows;
 
 pub use error::GatewayError;

@@ -57,7 +57,7 @@ use muster_workflow::{
 use crate::{
     definitions::{DefinitionStore, config_dir::ConfigStore},
     events::{Author, Event, EventLog, reasons},
-    surface::{self, Contribution},
+    server_entries::{self, Contribution},
     upstream::SharedConnection,
     upstream::supervision::SupervisorConfig,
     workflows::{self, EventObserver},
@@ -696,7 +696,7 @@ impl Registry {
     fn build_catalog(
         &self,
         own: &BTreeMap<String, SharedConnection>,
-    ) -> (Catalog, Vec<surface::Collision>, BTreeMap<String, Availability>) {
+    ) -> (Catalog, Vec<server_entries::Collision>, BTreeMap<String, Availability>) {
         let home_namespace = self.config.read().unwrap_or_else(|e| e.into_inner()).namespace.clone();
         let servers = self.servers.read();
         let contributions: Vec<Contribution<'_>> = servers
@@ -714,7 +714,7 @@ impl Registry {
             })
             .collect();
         let in_process = self.in_process.read().unwrap_or_else(|e| e.into_inner());
-        surface::build(&self.names, &contributions, &in_process, &self.workflows)
+        server_entries::build(&self.names, &contributions, &in_process, &self.workflows)
     }
 }
 

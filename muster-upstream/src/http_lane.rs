@@ -12,7 +12,7 @@
 //! lane):
 //! - **The session.** [`SessionRecord`] keeps the session of the messages rmcp posts (its URL,
 //!   `mcp-session-id`, `mcp-protocol-version`, bearer and configured headers), recorded by
-//!   [`super::fast_answers::FastCallAnswers`] from each post that succeeded. Until rmcp has
+//!   [`super::call_answers::FastCallAnswers`] from each post that succeeded. Until rmcp has
 //!   posted in a session, and whenever the server turns the lane's request away with a 4xx (an
 //!   expired session, a sign-in needed, a request it will not take), the call goes through rmcp
 //!   instead ([`Failure::Fallback`]), which re-initializes, asks for a sign-in or fails as it

@@ -36,18 +36,18 @@
 //!
 //! Inside, not public: the legacy HTTP+SSE client transport (`sse`; rmcp has none), and the
 //! streamable-HTTP client that reads a `tools/call` answer without rmcp's per-event overhead
-//! (`fast_answers`).
+//! (`call_answers`).
 //! - [`supervision`]: the backoff between connection attempts and the health-check interval.
-//! - [`driver`]: polling a connection from the task that waits on it.
+//! - [`in_task_wakes`]: polling a connection from the task that waits on it, its wakes handled in the task.
 //! - [`headers`]: the streamable-HTTP transport's header names.
 
 mod answer_text;
-pub mod driver;
+mod call_answers;
 pub mod egress;
 mod error;
-mod fast_answers;
 pub mod headers;
 mod http_lane;
+pub mod in_task_wakes;
 mod lane;
 pub mod limits;
 pub mod progress;

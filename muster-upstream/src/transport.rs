@@ -14,8 +14,8 @@ use rmcp::transport::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{
+    call_answers::FastCallAnswers,
     egress::{Egress, LinkLocalRefused},
-    fast_answers::FastCallAnswers,
     http_lane::SessionRecord,
     sse::{SseClientConfig, SseClientTransport, SseTransportError},
     stdio::StdioTransport,

@@ -28,7 +28,7 @@ use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown, service::Tower
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use muster_upstream::driver::Driven;
+use muster_upstream::in_task_wakes::Driven;
 
 /// How long accepting pauses after an error that is not the connection's own (out of file
 /// descriptors, for one), so that a full table does not spin the accept loop.

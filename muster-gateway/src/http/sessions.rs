@@ -58,7 +58,7 @@ mod tests;
 
 use outbox::{EventId, Outbox, Reader};
 
-use super::kept::Ended;
+use super::kept_events::Ended;
 
 /// How long a session nobody uses lives (rmcp's default).
 pub(crate) const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(300);

@@ -36,7 +36,7 @@ pub struct RegistryOptions {
 }
 
 /// How the registry reaps sessions, once supervision started
-/// ([`supervisor::start`](crate::supervisor::start)): every `interval`, a session whose clients
+/// (`supervisor::start`, above the registry): every `interval`, a session whose clients
 /// are all gone is forgotten, its connections closed and the grants only it owned revoked; a
 /// session without a request for `idle` (a principal's, which does not end with a transport)
 /// has its connections closed and keeps its grants, and its next request connects it again.

@@ -50,7 +50,7 @@ use hyper::{
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::{driver::Driver, egress::Egress, transport::POOL_IDLE};
+use crate::{egress::Egress, in_task_wakes::Driver, transport::POOL_IDLE};
 
 /// The most idle connections kept to one host.
 pub(crate) const MAX_IDLE_PER_HOST: usize = 256;

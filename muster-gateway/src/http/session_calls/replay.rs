@@ -50,7 +50,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use crate::http::{
-    kept::{Ended, Kept, MAX_KEPT},
+    kept_events::{Ended, Kept, MAX_KEPT},
     sessions::DEFAULT_RETRY as RETRY,
 };
 
@@ -308,7 +308,7 @@ mod tests {
     use rmcp::model::{NumberOrString, ServerJsonRpcMessage};
 
     use super::*;
-    use crate::http::kept::{MAX_ENDED, MAX_ENDED_BYTES, RETAIN};
+    use crate::http::kept_events::{MAX_ENDED, MAX_ENDED_BYTES, RETAIN};
 
     fn message(n: i64) -> ServerJsonRpcMessage {
         ServerJsonRpcMessage::response(

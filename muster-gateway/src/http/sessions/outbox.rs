@@ -31,8 +31,8 @@ use std::{
 use futures::Stream;
 use rmcp::{model::ServerJsonRpcMessage, transport::streamable_http_server::session::ServerSseMessage};
 
-use crate::http::kept::Kept;
-pub(super) use crate::http::kept::MAX_KEPT;
+use crate::http::kept_events::Kept;
+pub(super) use crate::http::kept_events::MAX_KEPT;
 
 /// At most this many events the primary reader has not read yet are kept (the oldest go first):
 /// a client that stops reading its standalone stream does not grow the gateway without bound.
