@@ -34,9 +34,10 @@ pub enum GatewayError {
         .0.join("\n")
     )]
     NameCollisions(Vec<String>),
-    /// The grant store of `aggregator.oauth.mcpClient.grantStore` cannot be opened.
-    #[error("cannot open the grant store (aggregator.oauth.mcpClient.grantStore): {0}")]
-    GrantStore(#[from] muster_auth::oauth::store::GrantStoreError),
+    /// The sign-in state store of `aggregator.oauth.server.storage` (or the grant store of
+    /// `aggregator.oauth.mcpClient.grantStore`) cannot be used.
+    #[error(transparent)]
+    SignInStore(#[from] crate::auth::StorageError),
     /// The workflow execution records cannot be opened.
     #[error("cannot open the workflow execution records: {0}")]
     Executions(#[from] muster_workflow::record::RecordError),

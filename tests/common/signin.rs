@@ -13,7 +13,8 @@ pub struct SignInGateway {
     pub base: String,
     pub gateway: Gateway,
     server: tokio::task::JoinHandle<()>,
-    protected: ScriptedServer,
+    /// Shared by the replicas of [`SignInGateway::replica`].
+    protected: std::sync::Arc<ScriptedServer>,
     definition: MCPServer,
 }
 
@@ -35,7 +36,18 @@ impl SignInGateway {
             .await;
         let mut definition = remote("protected", &protected.url);
         define(&mut definition);
-        Self::serve(protected, definition, configure).await
+        Self::serve(std::sync::Arc::new(protected), definition, configure).await
+    }
+
+    /// Another gateway (on a port of its own) in front of the same protected server, as a
+    /// replica of this one.
+    pub async fn replica(&self, configure: impl FnOnce(String) -> AggregatorConfig) -> Self {
+        Self::serve(
+            std::sync::Arc::clone(&self.protected),
+            self.definition.clone(),
+            configure,
+        )
+        .await
     }
 
     /// Stops this gateway and starts a new one (on a new port) in front of the same protected
@@ -47,7 +59,7 @@ impl SignInGateway {
     }
 
     async fn serve(
-        protected: ScriptedServer,
+        protected: std::sync::Arc<ScriptedServer>,
         definition: MCPServer,
         configure: impl FnOnce(String) -> AggregatorConfig,
     ) -> Self {

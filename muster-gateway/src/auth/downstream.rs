@@ -30,7 +30,8 @@
 //!
 //! The sign-in state (pending sign-ins, client registrations, grants, sign-in attempts,
 //! refreshes in flight, exchanged tokens) is kept in a [`SignInStore`]: [`DownstreamAuth::for_registry`]
-//! keeps it in memory (and people's grants in the encrypted `grantStore`, when configured);
+//! keeps it where `aggregator.oauth.server.storage` says, in memory by default (and people's
+//! grants in the encrypted `grantStore`, when configured) or in Valkey;
 //! [`DownstreamAuth::with_store`] keeps it in the store given, one that replicas share, so that
 //! any of them can take a sign-in's callback:
 //!
@@ -55,7 +56,7 @@ use muster_auth::state::SignInStore;
 use muster_core::{CallContext, SessionId};
 use tokio_util::sync::CancellationToken;
 
-use super::{SignInService, elicitation::SignInWaiter, memory_store, sso::SsoService};
+use super::{SignInService, elicitation::SignInWaiter, sso::SsoService, storage::configured_store};
 use crate::{
     error::GatewayError,
     registry::{Registry, SessionObserver},
@@ -70,18 +71,14 @@ pub struct DownstreamAuth {
 
 impl DownstreamAuth {
     /// The sign-in services `registry`'s configuration asks for, reading client credentials
-    /// from the registry's Secrets, with their state in memory (people's grants also in the
-    /// `grantStore`, when configured); from now on the registry tells them when it forgets a
-    /// session. Refused when the configured grant store cannot be opened.
+    /// from the registry's Secrets, with their state where `aggregator.oauth.server.storage`
+    /// says: in memory (people's grants also in the `grantStore`, when configured), or in Valkey
+    /// (then call it inside a Tokio runtime); from now on the registry tells them when it
+    /// forgets a session. Refused when the configured grant store, the state key or the Valkey
+    /// password file cannot be read, or the Valkey url names no server.
     pub fn for_registry(registry: &Registry) -> Result<Self, GatewayError> {
-        let config = registry.config();
-        let client = &config.aggregator.oauth.mcp_client;
-        let store = if client.enabled {
-            memory_store(client)?
-        } else {
-            muster_auth::state::MemorySignInStore::new()
-        };
-        Ok(Self::over(registry, Arc::new(store)))
+        let store = configured_store(&registry.config())?;
+        Ok(Self::over(registry, store))
     }
 
     /// The sign-in services `registry`'s configuration asks for, as [`Self::for_registry`], with

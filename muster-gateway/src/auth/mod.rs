@@ -10,8 +10,9 @@
 //! The OAuth client itself (discovery, registration, PKCE, the callback's checks, refresh,
 //! revocation) is [`muster_auth::oauth`]. The state a sign-in leaves (pending sign-ins, client
 //! registrations, grants, sign-in attempts, refreshes in flight) is in a
-//! [`SignInStore`], which any replica may read: in memory unless
-//! [`DownstreamAuth::with_store`] is given another. What stays in this process is what only the
+//! [`SignInStore`], which any replica may read: in memory, or in Valkey when
+//! `aggregator.oauth.server.storage` says so, unless [`DownstreamAuth::with_store`] is given
+//! another. What stays in this process is what only the
 //! replica holding a session can use: which grant each of its connections carries, and who waits
 //! for a link's outcome.
 
@@ -24,6 +25,7 @@ pub mod outcome;
 mod routes;
 pub mod sso;
 mod status;
+mod storage;
 
 use std::sync::Arc;
 
@@ -33,9 +35,8 @@ use muster_auth::{
         flow::{Callback, CompletedSignIn},
         grant::Grant,
         http::OAuthHttp,
-        store::{EncryptedGrantStore, GrantStoreError, GrantStoreKey},
     },
-    state::{HeldGrant, MemorySignInStore, SignInStore, SignInStoreError, is_durable_owner, owner_of},
+    state::{HeldGrant, SignInStore, SignInStoreError, is_durable_owner, owner_of},
 };
 use muster_core::{CallContext, SessionId, ToolError, config::McpClientConfig};
 use serde_json::{Value, json};
@@ -44,6 +45,7 @@ pub use downstream::DownstreamAuth;
 pub use link::LOGIN_ATTEMPTS_PER_MINUTE;
 pub use routes::routes;
 pub use status::status_document;
+pub use storage::StorageError;
 
 use muster_auth::issuers;
 
@@ -75,19 +77,6 @@ impl std::fmt::Debug for SignInService {
             .field("public_url", &self.config.public_url)
             .field("store", &self.store)
             .finish_non_exhaustive()
-    }
-}
-
-/// The sign-in state store `config` asks for, in memory: with the encrypted grant file store
-/// when `grantStore` is configured, with the grants it kept. Refused when the grant store cannot
-/// be opened (its key file is missing or not a key, its directory cannot be created).
-pub(crate) fn memory_store(config: &McpClientConfig) -> Result<MemorySignInStore, GrantStoreError> {
-    match &config.grant_store {
-        Some(store) => {
-            let key = GrantStoreKey::from_file(std::path::Path::new(&store.encryption_key_file))?;
-            MemorySignInStore::with_grant_file(EncryptedGrantStore::open(std::path::Path::new(&store.path), key)?)
-        }
-        None => Ok(MemorySignInStore::new()),
     }
 }
 
@@ -496,7 +485,7 @@ pub const ID_TOKEN_HEADER: &str = "X-Muster-Id-Token";
 
 #[cfg(test)]
 mod tests {
-    use muster_auth::state::contract::sample_grant;
+    use muster_auth::state::{MemorySignInStore, contract::sample_grant};
 
     use super::*;
 

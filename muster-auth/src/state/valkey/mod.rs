@@ -166,8 +166,11 @@ pub(super) fn unavailable(store: &str, source: impl Into<muster_core::BoxError>)
 impl ValkeyStore {
     /// The store `options` describe, with values sealed under `key`. Connects on first use (a
     /// Valkey that is down does not stop a gateway from starting); refused when the options do
-    /// not describe a server. Must be called inside a Tokio runtime.
+    /// not describe a server, or outside a Tokio runtime.
     pub fn new(options: &ValkeyOptions, key: &GrantStoreKey) -> Result<Self, ValkeyOptionsError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ValkeyOptionsError::NoRuntime);
+        }
         let info = options.connection_info()?;
         let name = store_name(&info);
         let client = Client::open(info).map_err(|e| ValkeyOptionsError::Client {

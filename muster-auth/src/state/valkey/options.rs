@@ -6,8 +6,7 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 use crate::Secret;
 
-/// The key prefix unless one is given.
-pub const DEFAULT_KEY_PREFIX: &str = "muster:";
+pub use muster_core::config::DEFAULT_VALKEY_KEY_PREFIX as DEFAULT_KEY_PREFIX;
 
 /// The port of a `url` without one.
 const DEFAULT_PORT: u16 = 6379;
@@ -181,6 +180,9 @@ pub enum ValkeyOptionsError {
         /// Whether TLS is enabled.
         tls: bool,
     },
+    /// The store was made outside a Tokio runtime (its connection runs on one).
+    #[error("the valkey store must be made inside a Tokio runtime")]
+    NoRuntime,
     /// The client could not be made.
     #[error("the {store} client cannot be made: {source}")]
     Client {

@@ -1,0 +1,116 @@
+//! Two gateways sharing their sign-in state in one real `redis-server`
+//! (`aggregator.oauth.server.storage.type: valkey`), as two replicas behind a load balancer: a
+//! sign-in started on one is completed through the other's callback, and the session on the first
+//! then calls the protected tool with the grant the second kept.
+//!
+//! Needs the `redis-server` binary (Debian package `redis-server`) and the oidc-provider of
+//! `npm ci`; skipped without redis-server, failed under `CI=true`.
+
+mod common;
+
+use common::{call_meta, envelope, oidc::OidcProvider, signin::SignInGateway, text, tool_names, valkey::ValkeyServer};
+use muster::core::config::{AggregatorConfig, McpClientConfig, OAuthServerConfig, StorageConfig, ValkeyConfig};
+use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
+use serde_json::{Value, json};
+
+async fn client(url: &str) -> RunningService<RoleClient, ()> {
+    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+        .await
+        .expect("client connects")
+}
+
+/// What a core tool answered through call_tool, and whether it failed.
+async fn core(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> (bool, Value) {
+    let result = call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
+    let env = envelope(&result);
+    let body = env["content"][0]["text"].as_str().unwrap_or("null").to_owned();
+    (
+        env["isError"] == true,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
+}
+
+async fn tools_of(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+    let page = call_meta(client, "list_tools", json!({"limit": 200})).await;
+    tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null))
+}
+
+/// A replica's configuration: sign-in at `base`, the state in `valkey` sealed with `key_file`.
+fn replica(base: String, valkey: &ValkeyServer, key_file: &std::path::Path) -> AggregatorConfig {
+    let storage = StorageConfig::valkey(ValkeyConfig::at(valkey.url()).with_key_prefix("replicas-test:"));
+    AggregatorConfig::default()
+        .with_mcp_client(McpClientConfig::enabled_at(base))
+        .with_oauth_server(
+            OAuthServerConfig::default()
+                .with_storage(storage)
+                .with_encryption_key_file(key_file.display().to_string()),
+        )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_started_on_one_replica_completes_through_another_and_the_first_session_calls_the_tool() {
+    let Some(valkey) = ValkeyServer::start() else { return };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let key_file = dir.path().join("state.key");
+    std::fs::write(&key_file, "q0bS1u7m4mJg3Yl9o0Jc2m8b0l0Q9k3dYb1a2c3d4e8=\n").expect("writes the key");
+    let idp = OidcProvider::start();
+    let one = SignInGateway::start(&idp, |base| replica(base, &valkey, &key_file)).await;
+    let two = one.replica(|base| replica(base, &valkey, &key_file)).await;
+
+    let alice = client(&format!("{}/mcp", one.base)).await;
+    assert!(!tools_of(&alice).await.iter().any(|t| t.starts_with("x_protected_")));
+    let (failed, login) = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
+    assert!(!failed, "{login}");
+    let link = login["authUrl"].as_str().expect("a link").to_owned();
+    assert!(
+        valkey
+            .dump()
+            .iter()
+            .any(|(key, _)| key.starts_with("replicas-test:signin:pending:")),
+        "the pending sign-in is in valkey"
+    );
+
+    // The browser opens the link on replica one; the load balancer sends the callback to two.
+    let callback = idp.sign_in(&link, "alice").await;
+    let on_two = callback.as_str().replacen(&one.base, &two.base, 1);
+    assert_ne!(on_two, callback.as_str(), "the callback is sent to the other replica");
+    let page = reqwest::get(&on_two).await.expect("replica two answers the callback");
+    let status = page.status();
+    let body = page.text().await.unwrap_or_default();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Signed in to protected"), "{body}");
+    // The state was used once, for both replicas.
+    assert_eq!(reqwest::get(callback.as_str()).await.expect("answers").status(), 400);
+
+    // Alice's session on replica one uses the grant replica two kept.
+    assert!(tools_of(&alice).await.contains(&"x_protected_whoami".to_owned()));
+    let (failed, answer) = core(&alice, "x_protected_whoami", json!({})).await;
+    assert!(!failed, "{answer}");
+    assert_eq!(answer, json!("you are in"));
+
+    let _ = alice.cancel().await;
+    one.stop().await;
+    two.stop().await;
+}
+
+#[tokio::test]
+async fn a_gateway_with_a_valkey_store_and_no_key_is_refused_naming_the_key() {
+    let config =
+        muster::core::config::MusterConfig::default().with_aggregator(AggregatorConfig::default().with_oauth_server(
+            OAuthServerConfig::default().with_storage(StorageConfig::valkey(ValkeyConfig::at("127.0.0.1:6379"))),
+        ));
+    let lines = config.validate_config().expect_err("refused").to_lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("aggregator.oauth.server.encryptionKeyFile: ")),
+        "{lines:?}"
+    );
+    let err = muster::gateway::Gateway::new(config, Vec::new(), Vec::new())
+        .map(drop)
+        .expect_err("a gateway without the key does not start");
+    assert!(
+        err.to_string().contains("aggregator.oauth.server.encryptionKeyFile"),
+        "{err}"
+    );
+}
