@@ -5,7 +5,12 @@
 
 mod common;
 
-use common::{call_meta, envelope, oidc::OidcProvider, signin::SignInGateway, text, tool_names};
+use common::{
+    call_meta, envelope,
+    oidc::OidcProvider,
+    signin::{SignInGateway, UrlElicitingClient},
+    text, tool_names,
+};
 use muster::core::config::{AggregatorConfig, McpClientConfig};
 use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
 use serde_json::{Value, json};
@@ -253,38 +258,6 @@ async fn new_links_are_limited_to_ten_a_minute_per_person_and_redirects_must_be_
     );
     let _ = carol.cancel().await;
     gw.stop().await;
-}
-
-/// A 2025-11-25 client that declares URL elicitation and records the completions it is told.
-#[derive(Clone, Default)]
-struct UrlElicitingClient {
-    completed: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
-}
-
-impl rmcp::ClientHandler for UrlElicitingClient {
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        use rmcp::model::{
-            ClientCapabilities, ElicitationCapability, Implementation, InitializeRequestParams, ProtocolVersion,
-            UrlElicitationCapability,
-        };
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation = Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
-        InitializeRequestParams::new(capabilities, Implementation::new("url-eliciting-client", "1"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
-    }
-
-    async fn on_custom_notification(
-        &self,
-        notification: rmcp::model::CustomNotification,
-        _context: rmcp::service::NotificationContext<RoleClient>,
-    ) {
-        if notification.method == "notifications/elicitation/complete" {
-            self.completed
-                .lock()
-                .expect("lock")
-                .push(notification.params.unwrap_or_default());
-        }
-    }
 }
 
 #[tokio::test]

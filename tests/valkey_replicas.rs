@@ -1,14 +1,22 @@
 //! Two gateways sharing their sign-in state in one real `redis-server`
 //! (`aggregator.oauth.server.storage.type: valkey`), as two replicas behind a load balancer: a
 //! sign-in started on one is completed through the other's callback, and the session on the first
-//! then calls the protected tool with the grant the second kept.
+//! then calls the protected tool with the grant the second kept; a client that declared URL
+//! elicitation is told by the first that the sign-in completed (a notice through Valkey's
+//! pub/sub).
 //!
 //! Needs the `redis-server` binary (Debian package `redis-server`) and the oidc-provider of
 //! `npm ci`; skipped without redis-server, failed under `CI=true`.
 
 mod common;
 
-use common::{call_meta, envelope, oidc::OidcProvider, signin::SignInGateway, text, tool_names, valkey::ValkeyServer};
+use common::{
+    call_meta, envelope,
+    oidc::OidcProvider,
+    signin::{SignInGateway, UrlElicitingClient},
+    text, tool_names,
+    valkey::ValkeyServer,
+};
 use muster::core::config::{AggregatorConfig, McpClientConfig, OAuthServerConfig, StorageConfig, ValkeyConfig};
 use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
 use serde_json::{Value, json};
@@ -89,6 +97,63 @@ async fn a_sign_in_started_on_one_replica_completes_through_another_and_the_firs
     assert_eq!(answer, json!("you are in"));
 
     let _ = alice.cancel().await;
+    one.stop().await;
+    two.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replica_holding_the_session_tells_its_client_of_a_sign_in_completed_on_another() {
+    let Some(valkey) = ValkeyServer::start() else { return };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let key_file = dir.path().join("state.key");
+    std::fs::write(&key_file, "q0bS1u7m4mJg3Yl9o0Jc2m8b0l0Q9k3dYb1a2c3d4e8=\n").expect("writes the key");
+    let idp = OidcProvider::start();
+    let one = SignInGateway::start(&idp, |base| replica(base, &valkey, &key_file)).await;
+    let two = one.replica(|base| replica(base, &valkey, &key_file)).await;
+
+    let handler = UrlElicitingClient::default();
+    let client = handler
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(format!("{}/mcp", one.base)))
+        .await
+        .expect("connects to replica one");
+    let call = || {
+        let mut args = serde_json::Map::new();
+        args.insert("name".into(), json!("x_protected_whoami"));
+        args.insert("arguments".into(), json!({}));
+        client.call_tool(rmcp::model::CallToolRequestParams::new("call_tool").with_arguments(args))
+    };
+    let error = match call().await {
+        Err(rmcp::ServiceError::McpError(e)) => e,
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    let elicitation = error
+        .data
+        .as_ref()
+        .map(|d| d["elicitations"][0].clone())
+        .unwrap_or_default();
+    let url = elicitation["url"].as_str().unwrap_or_default().to_owned();
+    let id = elicitation["elicitationId"].as_str().unwrap_or_default().to_owned();
+    assert!(!id.is_empty(), "{elicitation}");
+
+    let callback = idp.sign_in(&url, "erin").await;
+    let on_two = callback.as_str().replacen(&one.base, &two.base, 1);
+    assert_eq!(reqwest::get(&on_two).await.expect("answers").status(), 200);
+    assert!(
+        common::eventually(5, || async {
+            handler
+                .completed
+                .lock()
+                .expect("lock")
+                .contains(&json!({"elicitationId": id}))
+        })
+        .await,
+        "replica one sent no notifications/elicitation/complete for {id}"
+    );
+    let result = call().await.expect("the retry runs on replica one");
+    assert!(text(&result).contains("you are in"), "{}", text(&result));
+
+    let _ = client.cancel().await;
     one.stop().await;
     two.stop().await;
 }

@@ -22,7 +22,10 @@ use common::valkey::ValkeyServer;
 use muster::auth::{
     Secret,
     oauth::{flow::PendingSignIn, registration::ClientRegistration, store::GrantStoreKey},
-    state::{ExchangeEntry, ExchangedToken, SignInStore, SignInStoreError, ValkeyOptions, ValkeyStore, contract},
+    state::{
+        ExchangeEntry, ExchangedToken, SignInNotice, SignInNotices, SignInStore, SignInStoreError, ValkeyOptions,
+        ValkeyStore, contract,
+    },
 };
 
 fn store(server: &ValkeyServer, key: &GrantStoreKey) -> ValkeyStore {
@@ -250,4 +253,32 @@ async fn a_stopped_valkey_is_named_in_the_error_and_the_same_store_answers_once_
         .expect("put after the restart");
     let held = store.grant("subject-x", "github").await.expect("get").expect("kept");
     assert!(held.grant.access_token.matches("token-after"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_published_by_one_replica_is_heard_by_the_other_and_only_under_its_prefix() {
+    let Some(server) = ValkeyServer::start() else { return };
+    let key = GrantStoreKey::generate();
+    let (one, two) = (store(&server, &key), store(&server, &key));
+    let other_prefix =
+        ValkeyStore::new(&ValkeyOptions::new(server.url()).with_key_prefix("elsewhere:"), &key).expect("a store");
+    let (told, heard, elsewhere) = (one.notices(), two.notices(), other_prefix.notices());
+    let (mut heard, mut elsewhere) = (heard.subscribe(), elsewhere.subscribe());
+    let notice = SignInNotice::signed_in("session-9", "subject-9", "github", "state-9");
+    // The subscription is made in the background: publish until the other replica hears.
+    let received = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            told.publish(notice.clone()).await.expect("publish");
+            if let Ok(Ok(got)) = tokio::time::timeout(Duration::from_millis(200), heard.recv()).await {
+                return got;
+            }
+        }
+    })
+    .await
+    .expect("the other replica hears the notice");
+    assert_eq!(received, notice);
+    assert!(
+        elsewhere.try_recv().is_err(),
+        "a store under another prefix hears nothing"
+    );
 }

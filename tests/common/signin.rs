@@ -87,3 +87,35 @@ impl SignInGateway {
         self.server.abort();
     }
 }
+
+/// A 2025-11-25 client that declares URL elicitation and records the completions it is told.
+#[derive(Clone, Default)]
+pub struct UrlElicitingClient {
+    pub completed: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl rmcp::ClientHandler for UrlElicitingClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        use rmcp::model::{
+            ClientCapabilities, ElicitationCapability, Implementation, InitializeRequestParams, ProtocolVersion,
+            UrlElicitationCapability,
+        };
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
+        InitializeRequestParams::new(capabilities, Implementation::new("url-eliciting-client", "1"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: rmcp::model::CustomNotification,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        if notification.method == "notifications/elicitation/complete" {
+            self.completed
+                .lock()
+                .expect("lock")
+                .push(notification.params.unwrap_or_default());
+        }
+    }
+}

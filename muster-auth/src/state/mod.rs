@@ -23,7 +23,8 @@
 //! [`EncryptedGrantStore`](crate::oauth::store::EncryptedGrantStore) when one is given, so that
 //! they survive a restart. `ValkeyStore` (feature `valkey`, module `valkey`) keeps it all in
 //! Valkey or Redis, for replicas. Another store is checked against the same rules with
-//! `contract::check` (feature `test-util`).
+//! `contract::check` (feature `test-util`). When a sign-in completes on a replica that does not
+//! hold the session that asked, [`SignInNotices`] tells the one that does.
 //!
 //! A state is used once: of the callers that take it, concurrently or not, one gets it.
 //!
@@ -71,9 +72,10 @@ use chrono::{DateTime, Utc};
 use muster_core::BoxError;
 
 #[cfg(feature = "valkey")]
-pub use self::valkey::{ValkeyOptions, ValkeyOptionsError, ValkeyStore};
+pub use self::valkey::{ValkeyNotices, ValkeyOptions, ValkeyOptionsError, ValkeyStore};
 pub use self::{
     memory::MemorySignInStore,
+    notices::{LocalSignInNotices, SignInNotice, SignInNotices},
     owners::{is_durable_owner, owner_of},
 };
 use crate::{
@@ -84,6 +86,7 @@ use crate::{
 #[cfg(any(test, feature = "test-util"))]
 pub mod contract;
 mod memory;
+mod notices;
 mod owners;
 #[cfg(feature = "valkey")]
 pub mod valkey;

@@ -52,7 +52,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use muster_auth::state::SignInStore;
+use muster_auth::state::{LocalSignInNotices, SignInNotices, SignInStore};
 use muster_core::{CallContext, SessionId};
 use tokio_util::sync::CancellationToken;
 
@@ -76,14 +76,25 @@ impl DownstreamAuth {
     /// (then call it inside a Tokio runtime); from now on the registry tells them when it
     /// forgets a session. Refused when the configured grant store, the state key or the Valkey
     /// password file cannot be read, or the Valkey url names no server.
-    pub fn for_registry(registry: &Registry) -> Result<Self, GatewayError> {
-        let store = configured_store(&registry.config())?;
-        Ok(Self::over(registry, store))
+    pub fn for_registry(registry: &Arc<Registry>) -> Result<Self, GatewayError> {
+        let (store, notices) = configured_store(&registry.config())?;
+        Ok(Self::over(registry, store, notices))
     }
 
     /// The sign-in services `registry`'s configuration asks for, as [`Self::for_registry`], with
     /// their state in `store` (a `grantStore` configured is not used: `store` keeps the grants).
-    pub fn with_store(registry: &Registry, store: Arc<dyn SignInStore>) -> Self {
+    pub fn with_store(registry: &Arc<Registry>, store: Arc<dyn SignInStore>) -> Self {
+        Self::with_shared_store(registry, store, Arc::new(LocalSignInNotices::new()))
+    }
+
+    /// As [`Self::with_store`], with `store` shared by replicas that tell each other of the
+    /// sign-ins they complete through `notices`: a sign-in completed on another replica connects
+    /// the session here, tells its client and lets a waiting retry go on.
+    pub fn with_shared_store(
+        registry: &Arc<Registry>,
+        store: Arc<dyn SignInStore>,
+        notices: Arc<dyn SignInNotices>,
+    ) -> Self {
         let client = registry.config().aggregator.oauth.mcp_client.clone();
         if client.enabled && client.grant_store.is_some() {
             tracing::warn!(
@@ -91,16 +102,21 @@ impl DownstreamAuth {
                 "aggregator.oauth.mcpClient.grantStore is not used: the sign-in state store given keeps the grants"
             );
         }
-        Self::over(registry, store)
+        Self::over(registry, store, notices)
     }
 
-    fn over(registry: &Registry, store: Arc<dyn SignInStore>) -> Self {
+    fn over(registry: &Arc<Registry>, store: Arc<dyn SignInStore>, notices: Arc<dyn SignInNotices>) -> Self {
         let config = registry.config();
         let client = &config.aggregator.oauth.mcp_client;
         let auth = Self {
-            sign_in: client.enabled.then(|| SignInService::new(client, Arc::clone(&store))),
+            sign_in: client
+                .enabled
+                .then(|| SignInService::new(client, Arc::clone(&store), notices)),
             sso: Arc::new(SsoService::with_store(Arc::clone(registry.secrets()), store)),
         };
+        if let Some(service) = &auth.sign_in {
+            service.hear_notices(Arc::downgrade(registry));
+        }
         registry.observe_sessions(Arc::new(auth.clone()));
         auth
     }

@@ -21,6 +21,7 @@ mod downstream;
 pub mod elicitation;
 mod grants;
 mod link;
+mod notices;
 pub mod outcome;
 mod routes;
 pub mod sso;
@@ -36,7 +37,7 @@ use muster_auth::{
         grant::Grant,
         http::OAuthHttp,
     },
-    state::{HeldGrant, SignInStore, SignInStoreError, is_durable_owner, owner_of},
+    state::{HeldGrant, SignInNotice, SignInNotices, SignInStore, SignInStoreError, is_durable_owner, owner_of},
 };
 use muster_core::{CallContext, SessionId, ToolError, config::McpClientConfig};
 use serde_json::{Value, json};
@@ -45,7 +46,6 @@ pub use downstream::DownstreamAuth;
 pub use link::LOGIN_ATTEMPTS_PER_MINUTE;
 pub use routes::routes;
 pub use status::status_document;
-pub use storage::StorageError;
 
 use muster_auth::issuers;
 
@@ -65,6 +65,8 @@ pub struct SignInService {
     http: OAuthHttp,
     /// The sign-in state every replica shares.
     store: Arc<dyn SignInStore>,
+    /// How the replica that completes a sign-in tells the one holding the session.
+    notices: Arc<dyn SignInNotices>,
     /// Which grant each session connection of this process carries.
     connections: ConnectionGrants,
     /// What became of each link issued here, for retries that wait for a sign-in.
@@ -81,12 +83,18 @@ impl std::fmt::Debug for SignInService {
 }
 
 impl SignInService {
-    /// Sign-in by link as `config` says, keeping its state in `store`.
-    pub(crate) fn new(config: &McpClientConfig, store: Arc<dyn SignInStore>) -> Arc<Self> {
+    /// Sign-in by link as `config` says, keeping its state in `store` and telling other
+    /// replicas of sign-ins completed here through `notices`.
+    pub(crate) fn new(
+        config: &McpClientConfig,
+        store: Arc<dyn SignInStore>,
+        notices: Arc<dyn SignInNotices>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             config: config.clone(),
             http: OAuthHttp::new(),
             store,
+            notices,
             connections: ConnectionGrants::default(),
             outcomes: LinkOutcomes::default(),
         })
@@ -206,24 +214,59 @@ impl SignInService {
             .put_grant(&completed.owner, &completed.server, completed.grant.clone())
             .await
             .map_err(|e| format!("signed in, but the grant for {} cannot be kept: {e}", completed.server))?;
-        registry.install_session_connection(&session, &completed.server, registry.limited(conn));
-        self.connections.mark_used(
-            &session,
-            &completed.server,
-            Used {
-                owner: completed.owner.clone(),
+        if self.outcomes.issued_here(state) {
+            self.install_signed_in(
+                registry,
+                &session,
+                &completed.server,
+                &completed.owner,
                 generation,
-                identity: None,
-            },
-        );
-        // The link's state is the elicitation id a 2025-11-25 client was given.
-        registry.notify_elicitation_complete(&session, state);
+                conn,
+            );
+            // The link's state is the elicitation id a 2025-11-25 client was given.
+            registry.notify_elicitation_complete(&session, state);
+        } else {
+            // Another replica issued the link and holds the session: the connection only checked
+            // the grant; that replica connects the session and tells its client.
+            conn.close();
+            let notice = SignInNotice::signed_in(&completed.session, &completed.owner, &completed.server, state);
+            if let Err(e) = self.notices.publish(notice).await {
+                tracing::warn!(
+                    server = completed.server,
+                    error = %e,
+                    "the replica holding the session cannot be told of its sign-in; its next request uses the grant"
+                );
+            }
+        }
         registry.emit(Event::mcp_server(
             &completed.server,
             reasons::MCP_SERVER_AUTHENTICATED,
             format!("a session signed in to MCP server {}", completed.server),
         ));
         Ok((completed, redirect))
+    }
+
+    /// Gives `session` the connection `conn` to `server`, opened with `owner`'s grant of
+    /// `generation`.
+    fn install_signed_in(
+        &self,
+        registry: &Registry,
+        session: &SessionId,
+        server: &str,
+        owner: &str,
+        generation: u64,
+        conn: UpstreamConnection,
+    ) {
+        registry.install_session_connection(session, server, registry.limited(conn));
+        self.connections.mark_used(
+            session,
+            server,
+            Used {
+                owner: owner.to_owned(),
+                generation,
+                identity: None,
+            },
+        );
     }
 
     /// Makes sure `ctx`'s session calls `server` with a fresh grant: a grant whose access token
@@ -495,7 +538,8 @@ mod tests {
         for (owner, server) in [("a", "github"), ("subject-x", "slack"), ("principal-1", "jira")] {
             store.put_grant(owner, server, sample_grant("t")).await.expect("put");
         }
-        let service = SignInService::new(&McpClientConfig::default(), store.clone());
+        let notices = Arc::new(muster_auth::state::LocalSignInNotices::new());
+        let service = SignInService::new(&McpClientConfig::default(), store.clone(), notices);
         service.end_session(&SessionId::new("principal-1"));
         service.end_session(&SessionId::new("a"));
         let mut gone = false;

@@ -7,54 +7,28 @@ use std::{path::Path, sync::Arc};
 use muster_auth::{
     Secret,
     oauth::store::{EncryptedGrantStore, GrantStoreError, GrantStoreKey},
-    state::{MemorySignInStore, SignInStore, ValkeyOptions, ValkeyOptionsError, ValkeyStore},
+    state::{LocalSignInNotices, MemorySignInStore, SignInNotices, SignInStore, ValkeyOptions, ValkeyStore},
 };
 use muster_core::config::{McpClientConfig, MusterConfig, ValkeyConfig};
 
-/// Why the configured sign-in state store cannot be used. Never contains a key or a password.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StorageError {
-    /// The grant store of `aggregator.oauth.mcpClient.grantStore` cannot be opened.
-    #[error("cannot open the grant store (aggregator.oauth.mcpClient.grantStore): {0}")]
-    GrantStore(#[source] GrantStoreError),
-    /// A Valkey store has no encryption key configured.
-    #[error(
-        "aggregator.oauth.server.storage.type valkey needs aggregator.oauth.server.encryptionKeyFile \
-         (or aggregator.oauth.mcpClient.grantStore.encryptionKeyFile): a file holding 32 random bytes, base64"
-    )]
-    NoKey,
-    /// A Valkey store without `valkey`.
-    #[error("aggregator.oauth.server.storage.type valkey needs aggregator.oauth.server.storage.valkey.url")]
-    NoServer,
-    /// The encryption key cannot be read.
-    #[error("cannot read the sign-in state key (aggregator.oauth.server.encryptionKeyFile): {0}")]
-    Key(#[source] GrantStoreError),
-    /// The Valkey password file cannot be read.
-    #[error("cannot read aggregator.oauth.server.storage.valkey.passwordFile {path}: {source}")]
-    PasswordFile {
-        /// The file.
-        path: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The Valkey options describe no server.
-    #[error("aggregator.oauth.server.storage.valkey: {0}")]
-    Valkey(#[source] ValkeyOptionsError),
-}
+use crate::error::StorageError;
 
-/// The store `config` asks for. Refused when the grant store, the key or the password file cannot
-/// be read, or the Valkey options describe no server; a Valkey that is down is not a refusal (the
-/// store connects on first use).
-pub(crate) fn configured_store(config: &MusterConfig) -> Result<Arc<dyn SignInStore>, StorageError> {
+/// A sign-in state store and the notices of the replicas that share it.
+pub(crate) type SharedState = (Arc<dyn SignInStore>, Arc<dyn SignInNotices>);
+
+/// The store `config` asks for, and how replicas sharing it tell each other of completed
+/// sign-ins. Refused when the grant store, the key or the password file cannot be read, or the
+/// Valkey options describe no server; a Valkey that is down is not a refusal (the store connects
+/// on first use).
+pub(crate) fn configured_store(config: &MusterConfig) -> Result<SharedState, StorageError> {
     let oauth = &config.aggregator.oauth;
     if let Some(valkey) = oauth.server.storage.valkey_server() {
         let key_file = oauth.state_key_file().ok_or(StorageError::NoKey)?;
         let key = GrantStoreKey::from_file(Path::new(key_file)).map_err(StorageError::Key)?;
         let store = ValkeyStore::new(&valkey_options(valkey)?, &key).map_err(StorageError::Valkey)?;
         tracing::info!(store = ?store, "the sign-in state is kept in valkey");
-        return Ok(Arc::new(store));
+        let notices = Arc::new(store.notices());
+        return Ok((Arc::new(store), notices));
     }
     if oauth.server.storage.kind == muster_core::config::StorageType::Valkey {
         return Err(StorageError::NoServer);
@@ -65,7 +39,7 @@ pub(crate) fn configured_store(config: &MusterConfig) -> Result<Arc<dyn SignInSt
     } else {
         MemorySignInStore::new()
     };
-    Ok(Arc::new(store))
+    Ok((Arc::new(store), Arc::new(LocalSignInNotices::new())))
 }
 
 fn valkey_options(valkey: &ValkeyConfig) -> Result<ValkeyOptions, StorageError> {

@@ -15,6 +15,8 @@
 //! | `<prefix>signin:refresh:<id of owner, server>` | string | the token of the refresh that holds the lock | 10 s, renewed while held |
 //! | `<prefix>exchange:<id of group>:<id of key>` | string | the sealed exchanged token (with its key) | its freshness |
 //! | `<prefix>exchange-keys:<id of group>` | set | the entry keys of a group (`"<session>\0"`) | the longest entry's |
+//!
+//! Sign-in notices are published on the channel `<prefix>signin:notices`.
 
 use ring::hmac;
 
@@ -119,6 +121,11 @@ impl Keys {
 
     pub(super) fn exchange_index(&self, group_id: &str) -> String {
         self.name("exchange-keys", group_id)
+    }
+
+    /// The pub/sub channel of sign-in notices.
+    pub(super) fn notices(&self) -> String {
+        format!("{}signin:notices", self.prefix)
     }
 
     /// What every exchange entry key matches (for `SCAN MATCH`).

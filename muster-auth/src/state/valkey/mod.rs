@@ -20,7 +20,9 @@
 //!   while held, released by compare-and-delete): one refresh of a grant runs at a time across
 //!   replicas;
 //! - an exchanged token expires with its freshness; the tokens of a session are indexed by a set,
-//!   so that a session's end deletes them (in the background).
+//!   so that a session's end deletes them (in the background);
+//! - [`ValkeyStore::notices`] tells the replica holding a session that its sign-in completed on
+//!   another, through pub/sub ([`SignInNotices`](super::SignInNotices)).
 //!
 //! The connection is the `redis` crate's connection manager: it connects on first use and
 //! reconnects by itself. While Valkey cannot be reached, every operation fails with
@@ -69,9 +71,11 @@ use crate::oauth::{
 
 mod keys;
 mod lock;
+mod notices;
 mod options;
 mod record;
 
+pub use notices::ValkeyNotices;
 pub use options::{DEFAULT_KEY_PREFIX, ValkeyOptions, ValkeyOptionsError};
 
 /// How long one connection attempt, and one answer, may take before the operation fails.
@@ -142,6 +146,7 @@ static PUT_EXCHANGE: LazyLock<Script> = LazyLock::new(|| {
 /// prefix, database and key. See the [module docs](self).
 #[derive(Clone)]
 pub struct ValkeyStore {
+    client: Client,
     conn: ConnectionManager,
     /// `valkey at <host>:<port>`, for errors.
     name: String,
@@ -189,11 +194,24 @@ impl ValkeyStore {
                 source: e.into(),
             })?;
         Ok(Self {
+            client,
             conn,
             name,
             keys: Keys::new(options.key_prefix(), key),
             sealed: Sealed::new(Sealer::new(key)),
         })
+    }
+
+    /// The sign-in notices of the replicas that share this store, through Valkey's pub/sub
+    /// (each call subscribes anew: make it once per gateway).
+    pub fn notices(&self) -> ValkeyNotices {
+        ValkeyNotices::new(
+            self.client.clone(),
+            self.conn(),
+            self.name.clone(),
+            self.keys.notices(),
+            self.sealed.clone(),
+        )
     }
 
     fn conn(&self) -> ConnectionManager {

@@ -38,6 +38,10 @@ pub(super) const EXCHANGE: Header = Header {
     magic: b"MVEXCH",
     version: 1,
 };
+pub(super) const NOTICE: Header = Header {
+    magic: b"MVNOTE",
+    version: 1,
+};
 
 /// Why a value read from Valkey is not a record. Says nothing of the value.
 #[derive(Debug, thiserror::Error)]
