@@ -31,6 +31,10 @@ async fn client(url: &str) -> RunningService<RoleClient, ()> {
 async fn core(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> (bool, Value) {
     let result = call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
     let env = envelope(&result);
+    if env.is_null() {
+        // Refused before the tool ran: the meta-tool's own error.
+        return (true, Value::String(text(&result)));
+    }
     let body = env["content"][0]["text"].as_str().unwrap_or("null").to_owned();
     (
         env["isError"] == true,
@@ -156,6 +160,52 @@ async fn the_replica_holding_the_session_tells_its_client_of_a_sign_in_completed
     let _ = client.cancel().await;
     one.stop().await;
     two.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_valkey_down_a_sign_in_is_refused_naming_the_store_and_works_again_once_it_is_back() {
+    let Some(mut valkey) = ValkeyServer::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let key_file = dir.path().join("state.key");
+    std::fs::write(&key_file, "q0bS1u7m4mJg3Yl9o0Jc2m8b0l0Q9k3dYb1a2c3d4e8=\n").expect("writes the key");
+    let idp = OidcProvider::start();
+    let gw = SignInGateway::start(&idp, |base| replica(base, &valkey, &key_file)).await;
+    let alice = client(&format!("{}/mcp", gw.base)).await;
+
+    valkey.stop();
+    let (failed, refused) = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
+    assert!(failed, "{refused}");
+    let store = format!("valkey at {}", valkey.address());
+    assert!(
+        refused.to_string().contains(&store),
+        "the refusal names the store: {refused}"
+    );
+    // Calls that need no sign-in go on.
+    let (failed, status) = core(&alice, "core_service_status", json!({"name": "protected"})).await;
+    assert!(!failed, "{status}");
+
+    valkey.restart();
+    let signed_in = async {
+        loop {
+            let (failed, login) = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
+            if !failed {
+                return login;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    };
+    let login = tokio::time::timeout(std::time::Duration::from_secs(20), signed_in)
+        .await
+        .expect("sign-in works again once valkey is back, without a restart");
+    let callback = idp.sign_in(login["authUrl"].as_str().expect("a link"), "alice").await;
+    assert_eq!(reqwest::get(callback.as_str()).await.expect("answers").status(), 200);
+    let (failed, answer) = core(&alice, "x_protected_whoami", json!({})).await;
+    assert!(!failed, "{answer}");
+
+    let _ = alice.cancel().await;
+    gw.stop().await;
 }
 
 #[tokio::test]
