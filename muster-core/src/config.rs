@@ -189,6 +189,16 @@ impl OAuthServerConfig {
 }
 
 impl OAuthConfig {
+    /// These keys with secrets (the Valkey password) replaced by `[redacted]`, for answers and
+    /// logs.
+    pub fn redacted(&self) -> Self {
+        let mut shown = self.clone();
+        if let Some(valkey) = &mut shown.server.storage.valkey {
+            *valkey = valkey.redacted();
+        }
+        shown
+    }
+
     /// The file of the key a shared sign-in state store seals its secrets with:
     /// `server.encryptionKeyFile`, else the grant store's (`mcpClient.grantStore.encryptionKeyFile`).
     pub fn state_key_file(&self) -> Option<&str> {

@@ -117,8 +117,9 @@ pub enum StorageType {
     Valkey,
 }
 
-/// `aggregator.oauth.server.storage.valkey`: the Valkey (or Redis) server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// `aggregator.oauth.server.storage.valkey`: the Valkey (or Redis) server. `Debug` and
+/// [`ValkeyConfig::redacted`] leave the password out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 #[non_exhaustive]
 pub struct ValkeyConfig {
@@ -157,7 +158,45 @@ impl Default for ValkeyConfig {
     }
 }
 
+impl std::fmt::Debug for ValkeyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = self.redacted();
+        f.debug_struct("ValkeyConfig")
+            .field("url", &shown.url)
+            .field("password", &shown.password)
+            .field("password_file", &self.password_file)
+            .field("tls_enabled", &self.tls_enabled)
+            .field("tls_server_name", &self.tls_server_name)
+            .field("key_prefix", &self.key_prefix)
+            .field("db", &self.db)
+            .finish()
+    }
+}
+
+/// What a redacted password reads.
+const REDACTED: &str = "[redacted]";
+
 impl ValkeyConfig {
+    /// These keys with the password (`password`, and one in the url) replaced by `[redacted]`:
+    /// what the configuration tools answer and what logs show.
+    pub fn redacted(&self) -> Self {
+        let mut shown = self.clone();
+        if shown.password.is_some() {
+            shown.password = Some(REDACTED.to_owned());
+        }
+        // `scheme://[user]:password@host...`: the password is between the scheme's `//` and the
+        // last `@` of the authority.
+        if let Some((scheme, rest)) = self.url.split_once("://") {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            if let Some(at) = rest[..authority_end].rfind('@')
+                && let Some(colon) = rest[..at].find(':')
+            {
+                shown.url = format!("{scheme}://{}:{REDACTED}{}", &rest[..colon], &rest[at..]);
+            }
+        }
+        shown
+    }
+
     /// The server at `url`, with the other keys' defaults.
     pub fn at(url: impl Into<String>) -> Self {
         Self {
@@ -193,7 +232,7 @@ impl ValkeyConfig {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::MusterConfig;
+    use crate::config::{MusterConfig, ValkeyConfig};
 
     fn parse(doc: &str) -> MusterConfig {
         serde_saphyr::from_str(doc).expect("config parses")
@@ -228,6 +267,21 @@ aggregator:
         assert_eq!(valkey.db, 3);
         assert!(config.validate_config().is_ok());
         assert!(crate::config::unknown_keys(&serde_json::to_value(&config).expect("serializes")).is_empty());
+    }
+
+    #[test]
+    fn passwords_are_redacted_in_debug_and_in_what_the_tools_answer() {
+        let mut valkey = ValkeyConfig::at("redis://muster:s3cret-pw@valkey:6379/2");
+        valkey.password = Some("other-pw".to_owned());
+        let shown = valkey.redacted();
+        assert_eq!(shown.url, "redis://muster:[redacted]@valkey:6379/2");
+        assert_eq!(shown.password.as_deref(), Some("[redacted]"));
+        let debug = format!("{valkey:?}");
+        assert!(!debug.contains("s3cret-pw") && !debug.contains("other-pw"), "{debug}");
+        assert_eq!(
+            ValkeyConfig::at("valkey:6379").redacted(),
+            ValkeyConfig::at("valkey:6379")
+        );
     }
 
     #[test]
