@@ -6,39 +6,14 @@
 mod common;
 
 use common::{
-    call_meta, envelope,
+    call_meta,
     oidc::OidcProvider,
-    signin::{SignInGateway, UrlElicitingClient},
-    text, tool_names,
+    signin::{SignInGateway, UrlElicitingClient, client, core, tools_of},
+    text,
 };
 use muster::core::config::{AggregatorConfig, McpClientConfig};
-use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
+use rmcp::{ServiceExt, transport::StreamableHttpClientTransport};
 use serde_json::{Value, json};
-
-async fn client(url: &str) -> RunningService<RoleClient, ()> {
-    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
-        .await
-        .expect("client connects")
-}
-
-/// The document a core tool answered through call_tool.
-async fn core(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> (bool, Value) {
-    let result = call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
-    let env = envelope(&result);
-    if env.is_null() {
-        return (true, Value::String(text(&result)));
-    }
-    let body = env["content"][0]["text"].as_str().unwrap_or("null").to_owned();
-    (
-        env["isError"] == true,
-        serde_json::from_str(&body).unwrap_or(Value::String(body)),
-    )
-}
-
-async fn tools_of(client: &RunningService<RoleClient, ()>) -> Vec<String> {
-    let page = call_meta(client, "list_tools", json!({"limit": 200})).await;
-    tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null))
-}
 
 /// Collects everything the gateway logs (this test runs on one thread, so a thread-default
 /// subscriber sees every task).

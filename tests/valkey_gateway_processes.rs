@@ -12,22 +12,14 @@ mod common;
 use std::{net::TcpListener, path::Path, process::Command, time::Duration};
 
 use common::{
-    call_meta, envelope, gateway_binary, gateway_process::GatewayChild, oidc::OidcProvider, scripted::ScriptedServer,
-    text, tool_names, valkey::ValkeyServer,
+    gateway_binary,
+    gateway_process::GatewayChild,
+    oidc::OidcProvider,
+    scripted::ScriptedServer,
+    signin::{client, core, tools_of},
+    valkey::{ValkeyServer, write_state_key},
 };
-use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
-use serde_json::{Value, json};
-
-/// What a core tool answered through call_tool, and whether it failed.
-async fn core(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> (bool, Value) {
-    let result = call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
-    let env = envelope(&result);
-    let body = env["content"][0]["text"].as_str().unwrap_or("null").to_owned();
-    (
-        env["isError"] == true,
-        serde_json::from_str(&body).unwrap_or(Value::String(body)),
-    )
-}
+use serde_json::json;
 
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("binds a loopback port");
@@ -84,8 +76,7 @@ async fn a_sign_in_started_on_one_gateway_process_completes_through_another_and_
         .serve_protected(idp.issuer())
         .await;
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let key_file = dir.path().join("state.key");
-    std::fs::write(&key_file, "q0bS1u7m4mJg3Yl9o0Jc2m8b0l0Q9k3dYb1a2c3d4e8=\n").expect("writes the key");
+    let key_file = write_state_key(dir.path());
     let (one_port, two_port) = (free_port(), free_port());
     let (one_dir, two_dir) = (dir.path().join("one"), dir.path().join("two"));
     config_dir(&one_dir, one_port, &valkey, &key_file, &protected.url);
@@ -99,7 +90,7 @@ async fn a_sign_in_started_on_one_gateway_process_completes_through_another_and_
         format!("http://127.0.0.1:{two_port}"),
     );
 
-    let alice = ().serve(StreamableHttpClientTransport::from_uri(one_mcp)).await.expect("connects to replica one");
+    let alice = client(&one_mcp).await;
     let (failed, login) = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
     assert!(!failed, "{login}\nreplica one:\n{}", one.log());
     let link = login["authUrl"].as_str().expect("a link").to_owned();
@@ -114,8 +105,7 @@ async fn a_sign_in_started_on_one_gateway_process_completes_through_another_and_
     assert_eq!(status, 200, "{body}\nreplica two:\n{}", two.log());
     assert!(body.contains("Signed in to protected"), "{body}");
 
-    let page = call_meta(&alice, "list_tools", json!({"limit": 200})).await;
-    let tools = tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null));
+    let tools = tools_of(&alice).await;
     assert!(tools.contains(&"x_protected_whoami".to_owned()), "{tools:?}");
     let (failed, answer) = core(&alice, "x_protected_whoami", json!({})).await;
     assert!(!failed, "{answer}");

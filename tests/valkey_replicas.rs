@@ -11,41 +11,14 @@
 mod common;
 
 use common::{
-    call_meta, envelope,
     oidc::OidcProvider,
-    signin::{SignInGateway, UrlElicitingClient},
-    text, tool_names,
-    valkey::ValkeyServer,
+    signin::{SignInGateway, UrlElicitingClient, client, core, tools_of},
+    text,
+    valkey::{ValkeyServer, write_state_key},
 };
 use muster::core::config::{AggregatorConfig, McpClientConfig, OAuthServerConfig, StorageConfig, ValkeyConfig};
-use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
-use serde_json::{Value, json};
-
-async fn client(url: &str) -> RunningService<RoleClient, ()> {
-    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
-        .await
-        .expect("client connects")
-}
-
-/// What a core tool answered through call_tool, and whether it failed.
-async fn core(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> (bool, Value) {
-    let result = call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
-    let env = envelope(&result);
-    if env.is_null() {
-        // Refused before the tool ran: the meta-tool's own error.
-        return (true, Value::String(text(&result)));
-    }
-    let body = env["content"][0]["text"].as_str().unwrap_or("null").to_owned();
-    (
-        env["isError"] == true,
-        serde_json::from_str(&body).unwrap_or(Value::String(body)),
-    )
-}
-
-async fn tools_of(client: &RunningService<RoleClient, ()>) -> Vec<String> {
-    let page = call_meta(client, "list_tools", json!({"limit": 200})).await;
-    tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null))
-}
+use rmcp::{ServiceExt, transport::StreamableHttpClientTransport};
+use serde_json::json;
 
 /// A replica's configuration: sign-in at `base`, the state in `valkey` sealed with `key_file`.
 fn replica(base: String, valkey: &ValkeyServer, key_file: &std::path::Path) -> AggregatorConfig {
@@ -63,8 +36,7 @@ fn replica(base: String, valkey: &ValkeyServer, key_file: &std::path::Path) -> A
 async fn a_sign_in_started_on_one_replica_completes_through_another_and_the_first_session_calls_the_tool() {
     let Some(valkey) = ValkeyServer::start() else { return };
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let key_file = dir.path().join("state.key");
-    std::fs::write(&key_file, "q0bS1u7m4mJg3Yl9o0Jc2m8b0l0Q9k3dYb1a2c3d4e8=\n").expect("writes the key");
+    let key_file = write_state_key(dir.path());
     let idp = OidcProvider::start();
     let one = SignInGateway::start(&idp, |base| replica(base, &valkey, &key_file)).await;
     let two = one.replica(|base| replica(base, &valkey, &key_file)).await;
@@ -109,8 +81,7 @@ async fn a_sign_in_started_on_one_replica_completes_through_another_and_the_firs
 async fn the_replica_holding_the_session_tells_its_client_of_a_sign_in_completed_on_another() {
     let Some(valkey) = ValkeyServer::start() else { return };
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let key_file = dir.path().join("state.key");
-    std::fs::write(&key_file, "q0bS1u7m4mJg3Yl9o0Jc2m8b0l0Q9k3dYb1a2c3d4e8=\n").expect("writes the key");
+    let key_file = write_state_key(dir.path());
     let idp = OidcProvider::start();
     let one = SignInGateway::start(&idp, |base| replica(base, &valkey, &key_file)).await;
     let two = one.replica(|base| replica(base, &valkey, &key_file)).await;
@@ -168,8 +139,7 @@ async fn with_valkey_down_a_sign_in_is_refused_naming_the_store_and_works_again_
         return;
     };
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let key_file = dir.path().join("state.key");
-    std::fs::write(&key_file, "q0bS1u7m4mJg3Yl9o0Jc2m8b0l0Q9k3dYb1a2c3d4e8=\n").expect("writes the key");
+    let key_file = write_state_key(dir.path());
     let idp = OidcProvider::start();
     let gw = SignInGateway::start(&idp, |base| replica(base, &valkey, &key_file)).await;
     let alice = client(&format!("{}/mcp", gw.base)).await;

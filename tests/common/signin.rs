@@ -119,3 +119,37 @@ impl rmcp::ClientHandler for UrlElicitingClient {
         }
     }
 }
+
+/// An MCP client of the gateway at `url` (its `/mcp`).
+pub async fn client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ServiceExt;
+    ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned()))
+        .await
+        .expect("client connects")
+}
+
+/// The document a core tool answered through call_tool, and whether it failed (a meta-tool's
+/// own refusal is its text).
+pub async fn core(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    name: &str,
+    args: serde_json::Value,
+) -> (bool, serde_json::Value) {
+    use serde_json::Value;
+    let result = super::call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
+    let env = super::envelope(&result);
+    if env.is_null() {
+        return (true, Value::String(super::text(&result)));
+    }
+    let body = env["content"][0]["text"].as_str().unwrap_or("null").to_owned();
+    (
+        env["isError"] == true,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
+}
+
+/// The exposed tools `client` lists.
+pub async fn tools_of(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
+    let page = super::call_meta(client, "list_tools", json!({"limit": 200})).await;
+    super::tool_names(&serde_json::from_str(&super::text(&page)).unwrap_or(serde_json::Value::Null))
+}

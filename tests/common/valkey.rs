@@ -16,6 +16,14 @@ use std::{
 /// How long a server may take to answer its first PING.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Writes a state key file (32 bytes, base64, as `openssl rand -base64 32` makes one) in `dir`,
+/// for the replicas of a test to share; its path.
+pub fn write_state_key(dir: &Path) -> PathBuf {
+    let path = dir.join("state.key");
+    std::fs::write(&path, "q0bS1u7m4mJg3Yl9o0Jc2m8b0l0Q9k3dYb1a2c3d4e8=\n").expect("writes the key");
+    path
+}
+
 /// A running redis-server on `127.0.0.1`.
 #[derive(Debug)]
 pub struct ValkeyServer {
