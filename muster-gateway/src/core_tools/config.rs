@@ -71,10 +71,12 @@ pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject, ctx: &Ca
         _ => Map::new(),
     };
     current.extend(camel_keys(changes));
-    let aggregator: AggregatorConfig = serde_path_to_error::deserialize(&Value::Object(current)).map_err(|e| {
+    let mut aggregator: AggregatorConfig = serde_path_to_error::deserialize(&Value::Object(current)).map_err(|e| {
         let path = e.path().to_string();
         ToolError::invalid_arguments(format!("invalid aggregator configuration: {path}: {}", e.into_inner()))
     })?;
+    // A password answered `[redacted]` and sent back as it was stays the real one.
+    aggregator.oauth = aggregator.oauth.restoring_redacted(&config.aggregator.oauth);
     let refused = operator_keys_changed(&config.aggregator, &aggregator);
     if config.aggregator.front_door() && !refused.is_empty() {
         return Err(ToolError::invalid_arguments(format!(
