@@ -188,44 +188,6 @@ impl OAuthServerConfig {
     }
 }
 
-impl OAuthConfig {
-    /// These keys with secrets (the Valkey password) replaced by `[redacted]`, for answers and
-    /// logs.
-    pub fn redacted(&self) -> Self {
-        let mut shown = self.clone();
-        if let Some(valkey) = &mut shown.server.storage.valkey {
-            *valkey = valkey.redacted();
-        }
-        shown
-    }
-
-    /// These keys, with a secret still `[redacted]` (as [`OAuthConfig::redacted`] answered it and
-    /// a client sent it back) taken from `current`, the configuration it was answered from.
-    pub fn restoring_redacted(mut self, current: &Self) -> Self {
-        if let (Some(valkey), Some(was)) = (&mut self.server.storage.valkey, &current.server.storage.valkey) {
-            let shown = was.redacted();
-            if valkey.password.is_some() && valkey.password == shown.password {
-                valkey.password.clone_from(&was.password);
-            }
-            if valkey.url == shown.url {
-                valkey.url.clone_from(&was.url);
-            }
-        }
-        self
-    }
-
-    /// The file of the key a shared sign-in state store seals its secrets with:
-    /// `server.encryptionKeyFile`, else the grant store's (`mcpClient.grantStore.encryptionKeyFile`).
-    pub fn state_key_file(&self) -> Option<&str> {
-        self.server.encryption_key_file.as_deref().or_else(|| {
-            self.mcp_client
-                .grant_store
-                .as_ref()
-                .map(|s| s.encryption_key_file.as_str())
-        })
-    }
-}
-
 /// One trusted issuer: its URL, or `{issuer, jwksUri?}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
