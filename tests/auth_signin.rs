@@ -5,35 +5,15 @@
 
 mod common;
 
-use common::{call_meta, envelope, oidc::OidcProvider, signin::SignInGateway, text, tool_names};
+use common::{
+    call_meta,
+    oidc::OidcProvider,
+    signin::{SignInGateway, UrlElicitingClient, client, core, tools_of},
+    text,
+};
 use muster::core::config::{AggregatorConfig, McpClientConfig};
-use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
+use rmcp::{ServiceExt, transport::StreamableHttpClientTransport};
 use serde_json::{Value, json};
-
-async fn client(url: &str) -> RunningService<RoleClient, ()> {
-    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
-        .await
-        .expect("client connects")
-}
-
-/// The document a core tool answered through call_tool.
-async fn core(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> (bool, Value) {
-    let result = call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
-    let env = envelope(&result);
-    if env.is_null() {
-        return (true, Value::String(text(&result)));
-    }
-    let body = env["content"][0]["text"].as_str().unwrap_or("null").to_owned();
-    (
-        env["isError"] == true,
-        serde_json::from_str(&body).unwrap_or(Value::String(body)),
-    )
-}
-
-async fn tools_of(client: &RunningService<RoleClient, ()>) -> Vec<String> {
-    let page = call_meta(client, "list_tools", json!({"limit": 200})).await;
-    tool_names(&serde_json::from_str(&text(&page)).unwrap_or(Value::Null))
-}
 
 /// Collects everything the gateway logs (this test runs on one thread, so a thread-default
 /// subscriber sees every task).
@@ -253,38 +233,6 @@ async fn new_links_are_limited_to_ten_a_minute_per_person_and_redirects_must_be_
     );
     let _ = carol.cancel().await;
     gw.stop().await;
-}
-
-/// A 2025-11-25 client that declares URL elicitation and records the completions it is told.
-#[derive(Clone, Default)]
-struct UrlElicitingClient {
-    completed: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
-}
-
-impl rmcp::ClientHandler for UrlElicitingClient {
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        use rmcp::model::{
-            ClientCapabilities, ElicitationCapability, Implementation, InitializeRequestParams, ProtocolVersion,
-            UrlElicitationCapability,
-        };
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation = Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
-        InitializeRequestParams::new(capabilities, Implementation::new("url-eliciting-client", "1"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
-    }
-
-    async fn on_custom_notification(
-        &self,
-        notification: rmcp::model::CustomNotification,
-        _context: rmcp::service::NotificationContext<RoleClient>,
-    ) {
-        if notification.method == "notifications/elicitation/complete" {
-            self.completed
-                .lock()
-                .expect("lock")
-                .push(notification.params.unwrap_or_default());
-        }
-    }
 }
 
 #[tokio::test]

@@ -46,4 +46,8 @@ fn the_reference_names_every_kind_of_key_with_its_real_default() {
     assert!(row("spec.autoStart").contains("`false`"));
     // Enumerations list their values.
     assert!(row("aggregator.transport").contains("`\"streamable-http\"`"));
+    // Where the sign-in state is kept, with muster's key names (inside an optional section).
+    assert!(row("aggregator.oauth.server.storage.type").contains("`\"memory\"`"));
+    assert!(row("aggregator.oauth.server.storage.valkey.keyPrefix").contains("`\"muster:\"`"));
+    assert!(row("aggregator.oauth.server.storage.valkey.passwordFile").contains("*unset*"));
 }

@@ -16,8 +16,8 @@
 //!
 //! - [`state`]: where a gateway keeps sign-in state (pending sign-ins, client registrations,
 //!   grants, sign-in attempts, refreshes in flight, exchanged tokens): [`state::SignInStore`],
-//!   in memory by default ([`state::MemorySignInStore`]), in a store of the embedder's for
-//!   replicas.
+//!   in memory by default ([`state::MemorySignInStore`]), in Valkey for replicas
+//!   (`state::ValkeyStore`, feature `valkey`), or in a store of the embedder's.
 //!
 //! - [`issuers`]: one description per authorization server: the MCPServers that pin the same
 //!   issuer share its sign-in, so they must describe it alike; the conflicts when they do not.

@@ -34,9 +34,11 @@ use crate::crd::validate::{NAME_PATTERN, NAME_RE, NAMESPACE_PATTERN, NAMESPACE_R
 
 mod limits;
 mod server_api;
+mod storage;
 
 pub use limits::{DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_REQUEST_BODY_BYTES, DEFAULT_MAX_REQUEST_HEAD_BYTES, Limits};
 pub use server_api::ServerApiConfig;
+pub use storage::{DEFAULT_VALKEY_KEY_PREFIX, StorageConfig, StorageType, ValkeyConfig};
 
 /// Default of `aggregator.port`.
 pub const DEFAULT_PORT: u16 = 8090;
@@ -65,9 +67,11 @@ pub struct OAuthConfig {
     pub server: OAuthServerConfig,
 }
 
-/// `aggregator.oauth.server`: front-door protection of `/mcp`. Go muster's keys for running
-/// its own authorization server (`provider`, `dex`, `storage`, ...) are accepted and not used:
-/// this gateway validates tokens of trusted issuers instead.
+/// `aggregator.oauth.server`: front-door protection of `/mcp`, and where the sign-in state is
+/// kept (`storage`, `encryptionKeyFile`: read whether or not the front door is enabled; see
+/// [`StorageConfig`]). Go muster's keys for running its own authorization server (`provider`,
+/// `dex`, ...) are accepted and not used: this gateway validates tokens of trusted issuers
+/// instead.
 ///
 /// A bearer token is checked against its issuer's signing keys (its JWKS) and for `iss`, `aud`,
 /// `exp` and `nbf`. Three optional keys tune the timing, all in whole seconds:
@@ -118,6 +122,19 @@ pub struct OAuthServerConfig {
     /// (and a key the issuer removed is refused). Default 600.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jwks_max_age_seconds: Option<u64>,
+    /// Where the sign-in state is kept: in this process (`type: memory`, the default) or in
+    /// Valkey, shared by replicas (`type: valkey`).
+    #[serde(skip_serializing_if = "is_default_storage")]
+    pub storage: StorageConfig,
+    /// A file holding the 32-byte AES-256-GCM key (base64) the secrets of a shared `storage`
+    /// are sealed with, the same on every replica. The key itself never appears in
+    /// `config.yaml`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encryption_key_file: Option<String>,
+}
+
+fn is_default_storage(storage: &StorageConfig) -> bool {
+    *storage == StorageConfig::default()
 }
 
 impl OAuthServerConfig {
@@ -146,6 +163,18 @@ impl OAuthServerConfig {
     /// Sets `jwksMaxAgeSeconds`.
     pub fn with_jwks_max_age_seconds(mut self, seconds: u64) -> Self {
         self.jwks_max_age_seconds = Some(seconds);
+        self
+    }
+
+    /// Sets `storage`.
+    pub fn with_storage(mut self, storage: StorageConfig) -> Self {
+        self.storage = storage;
+        self
+    }
+
+    /// Sets `encryptionKeyFile`.
+    pub fn with_encryption_key_file(mut self, path: impl Into<String>) -> Self {
+        self.encryption_key_file = Some(path.into());
         self
     }
 
@@ -655,6 +684,8 @@ impl AggregatorConfig {
     fn validate_into(&self, errors: &mut ValidationErrors) {
         self.limits.validate_into(errors);
         self.server_api.validate_into(errors);
+        let has_key = self.oauth.state_key_file().is_some();
+        self.oauth.server.storage.validate_into(has_key, errors);
         if self.host.trim().is_empty() {
             errors.push("aggregator.host", "aggregator.host must not be empty");
         } else if self.host.chars().any(char::is_whitespace) {

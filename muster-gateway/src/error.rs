@@ -34,9 +34,10 @@ pub enum GatewayError {
         .0.join("\n")
     )]
     NameCollisions(Vec<String>),
-    /// The grant store of `aggregator.oauth.mcpClient.grantStore` cannot be opened.
-    #[error("cannot open the grant store (aggregator.oauth.mcpClient.grantStore): {0}")]
-    GrantStore(#[from] muster_auth::oauth::store::GrantStoreError),
+    /// The sign-in state store of `aggregator.oauth.server.storage` (or the grant store of
+    /// `aggregator.oauth.mcpClient.grantStore`) cannot be used.
+    #[error(transparent)]
+    SignInStore(#[from] StorageError),
     /// The workflow execution records cannot be opened.
     #[error("cannot open the workflow execution records: {0}")]
     Executions(#[from] muster_workflow::record::RecordError),
@@ -46,4 +47,37 @@ pub enum GatewayError {
     /// The config directory cannot be watched.
     #[error("cannot watch the config directory: {0}")]
     Watch(String),
+}
+
+/// Why the configured sign-in state store cannot be used. Never contains a key or a password.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// The grant store of `aggregator.oauth.mcpClient.grantStore` cannot be opened.
+    #[error("cannot open the grant store (aggregator.oauth.mcpClient.grantStore): {0}")]
+    GrantStore(#[source] muster_auth::oauth::store::GrantStoreError),
+    /// A Valkey store has no encryption key configured.
+    #[error(
+        "aggregator.oauth.server.storage.type valkey needs aggregator.oauth.server.encryptionKeyFile \
+         (or aggregator.oauth.mcpClient.grantStore.encryptionKeyFile): a file holding 32 random bytes, base64"
+    )]
+    NoKey,
+    /// A Valkey store without `valkey`.
+    #[error("aggregator.oauth.server.storage.type valkey needs aggregator.oauth.server.storage.valkey.url")]
+    NoServer,
+    /// The encryption key cannot be read.
+    #[error("cannot read the sign-in state key (aggregator.oauth.server.encryptionKeyFile): {0}")]
+    Key(#[source] muster_auth::oauth::store::GrantStoreError),
+    /// The Valkey password file cannot be read.
+    #[error("cannot read aggregator.oauth.server.storage.valkey.passwordFile {path}: {source}")]
+    PasswordFile {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The Valkey options describe no server.
+    #[error("aggregator.oauth.server.storage.valkey: {0}")]
+    Valkey(#[source] muster_auth::state::ValkeyOptionsError),
 }

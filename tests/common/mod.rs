@@ -8,6 +8,7 @@ pub mod oidc;
 pub mod progress;
 pub mod scripted;
 pub mod signin;
+pub mod valkey;
 
 use std::{
     io::{BufRead, BufReader},

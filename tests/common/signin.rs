@@ -16,7 +16,8 @@ pub struct SignInGateway {
     pub base: String,
     pub gateway: Gateway,
     server: tokio::task::JoinHandle<()>,
-    protected: ScriptedServer,
+    /// Shared by the replicas of [`SignInGateway::replica`].
+    protected: std::sync::Arc<ScriptedServer>,
     definition: MCPServer,
     reaping: SessionReaping,
 }
@@ -49,7 +50,19 @@ impl SignInGateway {
             .await;
         let mut definition = remote("protected", &protected.url);
         define(&mut definition);
-        Self::serve(protected, definition, reaping, configure).await
+        Self::serve(std::sync::Arc::new(protected), definition, reaping, configure).await
+    }
+
+    /// Another gateway (on a port of its own) in front of the same protected server, as a
+    /// replica of this one.
+    pub async fn replica(&self, configure: impl FnOnce(String) -> AggregatorConfig) -> Self {
+        Self::serve(
+            std::sync::Arc::clone(&self.protected),
+            self.definition.clone(),
+            self.reaping,
+            configure,
+        )
+        .await
     }
 
     /// Stops this gateway and starts a new one (on a new port) in front of the same protected
@@ -61,7 +74,7 @@ impl SignInGateway {
     }
 
     async fn serve(
-        protected: ScriptedServer,
+        protected: std::sync::Arc<ScriptedServer>,
         definition: MCPServer,
         reaping: SessionReaping,
         configure: impl FnOnce(String) -> AggregatorConfig,
@@ -93,4 +106,70 @@ impl SignInGateway {
         self.gateway.shutdown().await;
         self.server.abort();
     }
+}
+
+/// A 2025-11-25 client that declares URL elicitation and records the completions it is told.
+#[derive(Clone, Default)]
+pub struct UrlElicitingClient {
+    pub completed: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl rmcp::ClientHandler for UrlElicitingClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        use rmcp::model::{
+            ClientCapabilities, ElicitationCapability, Implementation, InitializeRequestParams, ProtocolVersion,
+            UrlElicitationCapability,
+        };
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
+        InitializeRequestParams::new(capabilities, Implementation::new("url-eliciting-client", "1"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: rmcp::model::CustomNotification,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        if notification.method == "notifications/elicitation/complete" {
+            self.completed
+                .lock()
+                .expect("lock")
+                .push(notification.params.unwrap_or_default());
+        }
+    }
+}
+
+/// An MCP client of the gateway at `url` (its `/mcp`).
+pub async fn client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ServiceExt;
+    ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned()))
+        .await
+        .expect("client connects")
+}
+
+/// The document a core tool answered through call_tool, and whether it failed (a meta-tool's
+/// own refusal is its text).
+pub async fn core(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    name: &str,
+    args: serde_json::Value,
+) -> (bool, serde_json::Value) {
+    use serde_json::Value;
+    let result = super::call_meta(client, "call_tool", json!({"name": name, "arguments": args})).await;
+    let env = super::envelope(&result);
+    if env.is_null() {
+        return (true, Value::String(super::text(&result)));
+    }
+    let body = env["content"][0]["text"].as_str().unwrap_or("null").to_owned();
+    (
+        env["isError"] == true,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
+}
+
+/// The exposed tools `client` lists.
+pub async fn tools_of(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
+    let page = super::call_meta(client, "list_tools", json!({"limit": 200})).await;
+    super::tool_names(&serde_json::from_str(&super::text(&page)).unwrap_or(serde_json::Value::Null))
 }

@@ -17,7 +17,8 @@
 //!   [`EncryptedGrantStore::open`].
 //!
 //! A file is `MGRANT`, a format version byte (1), the 12-byte nonce, then the sealed JSON record
-//! (owner, server, grant) and its 16-byte tag. Nothing else in muster can serialize a grant: the
+//! (owner, server, grant) and its 16-byte tag. The cipher is shared with the Valkey sign-in
+//! state store (feature `valkey`), which seals its values the same way under the same key. Nothing else in muster can serialize a grant: the
 //! record types are private to this module and [`Secret`](crate::Secret) is not `Serialize`.
 //!
 //! The calls block on file I/O; from async code, run them in `tokio::task::spawn_blocking` (the
@@ -78,24 +79,25 @@ use base64::{
     engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig},
 };
 use muster_core::fs::{TEMP_MARKER, is_temp_file};
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use sha2::{Digest, Sha256};
 
-use self::record::{GrantRecord, Record};
+use self::{
+    record::{GrantRecord, Record},
+    seal::{Header, OpenProblem, Sealer},
+};
 use super::grant::Grant;
 
-mod record;
+pub(crate) mod record;
+pub(crate) mod seal;
 
 /// The length of a [`GrantStoreKey`] in bytes (AES-256).
 pub const KEY_LEN: usize = 32;
 
-/// What every grant file starts with, before its format version.
-const MAGIC: &[u8; 6] = b"MGRANT";
-/// The format version written after [`MAGIC`].
-const VERSION: u8 = 1;
-const HEADER_LEN: usize = MAGIC.len() + 1;
-/// The AES-GCM tag after the ciphertext.
-const TAG_LEN: usize = 16;
+/// What every grant file starts with: `MGRANT` and the format version.
+const HEADER: Header = Header {
+    magic: b"MGRANT",
+    version: 1,
+};
 /// The length of a file id (a SHA-256).
 const ID_LEN: usize = 32;
 /// A grant file's extension.
@@ -138,6 +140,16 @@ impl GrantStoreKey {
             panic!("the operating system's random source failed: {e}");
         }
         Self(bytes)
+    }
+
+    /// A key for another purpose, derived from this one: HMAC-SHA256 of `label` under it.
+    /// (The Valkey store names its keys with one, so that names reveal nothing without the key.)
+    #[cfg_attr(not(feature = "valkey"), allow(dead_code))]
+    pub(crate) fn derive(&self, label: &[u8]) -> [u8; KEY_LEN] {
+        let tag = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.0), label);
+        let mut derived = [0u8; KEY_LEN];
+        derived.copy_from_slice(tag.as_ref());
+        derived
     }
 
     fn parse(text: &str) -> Result<Self, KeyProblem> {
@@ -265,7 +277,7 @@ pub struct StoredGrant {
 #[derive(Clone)]
 pub struct EncryptedGrantStore {
     dir: PathBuf,
-    key: LessSafeKey,
+    sealer: Sealer,
 }
 
 impl fmt::Debug for EncryptedGrantStore {
@@ -286,10 +298,9 @@ impl EncryptedGrantStore {
             source,
         })?;
         warn_if_shared(dir);
-        let key = UnboundKey::new(&AES_256_GCM, &key.0).expect("a GrantStoreKey has the AES-256 key length");
         let store = Self {
             dir: dir.to_owned(),
-            key: LessSafeKey::new(key),
+            sealer: Sealer::new(&key),
         };
         store.remove_temp_files()?;
         Ok(store)
@@ -314,7 +325,7 @@ impl EncryptedGrantStore {
             path: path.clone(),
             source,
         };
-        let contents = self.seal(&id, plaintext).map_err(write_error)?;
+        let contents = self.sealer.seal(HEADER, &id.0, plaintext).map_err(write_error)?;
         write_private_atomic(&self.dir, &path, &contents).map_err(write_error)
     }
 
@@ -372,7 +383,10 @@ impl EncryptedGrantStore {
         if bytes.len() as u64 > MAX_FILE_LEN {
             return Err(LoadProblem::TooLarge);
         }
-        let plaintext = self.open_sealed(id, &mut bytes)?;
+        let plaintext = self
+            .sealer
+            .open(HEADER, &id.0, &mut bytes)
+            .map_err(LoadProblem::Sealed)?;
         let record: Record = serde_json::from_slice(plaintext).map_err(|_| LoadProblem::NotARecord)?;
         if FileId::of(&record.owner, &record.server) != *id {
             return Err(LoadProblem::Misplaced);
@@ -382,46 +396,6 @@ impl EncryptedGrantStore {
             server: record.server,
             grant: record.grant.into(),
         })
-    }
-
-    /// Header, nonce, then `plaintext` sealed with `id` as associated data.
-    fn seal(&self, id: &FileId, mut plaintext: Vec<u8>) -> io::Result<Vec<u8>> {
-        let mut nonce = [0u8; NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(io::Error::other)?;
-        self.key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(id.associated_data()),
-                &mut plaintext,
-            )
-            .map_err(|_| io::Error::other("AES-256-GCM sealing failed"))?;
-        let mut contents = Vec::with_capacity(HEADER_LEN + NONCE_LEN + plaintext.len());
-        contents.extend_from_slice(MAGIC);
-        contents.push(VERSION);
-        contents.extend_from_slice(&nonce);
-        contents.extend_from_slice(&plaintext);
-        Ok(contents)
-    }
-
-    /// The plaintext of a file's `bytes` (decrypted in place).
-    fn open_sealed<'a>(&self, id: &FileId, bytes: &'a mut [u8]) -> Result<&'a [u8], LoadProblem> {
-        if bytes.len() < HEADER_LEN + NONCE_LEN + TAG_LEN {
-            return Err(LoadProblem::Truncated);
-        }
-        let (header, rest) = bytes.split_at_mut(HEADER_LEN);
-        if header[..MAGIC.len()] != MAGIC[..] {
-            return Err(LoadProblem::NoHeader);
-        }
-        if header[MAGIC.len()] != VERSION {
-            return Err(LoadProblem::UnknownVersion(header[MAGIC.len()]));
-        }
-        let (nonce, sealed) = rest.split_at_mut(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| LoadProblem::Truncated)?;
-        let plaintext = self
-            .key
-            .open_in_place(nonce, Aad::from(id.associated_data()), sealed)
-            .map_err(|_| LoadProblem::DoesNotOpen)?;
-        Ok(plaintext)
     }
 
     fn remove_temp_files(&self) -> Result<(), GrantStoreError> {
@@ -457,10 +431,7 @@ enum LoadProblem {
     Unreadable(io::Error),
     NotAFile,
     TooLarge,
-    Truncated,
-    NoHeader,
-    UnknownVersion(u8),
-    DoesNotOpen,
+    Sealed(OpenProblem),
     NotARecord,
     Misplaced,
 }
@@ -471,12 +442,7 @@ impl fmt::Display for LoadProblem {
             Self::Unreadable(e) => write!(f, "cannot read it: {e}"),
             Self::NotAFile => f.write_str("it is not a regular file"),
             Self::TooLarge => write!(f, "it is larger than {MAX_FILE_LEN} bytes, which no grant is"),
-            Self::Truncated => f.write_str("it is too short to be a grant file (truncated?)"),
-            Self::NoHeader => f.write_str("it does not start with the grant file header"),
-            Self::UnknownVersion(v) => write!(f, "its format version {v} is unknown (this muster writes {VERSION})"),
-            Self::DoesNotOpen => {
-                f.write_str("it does not decrypt: sealed with another key, corrupted, or moved from another file name")
-            }
+            Self::Sealed(problem) => problem.fmt(f),
             Self::NotARecord => f.write_str("it decrypts but holds no grant record"),
             Self::Misplaced => f.write_str("its grant belongs under another file name"),
         }
@@ -521,15 +487,6 @@ impl FileId {
             *byte = digit(pair[0])? << 4 | digit(pair[1])?;
         }
         Some(Self(id))
-    }
-
-    /// The header and the id: what a file's ciphertext is bound to.
-    fn associated_data(&self) -> [u8; HEADER_LEN + ID_LEN] {
-        let mut aad = [0u8; HEADER_LEN + ID_LEN];
-        aad[..MAGIC.len()].copy_from_slice(MAGIC);
-        aad[MAGIC.len()] = VERSION;
-        aad[HEADER_LEN..].copy_from_slice(&self.0);
-        aad
     }
 }
 

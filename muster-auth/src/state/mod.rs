@@ -20,8 +20,11 @@
 //!
 //! [`MemorySignInStore`] is the store of one process, and the default: maps in memory, with the
 //! grants of people and principals (see [`is_durable_owner`]) also written to an
-//! [`EncryptedGrantStore`](crate::oauth::store::EncryptedGrantStore) when one is given, so that they survive a restart. Another store is
-//! checked against the same rules with `contract::check` (feature `test-util`).
+//! [`EncryptedGrantStore`](crate::oauth::store::EncryptedGrantStore) when one is given, so that
+//! they survive a restart. `ValkeyStore` (feature `valkey`, module `valkey`) keeps it all in
+//! Valkey or Redis, for replicas. Another store is checked against the same rules with
+//! `contract::check` (feature `test-util`). When a sign-in completes on a replica that does not
+//! hold the session that asked, [`SignInNotices`] tells the one that does.
 //!
 //! A state is used once: of the callers that take it, concurrently or not, one gets it.
 //!
@@ -68,8 +71,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use muster_core::BoxError;
 
+#[cfg(feature = "valkey")]
+pub use self::valkey::{ValkeyNotices, ValkeyOptions, ValkeyOptionsError, ValkeyStore};
 pub use self::{
     memory::MemorySignInStore,
+    notices::{LocalSignInNotices, SignInNotice, SignInNotices},
     owners::{is_durable_owner, owner_of},
 };
 use crate::{
@@ -80,7 +86,10 @@ use crate::{
 #[cfg(any(test, feature = "test-util"))]
 pub mod contract;
 mod memory;
+mod notices;
 mod owners;
+#[cfg(feature = "valkey")]
+pub mod valkey;
 
 /// The result of a [`SignInStore`] operation.
 pub type Result<T, E = SignInStoreError> = std::result::Result<T, E>;

@@ -30,7 +30,8 @@
 //!
 //! The sign-in state (pending sign-ins, client registrations, grants, sign-in attempts,
 //! refreshes in flight, exchanged tokens) is kept in a [`SignInStore`]: [`DownstreamAuth::for_registry`]
-//! keeps it in memory (and people's grants in the encrypted `grantStore`, when configured);
+//! keeps it where `aggregator.oauth.server.storage` says, in memory by default (and people's
+//! grants in the encrypted `grantStore`, when configured) or in Valkey;
 //! [`DownstreamAuth::with_store`] keeps it in the store given, one that replicas share, so that
 //! any of them can take a sign-in's callback:
 //!
@@ -51,11 +52,11 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use muster_auth::state::SignInStore;
+use muster_auth::state::{LocalSignInNotices, SignInNotices, SignInStore};
 use muster_core::{CallContext, SessionId};
 use tokio_util::sync::CancellationToken;
 
-use super::{SignInService, elicitation::SignInWaiter, memory_store, sso::SsoService};
+use super::{SignInService, elicitation::SignInWaiter, sso::SsoService, storage::configured_store};
 use crate::{
     error::GatewayError,
     registry::{Registry, SessionObserver},
@@ -70,23 +71,30 @@ pub struct DownstreamAuth {
 
 impl DownstreamAuth {
     /// The sign-in services `registry`'s configuration asks for, reading client credentials
-    /// from the registry's Secrets, with their state in memory (people's grants also in the
-    /// `grantStore`, when configured); from now on the registry tells them when it forgets a
-    /// session. Refused when the configured grant store cannot be opened.
-    pub fn for_registry(registry: &Registry) -> Result<Self, GatewayError> {
-        let config = registry.config();
-        let client = &config.aggregator.oauth.mcp_client;
-        let store = if client.enabled {
-            memory_store(client)?
-        } else {
-            muster_auth::state::MemorySignInStore::new()
-        };
-        Ok(Self::over(registry, Arc::new(store)))
+    /// from the registry's Secrets, with their state where `aggregator.oauth.server.storage`
+    /// says: in memory (people's grants also in the `grantStore`, when configured), or in Valkey
+    /// (then call it inside a Tokio runtime); from now on the registry tells them when it
+    /// forgets a session. Refused when the configured grant store, the state key or the Valkey
+    /// password file cannot be read, or the Valkey url names no server.
+    pub fn for_registry(registry: &Arc<Registry>) -> Result<Self, GatewayError> {
+        let (store, notices) = configured_store(&registry.config())?;
+        Ok(Self::over(registry, store, notices))
     }
 
     /// The sign-in services `registry`'s configuration asks for, as [`Self::for_registry`], with
     /// their state in `store` (a `grantStore` configured is not used: `store` keeps the grants).
-    pub fn with_store(registry: &Registry, store: Arc<dyn SignInStore>) -> Self {
+    pub fn with_store(registry: &Arc<Registry>, store: Arc<dyn SignInStore>) -> Self {
+        Self::with_shared_store(registry, store, Arc::new(LocalSignInNotices::new()))
+    }
+
+    /// As [`Self::with_store`], with `store` shared by replicas that tell each other of the
+    /// sign-ins they complete through `notices`: a sign-in completed on another replica connects
+    /// the session here, tells its client and lets a waiting retry go on.
+    pub fn with_shared_store(
+        registry: &Arc<Registry>,
+        store: Arc<dyn SignInStore>,
+        notices: Arc<dyn SignInNotices>,
+    ) -> Self {
         let client = registry.config().aggregator.oauth.mcp_client.clone();
         if client.enabled && client.grant_store.is_some() {
             tracing::warn!(
@@ -94,16 +102,21 @@ impl DownstreamAuth {
                 "aggregator.oauth.mcpClient.grantStore is not used: the sign-in state store given keeps the grants"
             );
         }
-        Self::over(registry, store)
+        Self::over(registry, store, notices)
     }
 
-    fn over(registry: &Registry, store: Arc<dyn SignInStore>) -> Self {
+    fn over(registry: &Arc<Registry>, store: Arc<dyn SignInStore>, notices: Arc<dyn SignInNotices>) -> Self {
         let config = registry.config();
         let client = &config.aggregator.oauth.mcp_client;
         let auth = Self {
-            sign_in: client.enabled.then(|| SignInService::new(client, Arc::clone(&store))),
+            sign_in: client
+                .enabled
+                .then(|| SignInService::new(client, Arc::clone(&store), notices)),
             sso: Arc::new(SsoService::with_store(Arc::clone(registry.secrets()), store)),
         };
+        if let Some(service) = &auth.sign_in {
+            service.hear_notices(Arc::downgrade(registry));
+        }
         registry.observe_sessions(Arc::new(auth.clone()));
         auth
     }

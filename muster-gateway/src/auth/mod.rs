@@ -10,8 +10,9 @@
 //! The OAuth client itself (discovery, registration, PKCE, the callback's checks, refresh,
 //! revocation) is [`muster_auth::oauth`]. The state a sign-in leaves (pending sign-ins, client
 //! registrations, grants, sign-in attempts, refreshes in flight) is in a
-//! [`SignInStore`], which any replica may read: in memory unless
-//! [`DownstreamAuth::with_store`] is given another. What stays in this process is what only the
+//! [`SignInStore`], which any replica may read: in memory, or in Valkey when
+//! `aggregator.oauth.server.storage` says so, unless [`DownstreamAuth::with_store`] is given
+//! another. What stays in this process is what only the
 //! replica holding a session can use: which grant each of its connections carries, and who waits
 //! for a link's outcome.
 
@@ -20,10 +21,12 @@ mod downstream;
 pub mod elicitation;
 mod grants;
 mod link;
+mod notices;
 pub mod outcome;
 mod routes;
 pub mod sso;
 mod status;
+mod storage;
 
 use std::sync::Arc;
 
@@ -33,9 +36,8 @@ use muster_auth::{
         flow::{Callback, CompletedSignIn},
         grant::Grant,
         http::OAuthHttp,
-        store::{EncryptedGrantStore, GrantStoreError, GrantStoreKey},
     },
-    state::{HeldGrant, MemorySignInStore, SignInStore, SignInStoreError, is_durable_owner, owner_of},
+    state::{HeldGrant, SignInNotice, SignInNotices, SignInStore, SignInStoreError, is_durable_owner, owner_of},
 };
 use muster_core::{CallContext, SessionId, ToolError, config::McpClientConfig};
 use serde_json::{Value, json};
@@ -63,6 +65,8 @@ pub struct SignInService {
     http: OAuthHttp,
     /// The sign-in state every replica shares.
     store: Arc<dyn SignInStore>,
+    /// How the replica that completes a sign-in tells the one holding the session.
+    notices: Arc<dyn SignInNotices>,
     /// Which grant each session connection of this process carries.
     connections: ConnectionGrants,
     /// What became of each link issued here, for retries that wait for a sign-in.
@@ -78,26 +82,19 @@ impl std::fmt::Debug for SignInService {
     }
 }
 
-/// The sign-in state store `config` asks for, in memory: with the encrypted grant file store
-/// when `grantStore` is configured, with the grants it kept. Refused when the grant store cannot
-/// be opened (its key file is missing or not a key, its directory cannot be created).
-pub(crate) fn memory_store(config: &McpClientConfig) -> Result<MemorySignInStore, GrantStoreError> {
-    match &config.grant_store {
-        Some(store) => {
-            let key = GrantStoreKey::from_file(std::path::Path::new(&store.encryption_key_file))?;
-            MemorySignInStore::with_grant_file(EncryptedGrantStore::open(std::path::Path::new(&store.path), key)?)
-        }
-        None => Ok(MemorySignInStore::new()),
-    }
-}
-
 impl SignInService {
-    /// Sign-in by link as `config` says, keeping its state in `store`.
-    pub(crate) fn new(config: &McpClientConfig, store: Arc<dyn SignInStore>) -> Arc<Self> {
+    /// Sign-in by link as `config` says, keeping its state in `store` and telling other
+    /// replicas of sign-ins completed here through `notices`.
+    pub(crate) fn new(
+        config: &McpClientConfig,
+        store: Arc<dyn SignInStore>,
+        notices: Arc<dyn SignInNotices>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             config: config.clone(),
             http: OAuthHttp::new(),
             store,
+            notices,
             connections: ConnectionGrants::default(),
             outcomes: LinkOutcomes::default(),
         })
@@ -217,24 +214,59 @@ impl SignInService {
             .put_grant(&completed.owner, &completed.server, completed.grant.clone())
             .await
             .map_err(|e| format!("signed in, but the grant for {} cannot be kept: {e}", completed.server))?;
-        registry.install_session_connection(&session, &completed.server, registry.limited(conn));
-        self.connections.mark_used(
-            &session,
-            &completed.server,
-            Used {
-                owner: completed.owner.clone(),
+        if self.outcomes.issued_here(state) {
+            self.install_signed_in(
+                registry,
+                &session,
+                &completed.server,
+                &completed.owner,
                 generation,
-                identity: None,
-            },
-        );
-        // The link's state is the elicitation id a 2025-11-25 client was given.
-        registry.notify_elicitation_complete(&session, state);
+                conn,
+            );
+            // The link's state is the elicitation id a 2025-11-25 client was given.
+            registry.notify_elicitation_complete(&session, state);
+        } else {
+            // Another replica issued the link and holds the session: the connection only checked
+            // the grant; that replica connects the session and tells its client.
+            conn.close();
+            let notice = SignInNotice::signed_in(&completed.session, &completed.owner, &completed.server, state);
+            if let Err(e) = self.notices.publish(notice).await {
+                tracing::warn!(
+                    server = completed.server,
+                    error = %e,
+                    "the replica holding the session cannot be told of its sign-in; its next request uses the grant"
+                );
+            }
+        }
         registry.emit(Event::mcp_server(
             &completed.server,
             reasons::MCP_SERVER_AUTHENTICATED,
             format!("a session signed in to MCP server {}", completed.server),
         ));
         Ok((completed, redirect))
+    }
+
+    /// Gives `session` the connection `conn` to `server`, opened with `owner`'s grant of
+    /// `generation`.
+    fn install_signed_in(
+        &self,
+        registry: &Registry,
+        session: &SessionId,
+        server: &str,
+        owner: &str,
+        generation: u64,
+        conn: UpstreamConnection,
+    ) {
+        registry.install_session_connection(session, server, registry.limited(conn));
+        self.connections.mark_used(
+            session,
+            server,
+            Used {
+                owner: owner.to_owned(),
+                generation,
+                identity: None,
+            },
+        );
     }
 
     /// Makes sure `ctx`'s session calls `server` with a fresh grant: a grant whose access token
@@ -496,7 +528,7 @@ pub const ID_TOKEN_HEADER: &str = "X-Muster-Id-Token";
 
 #[cfg(test)]
 mod tests {
-    use muster_auth::state::contract::sample_grant;
+    use muster_auth::state::{MemorySignInStore, contract::sample_grant};
 
     use super::*;
 
@@ -506,7 +538,8 @@ mod tests {
         for (owner, server) in [("a", "github"), ("subject-x", "slack"), ("principal-1", "jira")] {
             store.put_grant(owner, server, sample_grant("t")).await.expect("put");
         }
-        let service = SignInService::new(&McpClientConfig::default(), store.clone());
+        let notices = Arc::new(muster_auth::state::LocalSignInNotices::new());
+        let service = SignInService::new(&McpClientConfig::default(), store.clone(), notices);
         service.end_session(&SessionId::new("principal-1"));
         service.end_session(&SessionId::new("a"));
         let mut gone = false;

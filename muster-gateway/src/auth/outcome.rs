@@ -140,6 +140,15 @@ impl LinkOutcomes {
         }
     }
 
+    /// Whether link `state` was issued here in the last 15 minutes (its session is held here).
+    pub fn issued_here(&self, state: &str) -> bool {
+        self.links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(state)
+            .is_some_and(|w| w.issued.elapsed() < KEPT_FOR)
+    }
+
     /// Stops watching link `state` (it was withdrawn); waiters wake refused.
     pub fn forget(&self, state: &str) {
         self.links.lock().unwrap_or_else(|e| e.into_inner()).remove(state);

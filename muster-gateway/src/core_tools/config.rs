@@ -16,12 +16,19 @@ use serde_json::{Map, Value, json};
 
 use crate::{definitions::config_dir, events::Author, registry::Registry};
 
+/// The configuration as the tools answer it: the Valkey password redacted.
+fn shown(registry: &Registry) -> muster_core::config::MusterConfig {
+    let mut config = registry.config();
+    config.aggregator.oauth = config.aggregator.oauth.redacted();
+    config
+}
+
 pub(super) fn get(registry: &Registry) -> Result<Value, ToolError> {
-    serde_json::to_value(registry.config()).map_err(ToolError::internal)
+    serde_json::to_value(shown(registry)).map_err(ToolError::internal)
 }
 
 pub(super) fn get_aggregator(registry: &Registry) -> Result<Value, ToolError> {
-    serde_json::to_value(registry.config().aggregator).map_err(ToolError::internal)
+    serde_json::to_value(shown(registry).aggregator).map_err(ToolError::internal)
 }
 
 /// Accepts `port` and Go's `Port` spellings alike.
@@ -64,10 +71,12 @@ pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject, ctx: &Ca
         _ => Map::new(),
     };
     current.extend(camel_keys(changes));
-    let aggregator: AggregatorConfig = serde_path_to_error::deserialize(&Value::Object(current)).map_err(|e| {
+    let mut aggregator: AggregatorConfig = serde_path_to_error::deserialize(&Value::Object(current)).map_err(|e| {
         let path = e.path().to_string();
         ToolError::invalid_arguments(format!("invalid aggregator configuration: {path}: {}", e.into_inner()))
     })?;
+    // A password answered `[redacted]` and sent back as it was stays the real one.
+    aggregator.oauth = aggregator.oauth.restoring_redacted(&config.aggregator.oauth);
     let refused = operator_keys_changed(&config.aggregator, &aggregator);
     if config.aggregator.front_door() && !refused.is_empty() {
         return Err(ToolError::invalid_arguments(format!(
@@ -82,8 +91,10 @@ pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject, ctx: &Ca
     })?;
     registry.set_config(config.clone());
     tracing::info!(author = %Author::of(ctx), "aggregator configuration updated in memory");
+    let mut answered = config.aggregator;
+    answered.oauth = answered.oauth.redacted();
     Ok(json!({
-        "aggregator": config.aggregator,
+        "aggregator": answered,
         "message": "aggregator configuration updated in memory; core_config_save persists it, and a new port or host takes effect at the next start",
     }))
 }

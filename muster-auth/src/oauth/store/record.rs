@@ -1,5 +1,6 @@
-//! The plaintext of a grant file. Private to the store and without `Debug`: the only place a
-//! token becomes serializable, and only on its way into the cipher.
+//! The plaintext of a grant file (and of a grant or client registration in the Valkey sign-in
+//! state store). Crate-private and without `Debug`: the only place a token becomes
+//! serializable, and only on its way into the cipher.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -20,7 +21,7 @@ pub(super) struct Record {
 }
 
 #[derive(Serialize, Deserialize)]
-pub(super) struct GrantRecord {
+pub(crate) struct GrantRecord {
     access_token: String,
     refresh_token: Option<String>,
     expires_at: Option<DateTime<Utc>>,
@@ -33,7 +34,7 @@ pub(super) struct GrantRecord {
 }
 
 #[derive(Serialize, Deserialize)]
-struct ClientRecord {
+pub(crate) struct ClientRecord {
     client_id: String,
     client_secret: Option<String>,
     kind: RegistrationKind,
@@ -53,11 +54,6 @@ impl From<&Grant> for GrantRecord {
             client,
             resource,
         } = grant;
-        let ClientRegistration {
-            client_id,
-            client_secret,
-            kind,
-        } = client;
         Self {
             access_token: access_token.expose().to_owned(),
             refresh_token: refresh_token.as_ref().map(|t| t.expose().to_owned()),
@@ -66,11 +62,7 @@ impl From<&Grant> for GrantRecord {
             issuer: issuer.clone(),
             token_endpoint: token_endpoint.clone(),
             revocation_endpoint: revocation_endpoint.clone(),
-            client: ClientRecord {
-                client_id: client_id.clone(),
-                client_secret: client_secret.as_ref().map(|s| s.expose().to_owned()),
-                kind: *kind,
-            },
+            client: ClientRecord::from(client),
             resource: resource.clone(),
         }
     }
@@ -86,12 +78,33 @@ impl From<GrantRecord> for Grant {
             issuer: record.issuer,
             token_endpoint: record.token_endpoint,
             revocation_endpoint: record.revocation_endpoint,
-            client: ClientRegistration {
-                client_id: record.client.client_id,
-                client_secret: record.client.client_secret.map(Secret::new),
-                kind: record.client.kind,
-            },
+            client: record.client.into(),
             resource: record.resource,
+        }
+    }
+}
+
+impl From<&ClientRegistration> for ClientRecord {
+    fn from(client: &ClientRegistration) -> Self {
+        let ClientRegistration {
+            client_id,
+            client_secret,
+            kind,
+        } = client;
+        Self {
+            client_id: client_id.clone(),
+            client_secret: client_secret.as_ref().map(|s| s.expose().to_owned()),
+            kind: *kind,
+        }
+    }
+}
+
+impl From<ClientRecord> for ClientRegistration {
+    fn from(record: ClientRecord) -> Self {
+        Self {
+            client_id: record.client_id,
+            client_secret: record.client_secret.map(Secret::new),
+            kind: record.kind,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::{
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use chrono::{TimeZone, Utc};
+use ring::aead::NONCE_LEN;
 
 use super::*;
 use crate::{
@@ -226,7 +227,10 @@ fn a_file_moved_onto_another_owners_name_does_not_open() {
 
     // Refused by the cipher itself (the name is associated data), before any check of the contents.
     let problem = store.load_file(&alice, &FileId::of("session-alice", "github")).err();
-    assert!(matches!(problem, Some(LoadProblem::DoesNotOpen)), "{problem:?}");
+    assert!(
+        matches!(problem, Some(LoadProblem::Sealed(OpenProblem::DoesNotOpen))),
+        "{problem:?}"
+    );
 
     let loaded = store.load_all().expect("loads");
     assert_eq!(
@@ -251,7 +255,7 @@ fn truncated_and_garbage_files_are_skipped() {
     flipped[middle] ^= 1;
     fs::write(path("flipped"), flipped).expect("writes");
     let mut future = fs::read(path("future")).expect("reads");
-    future[MAGIC.len()] = VERSION + 1;
+    future[HEADER.magic.len()] = HEADER.version + 1;
     fs::write(path("future"), future).expect("writes");
     fs::write(path("empty"), b"").expect("writes");
     fs::create_dir(dir.path().join(FileId::of("a directory", "x").file_name())).expect("creates");
@@ -352,8 +356,8 @@ fn each_write_uses_a_fresh_nonce() {
     store.save("session-1", "github", &grant("same")).expect("saves");
     let second = fs::read(&path).expect("reads");
     assert_ne!(
-        first[HEADER_LEN..HEADER_LEN + NONCE_LEN],
-        second[HEADER_LEN..HEADER_LEN + NONCE_LEN]
+        first[Header::LEN..Header::LEN + NONCE_LEN],
+        second[Header::LEN..Header::LEN + NONCE_LEN]
     );
 }
 
