@@ -289,14 +289,7 @@ async fn a_client_that_declared_url_elicitation_is_asked_to_open_the_link_and_to
     let callback = idp.sign_in(&url, "erin").await;
     assert_eq!(reqwest::get(callback.as_str()).await.expect("answers").status(), 200);
     assert!(
-        common::eventually(5, || async {
-            handler
-                .completed
-                .lock()
-                .expect("lock")
-                .contains(&json!({"elicitationId": id}))
-        })
-        .await,
+        handler.told_complete(&id).await,
         "no notifications/elicitation/complete for {id}"
     );
     let result = call().await.expect("the retry runs");

@@ -104,25 +104,33 @@ async fn run(client: &Client, name: &str) -> (bool, String) {
     )
 }
 
+/// `k8s`, a downstream (tool `whoami`) that trusts `idp`'s tokens for the gateway at `mcp` (the
+/// forwarded token's audience), and its definition with `auth.forwardToken`.
+async fn forward_token_server(idp: &OidcProvider, mcp: &str) -> (ScriptedServer, MCPServer) {
+    let k8s = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in")))
+        .serve_protected_for(idp.issuer(), mcp)
+        .await;
+    let mut definition = remote("k8s", &k8s.url);
+    definition.spec.auth = Some(auth(json!({"forwardToken": true})));
+    (k8s, definition)
+}
+
+/// A gateway at `base` whose front door trusts `idp`'s tokens.
+fn front_door(idp: &OidcProvider, base: &str) -> AggregatorConfig {
+    AggregatorConfig::default().with_oauth_server(OAuthServerConfig::trusting(
+        base.to_owned(),
+        vec![idp.issuer().to_owned()],
+    ))
+}
+
 #[tokio::test]
 async fn a_forward_token_server_receives_exactly_the_callers_validated_token() {
     let idp = OidcProvider::start();
     let (listen, base) = listener().await;
     let mcp = format!("{base}/mcp");
-    // The downstream trusts the issuer's tokens for the gateway (the forwarded token's audience).
-    let k8s = ScriptedServer::builder()
-        .tool("whoami", true, |_| Ok(json!("you are in")))
-        .serve_protected_for(idp.issuer(), &mcp)
-        .await;
-    let mut definition = remote("k8s", &k8s.url);
-    definition.spec.auth = Some(auth(json!({"forwardToken": true})));
-    let gw = Served::start(
-        listen,
-        AggregatorConfig::default()
-            .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![idp.issuer().to_owned()])),
-        vec![definition.clone()],
-    )
-    .await;
+    let (k8s, definition) = forward_token_server(&idp, &mcp).await;
+    let gw = Served::start(listen, front_door(&idp, &base), vec![definition.clone()]).await;
 
     // The probe finds the endpoint answering (401): served per session, none connected yet.
     assert_eq!(gw.state("k8s"), Some(MCPServerState::AwaitingSession));
@@ -186,24 +194,12 @@ async fn an_idle_sessions_connection_is_closed_and_its_next_request_connects_it_
     let idp = OidcProvider::start();
     let (listen, base) = listener().await;
     let mcp = format!("{base}/mcp");
-    let k8s = ScriptedServer::builder()
-        .tool("whoami", true, |_| Ok(json!("you are in")))
-        .serve_protected_for(idp.issuer(), &mcp)
-        .await;
-    let mut definition = remote("k8s", &k8s.url);
-    definition.spec.auth = Some(auth(json!({"forwardToken": true})));
+    let (k8s, definition) = forward_token_server(&idp, &mcp).await;
     let reaping = SessionReaping {
         interval: std::time::Duration::from_millis(100),
         idle: std::time::Duration::from_millis(600),
     };
-    let gw = Served::start_reaping(
-        listen,
-        AggregatorConfig::default()
-            .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![idp.issuer().to_owned()])),
-        vec![definition],
-        reaping,
-    )
-    .await;
+    let gw = Served::start_reaping(listen, front_door(&idp, &base), vec![definition], reaping).await;
     let dana = client(&mcp, Some(idp.token_for(&mcp, "dana").await)).await;
     let (failed, answer) = run(&dana, "x_k8s_whoami").await;
     assert!(!failed, "{answer}");
@@ -247,9 +243,7 @@ async fn a_forward_identity_server_receives_the_grant_and_the_callers_identity()
     })));
     let gw = Served::start(
         listen,
-        AggregatorConfig::default()
-            .with_oauth_server(OAuthServerConfig::trusting(base.clone(), vec![idp.issuer().to_owned()]))
-            .with_mcp_client(McpClientConfig::enabled_at(base.clone())),
+        front_door(&idp, &base).with_mcp_client(McpClientConfig::enabled_at(base.clone())),
         vec![definition],
     )
     .await;

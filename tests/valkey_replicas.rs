@@ -115,14 +115,7 @@ async fn the_replica_holding_the_session_tells_its_client_of_a_sign_in_completed
     let on_two = callback.as_str().replacen(&one.base, &two.base, 1);
     assert_eq!(reqwest::get(&on_two).await.expect("answers").status(), 200);
     assert!(
-        common::eventually(5, || async {
-            handler
-                .completed
-                .lock()
-                .expect("lock")
-                .contains(&json!({"elicitationId": id}))
-        })
-        .await,
+        handler.told_complete(&id).await,
         "replica one sent no notifications/elicitation/complete for {id}"
     );
     let result = call().await.expect("the retry runs on replica one");

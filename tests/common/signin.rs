@@ -114,6 +114,14 @@ pub struct UrlElicitingClient {
     pub completed: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
 }
 
+impl UrlElicitingClient {
+    /// Whether the client is told, within 5 s, that elicitation `id` completed.
+    pub async fn told_complete(&self, id: &str) -> bool {
+        let told = serde_json::json!({"elicitationId": id});
+        super::eventually(5, || async { self.completed.lock().expect("lock").contains(&told) }).await
+    }
+}
+
 impl rmcp::ClientHandler for UrlElicitingClient {
     fn get_info(&self) -> rmcp::model::ClientConfig {
         use rmcp::model::{

@@ -24,7 +24,7 @@ use muster_catalog::{
 use muster_core::{CallContext, JsonObject, SessionId};
 use rmcp::model::{GetPromptResult, ReadResourceResult};
 
-use crate::{auth::DownstreamAuth, registry::Registry};
+use crate::{auth::DownstreamAuth, registry::Registry, upstream::SharedConnection};
 
 /// The registry and the sign-in services as the catalogue service's hooks.
 #[derive(Clone)]
@@ -52,6 +52,15 @@ impl OnRequest for RegistryHooks {
 /// connection to the entry's server.
 pub(crate) struct RegistryEntries(pub(crate) Arc<Registry>);
 
+impl RegistryEntries {
+    /// The connection `ctx`'s session holds to `server`.
+    fn connection(&self, server: &str, ctx: &CallContext) -> Result<SharedConnection, EntryError> {
+        self.0
+            .connection_for(&ctx.session, server)
+            .ok_or(EntryError::NotConnected)
+    }
+}
+
 impl EntryReader for RegistryEntries {
     fn read_resource<'a>(
         &'a self,
@@ -60,11 +69,8 @@ impl EntryReader for RegistryEntries {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<ReadResourceResult, EntryError>> {
         Box::pin(async move {
-            let conn = self
-                .0
-                .connection_for(&ctx.session, server)
-                .ok_or(EntryError::NotConnected)?;
-            conn.read_resource(uri, ctx)
+            self.connection(server, ctx)?
+                .read_resource(uri, ctx)
                 .await
                 .map_err(|e| EntryError::Failed(e.into()))
         })
@@ -78,11 +84,8 @@ impl EntryReader for RegistryEntries {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<GetPromptResult, EntryError>> {
         Box::pin(async move {
-            let conn = self
-                .0
-                .connection_for(&ctx.session, server)
-                .ok_or(EntryError::NotConnected)?;
-            conn.get_prompt(prompt, arguments, ctx)
+            self.connection(server, ctx)?
+                .get_prompt(prompt, arguments, ctx)
                 .await
                 .map_err(|e| EntryError::Failed(e.into()))
         })

@@ -117,10 +117,8 @@ impl Registry {
     /// grants only they owned are revoked. A principal's session (behind the front door) is
     /// never reaped this way: it comes back with the person's next request; nor is the default
     /// session of stdio.
-    pub(crate) fn reap_ended_sessions(&self) -> usize {
-        let ended = self.ended_sessions();
-        self.forget_sessions(&ended, true);
-        ended.len()
+    pub(crate) fn reap_ended_sessions(&self) {
+        self.forget_sessions(&self.ended_sessions(), true);
     }
 
     /// Notes that `session` made a request now.
@@ -129,11 +127,9 @@ impl Registry {
     }
 
     /// Closes the connections of the sessions that made no request for `idle` (their grants
-    /// stay: the next request connects them again); how many there were.
-    pub(crate) fn reap_idle_sessions(&self, idle: std::time::Duration) -> usize {
-        let idle_sessions = self.sessions.idle(idle);
-        self.forget_sessions(&idle_sessions, false);
-        idle_sessions.len()
+    /// stay: the next request connects them again).
+    pub(crate) fn reap_idle_sessions(&self, idle: std::time::Duration) {
+        self.forget_sessions(&self.sessions.idle(idle), false);
     }
 
     fn ended_sessions(&self) -> Vec<SessionId> {
