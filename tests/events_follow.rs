@@ -51,7 +51,7 @@ async fn followed_events_are_pushed_once_each_and_only_those_the_filters_select(
             .expect("answered");
         assert_eq!(answer.is_error, Some(false), "{answer:?}");
     }
-    assert_eq!(h.gateway.registry().event_followers().len(), 1);
+    assert_eq!(h.gateway.core_tools().event_followers().len(), 1);
 
     for name in ["other", "demo"] {
         let restarted = client
@@ -96,11 +96,11 @@ async fn followed_events_are_pushed_once_each_and_only_those_the_filters_select(
 
     // The follower ends with its session.
     let _ = client.cancel().await;
-    let registry = std::sync::Arc::clone(h.gateway.registry());
+    let core_tools = h.gateway.core_tools().clone();
     assert!(
         eventually(15, || {
-            let registry = std::sync::Arc::clone(&registry);
-            async move { registry.event_followers().is_empty() }
+            let core_tools = core_tools.clone();
+            async move { core_tools.event_followers().is_empty() }
         })
         .await,
         "the follower ended with the session"

@@ -31,6 +31,7 @@ use muster::{
         crd::{MCPServer, MCPServerSpec, ServerType},
     },
     gateway::{
+        core_tools::CoreTools,
         dispatch::Dispatcher,
         meta::call_context,
         registry::{Registry, RegistryOptions},
@@ -100,9 +101,10 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
     let registry = Registry::new(MusterConfig::default(), servers, Vec::new(), RegistryOptions::default())?;
     supervisor::start(&registry).await;
 
-    // 3. The tool stack every call goes through, outermost first. Our own core tool is one
-    //    more named service of the dispatcher, which offers it to the registry's catalogue:
-    //    listed, searched and guarded by toolsets like the others.
+    // 3. The tool stack every call goes through, outermost first. The gateway's core tools
+    //    are one named service of the dispatcher, our own core tool one more; the dispatcher
+    //    offers both to the registry's catalogue: listed, searched and guarded by toolsets like
+    //    the others.
     let catalogue: Arc<dyn CatalogSource> = Arc::clone(&registry) as _;
     let presets = Arc::clone(registry.presets());
     let audit = AuditLog::default();
@@ -110,7 +112,11 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
         ServiceBuilder::new()
             .layer(AuditLayer::new(audit.clone()))
             .layer(ToolsetLayer::new(Arc::clone(&catalogue), Arc::clone(&presets)))
-            .service(Dispatcher::new(Arc::clone(&registry)).with_tool(whoami::entry(), whoami::service())),
+            .service(
+                Dispatcher::new(Arc::clone(&registry))
+                    .with_tools(CoreTools::entries(), CoreTools::new(Arc::clone(&registry)))
+                    .with_tool(whoami::entry(), whoami::service()),
+            ),
     );
     // 4. Workflow steps run through the same stack (with a workflow configured, a step is
     //    audited and toolset-checked like a client's call). The registry holds it weakly: the

@@ -78,6 +78,22 @@ impl ToolRouter {
         self
     }
 
+    /// Adds every tool `entries` describe, all run by the one `service` (which tells them apart
+    /// by the call's name), as [`ToolRouter::with_tool`] adds one.
+    #[must_use]
+    pub fn with_tools<'a>(
+        mut self,
+        entries: impl IntoIterator<Item = &'a ToolEntry>,
+        service: impl ToolService + Sync,
+    ) -> Self {
+        let service = BoxToolService::new(service);
+        let tools = Arc::make_mut(&mut self.tools);
+        for entry in entries {
+            tools.insert(entry.name().to_owned(), (entry.clone(), service.clone()));
+        }
+        self
+    }
+
     /// Sends a call of a name no tool has to `fallback`.
     #[must_use]
     pub fn with_fallback(mut self, fallback: impl ToolService + Sync) -> Self {
@@ -161,6 +177,17 @@ mod tests {
             Some("downstream:x_far_tool")
         );
         assert_eq!(answer(&router, "core_a").await.ok().as_deref(), Some("a:core_a"));
+    }
+
+    #[tokio::test]
+    async fn one_service_serves_every_tool_added_with_it() {
+        let router = ToolRouter::new()
+            .with_tools(&[entry("core_a"), entry("core_b")], labelled("both"))
+            .with_tool(entry("core_c"), labelled("c"));
+        assert_eq!(answer(&router, "core_a").await.ok().as_deref(), Some("both:core_a"));
+        assert_eq!(answer(&router, "core_b").await.ok().as_deref(), Some("both:core_b"));
+        assert_eq!(answer(&router, "core_c").await.ok().as_deref(), Some("c:core_c"));
+        assert_eq!(router.entries().count(), 3);
     }
 
     #[tokio::test]

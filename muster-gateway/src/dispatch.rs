@@ -2,12 +2,12 @@
 //! exposed name to the service that runs it.
 //!
 //! It is built from named services: the downstream servers' connections (through the
-//! registry's server table), the gateway's core tools, the `workflow_<name>` tools, and any tool
-//! of the embedder's own ([`Dispatcher::with_tool`], kept in a
-//! [`ToolRouter`], the registry-free router an embedder
-//! composes on its own). A tool added there is offered to the
-//! registry's catalogue once, so it is listed by `list_tools`, found by `filter_tools`, guarded
-//! by toolsets and run by `call_tool` like every other.
+//! registry's server table), the `workflow_<name>` tools, and the tools that run in this
+//! process: the gateway's core tools ([`CoreTools`](crate::core_tools::CoreTools), added with
+//! [`Dispatcher::with_tools`]) and any tool of the embedder's own ([`Dispatcher::with_tool`]),
+//! kept in a [`ToolRouter`], the registry-free router an embedder composes on its own. A tool
+//! added there is offered to the registry's catalogue once, so it is listed by `list_tools`,
+//! found by `filter_tools`, guarded by toolsets and run by `call_tool` like every other.
 //!
 //! Layers compose over it (`tower::ServiceBuilder`), and the meta-tools' `call_tool` calls
 //! through the composed stack.
@@ -16,7 +16,7 @@
 //! use std::sync::Arc;
 //! use muster_core::{CallContext, JsonObject, ToolCall, ToolEntry, ToolError, ToolKind};
 //! use muster_core::config::MusterConfig;
-//! use muster_gateway::{dispatch::Dispatcher, registry::{Registry, RegistryOptions}};
+//! use muster_gateway::{core_tools::CoreTools, dispatch::Dispatcher, registry::{Registry, RegistryOptions}};
 //! use rmcp::model::{CallToolResult, Tool};
 //! use tower::ServiceExt;
 //!
@@ -26,7 +26,9 @@
 //! // A tool of our own: an entry that describes it and the service that runs it.
 //! let entry = ToolEntry::builtin(ToolKind::Core, Tool::new("core_hello", "Says hello.", Arc::new(JsonObject::new())));
 //! let hello = tower::service_fn(|_call: ToolCall| async { Ok::<_, ToolError>(CallToolResult::structured("hello".into()).into()) });
-//! let dispatcher = Dispatcher::new(Arc::clone(&registry)).with_tool(entry, hello);
+//! let dispatcher = Dispatcher::new(Arc::clone(&registry))
+//!     .with_tools(CoreTools::entries(), CoreTools::new(Arc::clone(&registry)))
+//!     .with_tool(entry, hello);
 //! let call = |name: &str| ToolCall::new(name, JsonObject::new(), CallContext::default());
 //!
 //! // It is in the catalogue next to the gateway's core tools, and runs.
@@ -50,7 +52,6 @@ use tower::{Service, ServiceExt};
 
 use crate::{
     auth::{DownstreamAuth, SignInService},
-    core_tools,
     registry::Registry,
     workflows,
 };
@@ -62,34 +63,32 @@ pub struct Dispatcher {
     registry: Arc<Registry>,
     /// Sign-in by link, when the dispatcher takes part in it.
     sign_in: Option<Arc<SignInService>>,
-    /// The embedder's own tools, by exposed name.
-    own: ToolRouter,
+    /// The tools that run in this process (the core tools, the embedder's own), by exposed name.
+    in_process: ToolRouter,
 }
 
 impl std::fmt::Debug for Dispatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dispatcher")
-            .field("own", &self.own)
+            .field("in_process", &self.in_process)
             .finish_non_exhaustive()
     }
 }
 
 impl Dispatcher {
-    /// A dispatcher over `registry`'s servers and workflows, with the gateway's core tools
-    /// (offered to the registry's catalogue here).
+    /// A dispatcher over `registry`'s servers and workflows; the tools that run in this
+    /// process (the core tools among them) are added with [`Dispatcher::with_tools`] and
+    /// [`Dispatcher::with_tool`].
     pub fn new(registry: Arc<Registry>) -> Self {
-        registry.offer_tools(core_tools::entries().iter().cloned());
         Self {
             registry,
             sign_in: None,
-            own: ToolRouter::new(),
+            in_process: ToolRouter::new(),
         }
     }
 
     /// Takes part in signing people in to downstream servers: a call to a server the session
-    /// holds a grant for is connected with it first (refreshed when it expired), and
-    /// `core_auth_login`/`core_auth_logout` and `core_auth_status` answer with the sign-in state.
-    /// Without it those tools say that OAuth is not configured.
+    /// holds a grant for is connected with it first (refreshed when it expired).
     #[must_use]
     pub fn with_auth(mut self, auth: DownstreamAuth) -> Self {
         self.sign_in = auth.sign_in().cloned();
@@ -102,20 +101,33 @@ impl Dispatcher {
     #[must_use]
     pub fn with_tool(mut self, entry: ToolEntry, service: impl ToolService + Sync) -> Self {
         self.registry.offer_tools([entry.clone()]);
-        self.own = self.own.with_tool(entry, service);
+        self.in_process = self.in_process.with_tool(entry, service);
         self
     }
 
-    /// Runs `call`: a tool of the embedder's own with its service, a downstream tool on its
-    /// server (the session's own connection when it signed in to it), a core tool or a workflow
-    /// here.
+    /// Adds the tools `entries` describe, all run by `service`, as [`Dispatcher::with_tool`]
+    /// adds one: the gateway's core tools are added so
+    /// (`with_tools(CoreTools::entries(), core_tools)`).
+    #[must_use]
+    pub fn with_tools<'a>(
+        mut self,
+        entries: impl IntoIterator<Item = &'a ToolEntry> + Clone,
+        service: impl ToolService + Sync,
+    ) -> Self {
+        self.registry.offer_tools(entries.clone().into_iter().cloned());
+        self.in_process = self.in_process.with_tools(entries, service);
+        self
+    }
+
+    /// Runs `call`: a tool that runs in this process with its service, a downstream tool on its
+    /// server (the session's own connection when it signed in to it), or a workflow here.
     async fn dispatch(
         registry: Arc<Registry>,
         sign_in: Option<Arc<SignInService>>,
-        own: ToolRouter,
+        in_process: ToolRouter,
         call: ToolCall,
     ) -> Result<ToolOutput, ToolError> {
-        if let Some(service) = own.service(&call.name) {
+        if let Some(service) = in_process.service(&call.name) {
             return service.clone().oneshot(call).await;
         }
         let catalog = registry.catalog_for(&call.ctx.session);
@@ -138,10 +150,9 @@ impl Dispatcher {
                 })?;
                 conn.call_tool(&tool, arguments, &call.ctx).await
             }
-            // Boxed: both are large futures, and a downstream call's future should not carry them.
-            ToolKind::Core => Box::pin(core_tools::call(&registry, sign_in.as_ref(), &call))
-                .await
-                .map(Into::into),
+            // A core tool no service was added for.
+            ToolKind::Core => Err(ToolError::not_found(&call.name)),
+            // Boxed: a large future, which a downstream call's future should not carry.
             ToolKind::Workflow => {
                 Box::pin(workflows::run(
                     registry.workflow_tools(),
@@ -201,7 +212,7 @@ impl Service<ToolCall> for Dispatcher {
         Box::pin(Self::dispatch(
             Arc::clone(&self.registry),
             self.sign_in.clone(),
-            self.own.clone(),
+            self.in_process.clone(),
             call,
         ))
     }
@@ -213,7 +224,8 @@ mod tests {
     use muster_core::{CallContext, JsonObject, config::MusterConfig};
 
     /// A downstream call's future is allocated per call and copied into each box on its way:
-    /// the heavy, rare branches (core tools, workflows) are boxed where they are awaited.
+    /// the heavy, rare branches (workflows here; the core tools behind their own boxed service)
+    /// are boxed where they are awaited.
     /// Before that, it was over 16 KB.
     #[test]
     fn a_downstream_calls_future_stays_small() {

@@ -16,12 +16,14 @@
 //!                                          get_resource/get_prompt over the session's connections
 //! ToolCall    MetricsLayer                 metrics: counts and spans, refusals too
 //!             ToolsetLayer                 muster_catalog::toolset
-//!             Dispatcher::with_auth        dispatch: downstream connections, core tools,
-//!                                          WorkflowTools (muster_workflow::tools), own tools
+//!             Dispatcher::with_auth        dispatch: downstream connections,
+//!                                          WorkflowTools (muster_workflow::tools), and the
+//!                                          tools run in process: CoreTools (core_tools, with
+//!                                          the definition store and config directory), own tools
 //! below       Registry                     server table, session connections, change bus,
 //!                                          workflow table; supervisor::start supervises it
 //!             DownstreamAuth               sign-in by link and single sign-on
-//!             definitions                  where definitions come from and writes go
+//!             definitions                  where definitions come from (and CoreTools write)
 //! ```
 //!
 //! ```no_run
@@ -49,7 +51,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     auth::DownstreamAuth,
-    definitions::config_dir,
+    core_tools::CoreTools,
+    definitions::{DefinitionStore, config_dir},
     dispatch::Dispatcher,
     error::GatewayError,
     events::{KIND_MCP_SERVER, KIND_WORKFLOW},
@@ -72,11 +75,54 @@ pub struct ShutdownReport {
     pub took: std::time::Duration,
 }
 
+/// What a gateway is given besides its definitions and configuration: its registry's options,
+/// and where its core tools write definitions and find the config directory.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct GatewayOptions {
+    /// Supervision, session reaping, and where events, execution records and Secrets go.
+    pub registry: RegistryOptions,
+    /// Where the core tools write definitions; when unset, the config directory if there is
+    /// one, else nowhere (changes are kept in memory only).
+    pub definitions: Option<Arc<dyn DefinitionStore>>,
+    /// The config directory, in filesystem mode: where `core_config_save` writes and
+    /// `core_config_reload` and [`Gateway::watch_config_dir`] read.
+    pub config_dir: Option<config_dir::ConfigStore>,
+}
+
+impl From<RegistryOptions> for GatewayOptions {
+    fn from(registry: RegistryOptions) -> Self {
+        Self {
+            registry,
+            ..Self::default()
+        }
+    }
+}
+
+impl GatewayOptions {
+    /// Filesystem mode: sets the config directory (`config.yaml`, reloads, the watch, and the
+    /// definitions unless [`Self::with_definition_store`] sets another store).
+    #[must_use]
+    pub fn with_config_dir(mut self, store: config_dir::ConfigStore) -> Self {
+        self.config_dir = Some(store);
+        self
+    }
+
+    /// Sets where the core tools write definitions.
+    #[must_use]
+    pub fn with_definition_store(mut self, store: Arc<dyn DefinitionStore>) -> Self {
+        self.definitions = Some(store);
+        self
+    }
+}
+
 /// A muster gateway: its registry and the tool service stack calls go through.
 #[derive(Debug, Clone)]
 pub struct Gateway {
     registry: Arc<Registry>,
     auth: DownstreamAuth,
+    core_tools: CoreTools,
+    config_dir: Option<config_dir::ConfigStore>,
     tools: BoxToolService,
     shutdown: CancellationToken,
     drain: Arc<http::guard::Drain>,
@@ -109,24 +155,38 @@ impl Gateway {
         )
     }
 
-    /// A gateway with every option: supervision, the event log and the definition store.
+    /// A gateway with every option: supervision, the event log, the definition store and the
+    /// config directory ([`GatewayOptions`], or only the registry's [`RegistryOptions`]).
     ///
     /// Every call goes through this stack: metrics and the call's span (outermost, so refusals
-    /// are counted too), toolset enforcement, then the dispatcher.
+    /// are counted too), toolset enforcement, then the dispatcher, which routes the core tools
+    /// to [`CoreTools`].
     pub fn with_options(
         config: MusterConfig,
         servers: Vec<MCPServer>,
         workflows: Vec<Workflow>,
-        options: RegistryOptions,
+        options: impl Into<GatewayOptions>,
     ) -> Result<Self, GatewayError> {
-        let registry = Registry::new(config, servers, workflows, options)?;
+        let options = options.into();
+        let registry = Registry::new(config, servers, workflows, options.registry)?;
         let auth = DownstreamAuth::for_registry(&registry)?;
+        let mut core_tools = CoreTools::new(Arc::clone(&registry)).with_auth(&auth);
+        if let Some(store) = options.definitions {
+            core_tools = core_tools.with_definition_store(store);
+        }
+        if let Some(dir) = options.config_dir.clone() {
+            core_tools = core_tools.with_config_dir(dir);
+        }
         let catalog: Arc<dyn CatalogSource> = Arc::clone(&registry) as Arc<dyn CatalogSource>;
         let tools = BoxToolService::new(
             tower::ServiceBuilder::new()
                 .layer(MetricsLayer::new(Arc::clone(registry.metrics()), Arc::clone(&catalog)))
                 .layer(ToolsetLayer::new(catalog, Arc::clone(registry.presets())))
-                .service(Dispatcher::new(Arc::clone(&registry)).with_auth(auth.clone())),
+                .service(
+                    Dispatcher::new(Arc::clone(&registry))
+                        .with_auth(auth.clone())
+                        .with_tools(CoreTools::entries(), core_tools.clone()),
+                ),
         );
         // Workflow steps call this stack too; the registry holds it weakly, and the stack
         // answered (with every clone of it) is what keeps it alive.
@@ -134,6 +194,8 @@ impl Gateway {
         Ok(Self {
             registry,
             auth,
+            core_tools,
+            config_dir: options.config_dir,
             tools,
             shutdown: CancellationToken::new(),
             drain: Arc::default(),
@@ -155,11 +217,13 @@ impl Gateway {
         })?;
         let store = config_dir::ConfigStore::new(dir);
         let snapshot = store.snapshot(&loaded);
-        let options = RegistryOptions::default()
-            .with_supervision(supervision)
-            .with_data_dir(dir)?
-            .with_config_dir(store)
-            .with_secrets(Arc::new(crate::secrets::DirectorySecrets::new(dir.join("secrets"))));
+        let options = GatewayOptions::from(
+            RegistryOptions::default()
+                .with_supervision(supervision)
+                .with_data_dir(dir)?
+                .with_secrets(Arc::new(crate::secrets::DirectorySecrets::new(dir.join("secrets")))),
+        )
+        .with_config_dir(store);
         let gateway = Self::with_options(
             loaded.config,
             snapshot.servers.iter().map(|s| s.definition.clone()).collect(),
@@ -187,7 +251,7 @@ impl Gateway {
     /// ([`config_dir::watch`], [`Registry::apply_snapshot`]); stops when the handle is dropped
     /// (or the gateway is gone).
     pub fn watch_config_dir(&self) -> Result<config_dir::WatchHandle, GatewayError> {
-        let store = self.registry.config_dir().ok_or(GatewayError::NoConfigDir)?;
+        let store = self.config_dir.as_ref().ok_or(GatewayError::NoConfigDir)?;
         let registry = Arc::downgrade(&self.registry);
         config_dir::watch(store, move |snapshot| {
             registry.upgrade().map(|registry| registry.apply_snapshot(snapshot))
@@ -225,6 +289,11 @@ impl Gateway {
     /// Signing people in to downstream servers (by link, and with their own identity).
     pub fn auth(&self) -> &DownstreamAuth {
         &self.auth
+    }
+
+    /// muster's own `core_*` tools, as the dispatcher runs them.
+    pub fn core_tools(&self) -> &CoreTools {
+        &self.core_tools
     }
 
     /// The tool service stack every call goes through.

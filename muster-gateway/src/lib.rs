@@ -70,7 +70,7 @@ pub mod supervisor;
 pub mod workflows;
 
 pub use error::GatewayError;
-pub use gateway::{Gateway, ShutdownReport};
+pub use gateway::{Gateway, GatewayOptions, ShutdownReport};
 /// The downstream side: connections to downstream servers ([`muster_upstream`]).
 pub use muster_upstream as upstream;
 

@@ -55,7 +55,6 @@ use muster_workflow::{
 };
 
 use crate::{
-    definitions::{DefinitionStore, config_dir::ConfigStore},
     events::{Author, Event, EventLog, reasons},
     server_entries::{self, Contribution},
     upstream::SharedConnection,
@@ -91,12 +90,6 @@ pub struct Registry {
     /// Whether supervision started (`supervisor::start`).
     started: std::sync::atomic::AtomicBool,
     events: EventLog,
-    /// The sessions following the events (`core_events` with `follow: true`).
-    event_followers: crate::events::EventFollowers,
-    /// Where the core tools write definitions (none: their changes are kept in memory only).
-    definitions: Option<Arc<dyn DefinitionStore>>,
-    /// The config directory, in filesystem mode (`core_config_save` and `_reload`, the watch).
-    config_dir: Option<ConfigStore>,
     /// The concurrency limits of sessions and servers (`aggregator.limits`, read at start).
     limits: Arc<muster_upstream::limits::CallLimits>,
     /// Cancelled when a shutdown's deadline ends the calls still running.
@@ -167,14 +160,6 @@ impl Registry {
             session_reaping: options.session_reaping,
             started: std::sync::atomic::AtomicBool::new(false),
             events,
-            event_followers: crate::events::EventFollowers::default(),
-            definitions: options.definitions.or_else(|| {
-                options
-                    .config_dir
-                    .clone()
-                    .map(|dir| Arc::new(dir) as Arc<dyn DefinitionStore>)
-            }),
-            config_dir: options.config_dir,
         });
         registry.rebuild_catalog();
         let source: std::sync::Weak<dyn crate::metrics::MetricsSource> = Arc::downgrade(&registry) as _;
@@ -197,24 +182,9 @@ impl Registry {
         &self.events
     }
 
-    /// The sessions following the events.
-    pub fn event_followers(&self) -> &crate::events::EventFollowers {
-        &self.event_followers
-    }
-
     /// Records an event.
     pub fn emit(&self, event: Event) {
         self.events.emit(event);
-    }
-
-    /// Where the core tools write definitions.
-    pub fn definition_store(&self) -> Option<&Arc<dyn DefinitionStore>> {
-        self.definitions.as_ref()
-    }
-
-    /// The config directory, in filesystem mode.
-    pub fn config_dir(&self) -> Option<&ConfigStore> {
-        self.config_dir.as_ref()
     }
 
     /// The toolset presets (built-in and configured).

@@ -99,8 +99,12 @@ pub(super) fn update_aggregator(registry: &Registry, args: &JsonObject, ctx: &Ca
     }))
 }
 
-pub(super) async fn save(registry: &Registry, ctx: &CallContext) -> Result<Value, ToolError> {
-    let Some(store) = registry.config_dir() else {
+pub(super) async fn save(
+    registry: &Registry,
+    config_dir: Option<&config_dir::ConfigStore>,
+    ctx: &CallContext,
+) -> Result<Value, ToolError> {
+    let Some(store) = config_dir else {
         return Err(ToolError::invalid_arguments(
             "this gateway has no config directory to save to",
         ));
@@ -111,8 +115,12 @@ pub(super) async fn save(registry: &Registry, ctx: &CallContext) -> Result<Value
     Ok(json!({"saved": true, "file": store.relative(&path), "message": "configuration saved"}))
 }
 
-pub(super) async fn reload(registry: &std::sync::Arc<Registry>, ctx: &CallContext) -> Result<Value, ToolError> {
-    let Some(store) = registry.config_dir().cloned() else {
+pub(super) async fn reload(
+    registry: &std::sync::Arc<Registry>,
+    config_dir: Option<&config_dir::ConfigStore>,
+    ctx: &CallContext,
+) -> Result<Value, ToolError> {
+    let Some(store) = config_dir else {
         return Err(ToolError::invalid_arguments(
             "this gateway has no config directory to reload from",
         ));

@@ -1,5 +1,5 @@
 //! The MCP server definition tools: `core_mcpserver_create`, `_update`, `_delete`, `_validate`
-//! and `_detect`. Writes go to the registry's [`DefinitionStore`](crate::definitions::DefinitionStore)
+//! and `_detect`. Writes go to the core tools' [`DefinitionStore`](crate::definitions::DefinitionStore)
 //! first, when it has one (in filesystem mode, `mcpservers/<name>.yaml`, atomically), on
 //! behalf of the caller, then to the registry (the server starts, restarts or stops). What a caller may define or probe is
 //! checked first ([`admission`](super::admission)); each write names its author in its event
@@ -18,7 +18,7 @@ use muster_core::{
 };
 use serde_json::{Map, Value, json};
 
-use super::{admission::Admission, detect, dropped_fields, report_dropped_fields, services::server_definition};
+use super::{Writes, admission::Admission, detect, dropped_fields, report_dropped_fields, services::server_definition};
 use crate::{
     definitions::Stored,
     events::{Author, KIND_MCP_SERVER},
@@ -89,10 +89,10 @@ fn validated(server: MCPServer) -> Result<MCPServer, ToolError> {
     Ok(server)
 }
 
-/// Writes `server` to the registry's store, when it has one, on behalf of the caller of `ctx`:
+/// Writes `server` to the definition store, when there is one, on behalf of the caller of `ctx`:
 /// the definition to apply, as the store holds it, and its file.
-async fn persist(registry: &Registry, server: MCPServer, ctx: &CallContext) -> Result<Stored<MCPServer>, ToolError> {
-    match registry.definition_store() {
+async fn persist(store: Writes<'_>, server: MCPServer, ctx: &CallContext) -> Result<Stored<MCPServer>, ToolError> {
+    match store {
         Some(store) => Ok(store.put_mcpserver(server, ctx).await?),
         None => Ok(Stored::new(server)),
     }
@@ -114,6 +114,7 @@ fn registered_by(mut server: MCPServer, ctx: &CallContext) -> MCPServer {
 
 pub(super) async fn create(
     registry: &std::sync::Arc<Registry>,
+    store: Writes<'_>,
     args: &JsonObject,
     ctx: &CallContext,
 ) -> Result<Value, ToolError> {
@@ -126,7 +127,7 @@ pub(super) async fn create(
     let (spec, dropped) = parse_spec(name, spec_fields(args))?;
     let server = validated(with_display_name(MCPServer::new(name, spec), args.get("displayName")))?;
     Admission::of(registry).check_server(name, &server.spec, None).await?;
-    let stored = persist(registry, registered_by(server, ctx), ctx).await?;
+    let stored = persist(store, registered_by(server, ctx), ctx).await?;
     registry.apply_server_as(stored.definition, Some(&Author::of(ctx)));
     report_dropped_fields(registry, KIND_MCP_SERVER, name, &dropped);
     created_or_updated(registry, name, "created", stored.file, dropped)
@@ -134,6 +135,7 @@ pub(super) async fn create(
 
 pub(super) async fn update(
     registry: &std::sync::Arc<Registry>,
+    store: Writes<'_>,
     args: &JsonObject,
     ctx: &CallContext,
 ) -> Result<Value, ToolError> {
@@ -162,7 +164,7 @@ pub(super) async fn update(
     Admission::of(registry)
         .check_server(name, &server.spec, Some(&current.definition.spec))
         .await?;
-    let stored = persist(registry, server, ctx).await?;
+    let stored = persist(store, server, ctx).await?;
     let applied = registry.apply_server_as(stored.definition, Some(&Author::of(ctx)));
     let verb = if applied == Applied::Unchanged {
         "unchanged"
@@ -192,7 +194,12 @@ fn created_or_updated(
     Ok(value)
 }
 
-pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
+pub(super) async fn delete(
+    registry: &Registry,
+    store: Writes<'_>,
+    args: &JsonObject,
+    ctx: &CallContext,
+) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     let server = registry
         .server(name)
@@ -208,7 +215,7 @@ pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallCon
             server.runtime.state
         )));
     }
-    if let Some(store) = registry.definition_store() {
+    if let Some(store) = store {
         store.delete_mcpserver(name, ctx).await?;
     }
     registry.remove_server_as(name, Some(&Author::of(ctx)));

@@ -17,14 +17,24 @@ mod workflows;
 
 use services::Control;
 
-use std::sync::{Arc, OnceLock};
+use std::{
+    sync::{Arc, OnceLock},
+    task::{Context, Poll},
+};
 
-use muster_core::{ToolCall, ToolEntry, ToolError, ToolKind};
+use futures::future::BoxFuture;
+use muster_core::{ToolCall, ToolEntry, ToolError, ToolKind, ToolOutput};
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::registry::Registry;
+use tower::Service;
+
+use crate::{
+    definitions::{DefinitionStore, config_dir::ConfigStore},
+    events::EventFollowers,
+    registry::Registry,
+};
 
 /// The arguments of the core tools that act on one named thing.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -302,109 +312,226 @@ impl CoreTool {
     }
 }
 
-/// The catalogue entries of the core tools, built once.
-pub fn entries() -> &'static [ToolEntry] {
-    static ENTRIES: OnceLock<Vec<ToolEntry>> = OnceLock::new();
-    ENTRIES.get_or_init(|| {
-        CoreTool::ALL
-            .into_iter()
-            .map(|t| ToolEntry::builtin(ToolKind::Core, t.definition()))
-            .collect()
-    })
+/// Where the definition tools write: the definition store, when there is one (else their
+/// changes are kept in memory only).
+type Writes<'a> = Option<&'a Arc<dyn DefinitionStore>>;
+
+/// muster's own `core_*` tools as one [`ToolService`](muster_core::ToolService): a call of a
+/// name in [`CoreTools::entries`] is run here, any other is [`ToolError::NotFound`].
+///
+/// It holds what the tools act on and nothing else: the registry (its servers, workflows and
+/// configuration), where definition writes go ([`CoreTools::with_definition_store`]), the
+/// config directory (`core_config_save` and `_reload`), the sessions following the events
+/// (`core_events` with `follow: true`), and sign-in by link (`core_auth_*`). The dispatcher
+/// routes the core tools' names to it (`Dispatcher::with_tools`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use muster_core::{CallContext, JsonObject, ToolCall};
+/// use muster_core::config::MusterConfig;
+/// use muster_gateway::{core_tools::CoreTools, registry::{Registry, RegistryOptions}};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
+/// let core = CoreTools::new(Arc::clone(&registry));
+/// let call = |name: &str| ToolCall::new(name, JsonObject::new(), CallContext::default());
+///
+/// let services = core.clone().oneshot(call("core_service_list")).await?.into_result()?;
+/// assert_eq!(services.structured_content.unwrap()["services"][0]["name"], "mcp-aggregator");
+/// // No config directory was given: there is nowhere to save to.
+/// let refused = core.oneshot(call("core_config_save")).await.unwrap_err();
+/// assert_eq!(refused.to_string(), "this gateway has no config directory to save to");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct CoreTools {
+    registry: Arc<Registry>,
+    sign_in: Option<Arc<crate::auth::SignInService>>,
+    definitions: Option<Arc<dyn DefinitionStore>>,
+    config_dir: Option<ConfigStore>,
+    followers: Arc<EventFollowers>,
 }
 
-/// Runs core tool `call.name`.
-pub(crate) async fn call(
-    registry: &Arc<Registry>,
-    sign_in: Option<&Arc<crate::auth::SignInService>>,
-    call: &ToolCall,
-) -> Result<CallToolResult, ToolError> {
-    let tool = CoreTool::from_name(&call.name).ok_or_else(|| ToolError::not_found(&call.name))?;
-    let args = &call.arguments;
-    let value = match tool {
-        CoreTool::ServiceList => services::service_list(registry),
-        CoreTool::ServiceStatus => services::service_status(registry, required_name(args)?)?,
-        CoreTool::ServiceStart => {
-            services::service_control(registry, required_name(args)?, Control::Start, &call.ctx).await?
+impl std::fmt::Debug for CoreTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoreTools")
+            .field("sign_in", &self.sign_in.is_some())
+            .field("definitions", &self.definitions.is_some())
+            .field("config_dir", &self.config_dir.as_ref().map(ConfigStore::dir))
+            .finish_non_exhaustive()
+    }
+}
+
+impl CoreTools {
+    /// The core tools over `registry`, with nowhere to write definitions (changes are kept in
+    /// memory only), no config directory and no sign-in.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self {
+            registry,
+            sign_in: None,
+            definitions: None,
+            config_dir: None,
+            followers: Arc::default(),
         }
-        CoreTool::ServiceStop => {
-            services::service_control(registry, required_name(args)?, Control::Stop, &call.ctx).await?
+    }
+
+    /// Writes definition changes to `store` before applying them (on behalf of the caller).
+    #[must_use]
+    pub fn with_definition_store(mut self, store: Arc<dyn DefinitionStore>) -> Self {
+        self.definitions = Some(store);
+        self
+    }
+
+    /// Filesystem mode: `core_config_save` writes `config.yaml` in `dir`, `core_config_reload`
+    /// reloads the directory, and definitions are written there unless
+    /// [`CoreTools::with_definition_store`] sets another store.
+    #[must_use]
+    pub fn with_config_dir(mut self, dir: ConfigStore) -> Self {
+        if self.definitions.is_none() {
+            self.definitions = Some(Arc::new(dir.clone()));
         }
-        CoreTool::ServiceRestart => {
-            services::service_control(registry, required_name(args)?, Control::Restart, &call.ctx).await?
-        }
-        CoreTool::McpServerList => services::mcpserver_list(registry),
-        CoreTool::McpServerGet => services::mcpserver_get(registry, required_name(args)?)?,
-        CoreTool::ConfigGet => config::get(registry)?,
-        CoreTool::ConfigGetAggregator => config::get_aggregator(registry)?,
-        CoreTool::ConfigUpdateAggregator => config::update_aggregator(registry, args, &call.ctx)?,
-        CoreTool::ConfigSave => config::save(registry, &call.ctx).await?,
-        CoreTool::ConfigReload => config::reload(registry, &call.ctx).await?,
-        CoreTool::McpServerCreate => mcpservers::create(registry, args, &call.ctx).await?,
-        CoreTool::McpServerUpdate => mcpservers::update(registry, args, &call.ctx).await?,
-        CoreTool::McpServerDelete => mcpservers::delete(registry, args, &call.ctx).await?,
-        CoreTool::McpServerValidate => mcpservers::validate(registry, args).await?,
-        CoreTool::McpServerDetect => mcpservers::detect(registry, args).await?,
-        CoreTool::Events => {
-            let query = crate::events::EventQuery::from_args(args).map_err(ToolError::invalid_arguments)?;
-            let answer = query.answer(registry.events());
-            // `follow: true` also pushes the matching events from now on to the caller's session.
-            if query.follow
-                && !call.ctx.session.is_anonymous()
-                && let Some(crate::upstream::ClientPeer(peer)) = call.ctx.extensions.get()
-            {
-                registry
-                    .event_followers()
-                    .follow(registry.events(), call.ctx.session.as_str(), &query, peer.clone());
+        self.config_dir = Some(dir);
+        self
+    }
+
+    /// Takes part in signing people in: `core_auth_login`/`_logout` and `core_auth_status`
+    /// answer with the sign-in state. Without it they say that OAuth is not configured.
+    #[must_use]
+    pub fn with_auth(mut self, auth: &crate::auth::DownstreamAuth) -> Self {
+        self.sign_in = auth.sign_in().cloned();
+        self
+    }
+
+    /// The catalogue entries of the core tools, built once.
+    pub fn entries() -> &'static [ToolEntry] {
+        static ENTRIES: OnceLock<Vec<ToolEntry>> = OnceLock::new();
+        ENTRIES.get_or_init(|| {
+            CoreTool::ALL
+                .into_iter()
+                .map(|t| ToolEntry::builtin(ToolKind::Core, t.definition()))
+                .collect()
+        })
+    }
+
+    /// The sessions following the events (`core_events` with `follow: true`).
+    pub fn event_followers(&self) -> &EventFollowers {
+        &self.followers
+    }
+
+    /// Runs core tool `call.name`.
+    async fn run(self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        let Self {
+            registry,
+            sign_in,
+            definitions,
+            config_dir,
+            followers,
+        } = &self;
+        let sign_in = sign_in.as_ref();
+        let store = definitions.as_ref();
+        let config_dir = config_dir.as_ref();
+        let call = &call;
+        let tool = CoreTool::from_name(&call.name).ok_or_else(|| ToolError::not_found(&call.name))?;
+        let args = &call.arguments;
+        let value = match tool {
+            CoreTool::ServiceList => services::service_list(registry),
+            CoreTool::ServiceStatus => services::service_status(registry, required_name(args)?)?,
+            CoreTool::ServiceStart => {
+                services::service_control(registry, required_name(args)?, Control::Start, &call.ctx).await?
             }
-            answer
-        }
-        CoreTool::WorkflowList => workflows::list(registry),
-        CoreTool::WorkflowGet => workflows::get(registry, required_name(args)?)?,
-        CoreTool::WorkflowAvailable => workflows::available(registry, required_name(args)?)?,
-        CoreTool::WorkflowCreate => workflows::create(registry, args, &call.ctx).await?,
-        CoreTool::WorkflowUpdate => workflows::update(registry, args, &call.ctx).await?,
-        CoreTool::WorkflowDelete => workflows::delete(registry, args, &call.ctx).await?,
-        CoreTool::WorkflowValidate => return workflows::validate(registry, args),
-        CoreTool::WorkflowExecutionList => workflows::execution_list(registry, args).await?,
-        CoreTool::WorkflowExecutionGet => workflows::execution_get(registry, args).await?,
-        CoreTool::AuthStatus => {
-            let auth_urls = args
-                .get("auth_urls")
-                .and_then(serde_json::Value::as_bool)
-                .unwrap_or(false);
-            let mut status = crate::auth::status_document(registry, sign_in, &call.ctx, auth_urls).await;
-            if let Some(principal) = &call.ctx.principal {
-                status["principal"] = serde_json::json!({
-                    "subject": principal.subject,
-                    "issuer": principal.issuer,
-                    "email": principal.email,
-                    "authorized_party": principal.authorized_party,
-                });
+            CoreTool::ServiceStop => {
+                services::service_control(registry, required_name(args)?, Control::Stop, &call.ctx).await?
             }
-            status
-        }
-        CoreTool::AuthLogin | CoreTool::AuthLogout => {
-            let service = sign_in.ok_or_else(|| {
-                ToolError::invalid_arguments(
-                    "OAuth is not configured: enable aggregator.oauth.mcpClient (enabled, publicUrl) in config.yaml",
-                )
-            })?;
-            match tool {
-                CoreTool::AuthLogin => {
-                    let reset = args
-                        .get("reset_client_registration")
-                        .and_then(serde_json::Value::as_bool)
-                        .unwrap_or(false);
-                    service
-                        .login(registry, &call.ctx, required_server(args)?, reset)
-                        .await?
+            CoreTool::ServiceRestart => {
+                services::service_control(registry, required_name(args)?, Control::Restart, &call.ctx).await?
+            }
+            CoreTool::McpServerList => services::mcpserver_list(registry),
+            CoreTool::McpServerGet => services::mcpserver_get(registry, required_name(args)?)?,
+            CoreTool::ConfigGet => config::get(registry)?,
+            CoreTool::ConfigGetAggregator => config::get_aggregator(registry)?,
+            CoreTool::ConfigUpdateAggregator => config::update_aggregator(registry, args, &call.ctx)?,
+            CoreTool::ConfigSave => config::save(registry, config_dir, &call.ctx).await?,
+            CoreTool::ConfigReload => config::reload(registry, config_dir, &call.ctx).await?,
+            CoreTool::McpServerCreate => mcpservers::create(registry, store, args, &call.ctx).await?,
+            CoreTool::McpServerUpdate => mcpservers::update(registry, store, args, &call.ctx).await?,
+            CoreTool::McpServerDelete => mcpservers::delete(registry, store, args, &call.ctx).await?,
+            CoreTool::McpServerValidate => mcpservers::validate(registry, args).await?,
+            CoreTool::McpServerDetect => mcpservers::detect(registry, args).await?,
+            CoreTool::Events => {
+                let query = crate::events::EventQuery::from_args(args).map_err(ToolError::invalid_arguments)?;
+                let answer = query.answer(registry.events());
+                // `follow: true` also pushes the matching events from now on to the caller's session.
+                if query.follow
+                    && !call.ctx.session.is_anonymous()
+                    && let Some(crate::upstream::ClientPeer(peer)) = call.ctx.extensions.get()
+                {
+                    followers.follow(registry.events(), call.ctx.session.as_str(), &query, peer.clone());
                 }
-                _ => service.logout(registry, &call.ctx, required_server(args)?).await?,
+                answer
             }
-        }
-    };
-    Ok(json_result(&value))
+            CoreTool::WorkflowList => workflows::list(registry),
+            CoreTool::WorkflowGet => workflows::get(registry, required_name(args)?)?,
+            CoreTool::WorkflowAvailable => workflows::available(registry, required_name(args)?)?,
+            CoreTool::WorkflowCreate => workflows::create(registry, store, args, &call.ctx).await?,
+            CoreTool::WorkflowUpdate => workflows::update(registry, store, args, &call.ctx).await?,
+            CoreTool::WorkflowDelete => workflows::delete(registry, store, args, &call.ctx).await?,
+            CoreTool::WorkflowValidate => return workflows::validate(registry, args).map(Into::into),
+            CoreTool::WorkflowExecutionList => workflows::execution_list(registry, args).await?,
+            CoreTool::WorkflowExecutionGet => workflows::execution_get(registry, args).await?,
+            CoreTool::AuthStatus => {
+                let auth_urls = args
+                    .get("auth_urls")
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false);
+                let mut status = crate::auth::status_document(registry, sign_in, &call.ctx, auth_urls).await;
+                if let Some(principal) = &call.ctx.principal {
+                    status["principal"] = serde_json::json!({
+                        "subject": principal.subject,
+                        "issuer": principal.issuer,
+                        "email": principal.email,
+                        "authorized_party": principal.authorized_party,
+                    });
+                }
+                status
+            }
+            CoreTool::AuthLogin | CoreTool::AuthLogout => {
+                let service = sign_in.ok_or_else(|| {
+                    ToolError::invalid_arguments(
+                        "OAuth is not configured: enable aggregator.oauth.mcpClient (enabled, publicUrl) in config.yaml",
+                    )
+                })?;
+                match tool {
+                    CoreTool::AuthLogin => {
+                        let reset = args
+                            .get("reset_client_registration")
+                            .and_then(serde_json::Value::as_bool)
+                            .unwrap_or(false);
+                        service
+                            .login(registry, &call.ctx, required_server(args)?, reset)
+                            .await?
+                    }
+                    _ => service.logout(registry, &call.ctx, required_server(args)?).await?,
+                }
+            }
+        };
+        Ok(json_result(&value).into())
+    }
+}
+
+impl Service<ToolCall> for CoreTools {
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        Box::pin(self.clone().run(call))
+    }
 }
 
 fn required_server(args: &muster_core::JsonObject) -> Result<&str, ToolError> {

@@ -3,7 +3,7 @@
 //!
 //! Definitions are checked by compiling them ([`CompiledWorkflow::compile`]: the CRD rules,
 //! templates and jq programs), so a definition this module accepts is one the registry runs.
-//! Writes go to the registry's [`DefinitionStore`](crate::definitions::DefinitionStore) first,
+//! Writes go to the core tools' [`DefinitionStore`](crate::definitions::DefinitionStore) first,
 //! when it has one, on behalf of the caller (in filesystem mode, `workflows/<name>.yaml`, or
 //! the file that already defines the workflow, atomically); the registry then rebuilds the
 //! catalogue, so `workflow_<name>` is callable as soon as the tool answers. A step tool that
@@ -24,7 +24,7 @@ use muster_workflow::{
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
-use super::{dropped_fields, json_result, report_dropped_fields};
+use super::{Writes, dropped_fields, json_result, report_dropped_fields};
 use crate::{
     definitions::{Stored, config_dir::check_name},
     events::{Author, Event, KIND_WORKFLOW, reasons},
@@ -130,10 +130,10 @@ fn invalid(registry: &Registry, name: &str, errors: &[String]) -> ToolError {
     ToolError::invalid_arguments(format!("validation failed: {joined}"))
 }
 
-/// Writes `workflow` to the registry's store, when it has one, on behalf of the caller of
+/// Writes `workflow` to the definition store, when there is one, on behalf of the caller of
 /// `ctx`: the definition to apply, as the store holds it, and its file.
-async fn persist(registry: &Registry, workflow: Workflow, ctx: &CallContext) -> Result<Stored<Workflow>, ToolError> {
-    match registry.definition_store() {
+async fn persist(store: Writes<'_>, workflow: Workflow, ctx: &CallContext) -> Result<Stored<Workflow>, ToolError> {
+    match store {
         Some(store) => Ok(store.put_workflow(workflow, ctx).await?),
         None => Ok(Stored::new(workflow)),
     }
@@ -206,7 +206,12 @@ pub(super) fn available(registry: &Registry, name: &str) -> Result<Value, ToolEr
     Ok(json!({"name": name, "available": available, "missing_tools": missing}))
 }
 
-pub(super) async fn create(registry: &Arc<Registry>, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
+pub(super) async fn create(
+    registry: &Arc<Registry>,
+    store: Writes<'_>,
+    args: &JsonObject,
+    ctx: &CallContext,
+) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     if !has_steps(args) {
         return Err(ToolError::invalid_arguments("steps argument is required"));
@@ -223,14 +228,19 @@ pub(super) async fn create(registry: &Arc<Registry>, args: &JsonObject, ctx: &Ca
     }
     let checked = check(workflow).map_err(|errors| invalid(registry, name, &errors))?;
     warnings.extend(checked.warnings);
-    let stored = persist(registry, checked.workflow, ctx).await?;
+    let stored = persist(store, checked.workflow, ctx).await?;
     apply(registry, stored.definition, ctx)?;
     report_dropped_fields(registry, KIND_WORKFLOW, name, &dropped);
     warnings.extend(dropped);
     changed(registry, name, "created", warnings, stored.file)
 }
 
-pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
+pub(super) async fn update(
+    registry: &Arc<Registry>,
+    store: Writes<'_>,
+    args: &JsonObject,
+    ctx: &CallContext,
+) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     let current = registry.workflow(name).ok_or_else(|| not_found(name))?;
     let mut fields = match serde_json::to_value(&current.spec).map_err(ToolError::internal)? {
@@ -255,7 +265,7 @@ pub(super) async fn update(registry: &Arc<Registry>, args: &JsonObject, ctx: &Ca
     }
     let checked = check(workflow).map_err(|errors| invalid(registry, name, &errors))?;
     warnings.extend(checked.warnings);
-    let stored = persist(registry, checked.workflow, ctx).await?;
+    let stored = persist(store, checked.workflow, ctx).await?;
     let verb = if apply(registry, stored.definition, ctx)? {
         "updated"
     } else {
@@ -293,12 +303,17 @@ fn changed(
     Ok(Value::Object(map))
 }
 
-pub(super) async fn delete(registry: &Registry, args: &JsonObject, ctx: &CallContext) -> Result<Value, ToolError> {
+pub(super) async fn delete(
+    registry: &Registry,
+    store: Writes<'_>,
+    args: &JsonObject,
+    ctx: &CallContext,
+) -> Result<Value, ToolError> {
     let name = name_of(args)?;
     if registry.workflow(name).is_none() {
         return Err(not_found(name));
     }
-    if let Some(store) = registry.definition_store() {
+    if let Some(store) = store {
         store.delete_workflow(name, ctx).await?;
     }
     registry.remove_workflow_as(name, Some(&Author::of(ctx)));

@@ -9,7 +9,7 @@
 //! - **the write seam** ([`DefinitionStore`]): where the core tools' writes go
 //!   (`core_mcpserver_create`, `_update`, `_delete` and the same of `core_workflow_*`), each on
 //!   behalf of its caller, before the registry applies them
-//!   (`RegistryOptions::with_definition_store`).
+//!   (`CoreTools::with_definition_store`, `GatewayOptions::with_definition_store`).
 //!
 //! [`config_dir`] is filesystem mode, one implementation of both: [`config_dir::load`] reads the
 //! directory, [`config_dir::ConfigStore`] writes it (and makes the snapshots of what it read),

@@ -21,8 +21,8 @@
 //! use futures::future::{BoxFuture, FutureExt};
 //! use muster_core::{CallContext, Principal, ToolCall, crd::{MCPServer, Workflow}};
 //! use muster_gateway::{
+//!     core_tools::CoreTools,
 //!     definitions::{DefinitionStore, DefinitionStoreError, Stored},
-//!     dispatch::Dispatcher,
 //!     registry::{Registry, RegistryOptions},
 //! };
 //! use tower::ServiceExt;
@@ -94,13 +94,13 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Arc::new(InMemory::default());
-//! let options = RegistryOptions::default().with_definition_store(store.clone());
-//! let registry = Registry::new(Default::default(), Vec::new(), Vec::new(), options)?;
+//! let registry = Registry::new(Default::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
+//! let core_tools = CoreTools::new(Arc::clone(&registry)).with_definition_store(store.clone());
 //!
 //! let args = serde_json::json!({"name": "api", "type": "streamable-http", "url": "http://127.0.0.1:9/mcp"});
 //! let caller = CallContext::default().with_principal(Principal::new("ada"));
 //! let create = ToolCall::new("core_mcpserver_create", args.as_object().cloned().unwrap_or_default(), caller);
-//! let answer = Dispatcher::new(Arc::clone(&registry)).oneshot(create).await?;
+//! let answer = core_tools.oneshot(create).await?;
 //! assert!(!answer.is_error());
 //!
 //! // Written as its caller, then applied to the registry.
@@ -119,8 +119,8 @@ use muster_core::{
 /// Where definition writes go: MCPServer and Workflow definitions put (created or replaced) and
 /// deleted, each on behalf of the call in `caller`.
 ///
-/// The config directory ([`ConfigStore`](super::config_dir::ConfigStore)) is one; a registry
-/// without one keeps the core tools' changes in memory only. A store answers the definition as
+/// The config directory ([`ConfigStore`](super::config_dir::ConfigStore)) is one; core tools
+/// without one keep their changes in memory only. A store answers the definition as
 /// it holds it after a put ([`Stored`]), and that is what the registry applies.
 pub trait DefinitionStore: std::fmt::Debug + Send + Sync {
     /// Creates or replaces the MCPServer `server` (its `status` is observed state: a store does

@@ -261,8 +261,13 @@ mod future_size {
     /// future below was over 16 KB (the dispatcher's is checked in `crate::dispatch`).
     #[test]
     fn a_calls_futures_stay_small() {
-        let gateway = crate::Gateway::with_options(MusterConfig::default(), Vec::new(), Vec::new(), Default::default())
-            .expect("a gateway");
+        let gateway = crate::Gateway::with_options(
+            MusterConfig::default(),
+            Vec::new(),
+            Vec::new(),
+            crate::GatewayOptions::default(),
+        )
+        .expect("a gateway");
         let meta = gateway.meta_tools();
         let ctx = CallContext::default();
         let limit = 6 * 1024;

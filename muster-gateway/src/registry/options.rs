@@ -1,16 +1,11 @@
 //! [`RegistryOptions`]: what a registry is given besides its definitions: supervision
-//! settings, how sessions are reaped, and where events, definition writes, execution records and
-//! Secrets go.
+//! settings, how sessions are reaped, and where events, execution records and Secrets go.
 
 use std::sync::Arc;
 
 use muster_workflow::record::ExecutionStore;
 
-use crate::{
-    definitions::{DefinitionStore, config_dir::ConfigStore},
-    events::EventLog,
-    upstream::supervision::SupervisorConfig,
-};
+use crate::{events::EventLog, upstream::supervision::SupervisorConfig};
 
 /// The parts of a registry besides its definitions.
 #[derive(Debug, Clone, Default)]
@@ -20,13 +15,6 @@ pub struct RegistryOptions {
     pub supervision: SupervisorConfig,
     /// Where events go (in memory unless a config directory's log is given).
     pub events: Option<EventLog>,
-    /// Where the core tools write definitions; when unset, the config directory's store if
-    /// there is one, else none (changes are kept in memory only).
-    pub definitions: Option<Arc<dyn DefinitionStore>>,
-    /// The config directory, in filesystem mode: where `core_config_save` writes and
-    /// `core_config_reload` and the watch read, and where definitions are written unless
-    /// [`Self::definitions`] says otherwise.
-    pub config_dir: Option<ConfigStore>,
     /// Where workflow execution records go (in memory unless given).
     pub executions: Option<Arc<dyn ExecutionStore>>,
     /// Where the Secrets servers name are read (none: every read fails naming the Secret).
@@ -86,20 +74,6 @@ impl RegistryOptions {
     /// Sets where events go.
     pub fn with_events(mut self, events: EventLog) -> Self {
         self.events = Some(events);
-        self
-    }
-
-    /// Filesystem mode: sets the config directory (`config.yaml`, reloads, and the definitions
-    /// unless [`Self::with_definition_store`] sets another store).
-    pub fn with_config_dir(mut self, store: ConfigStore) -> Self {
-        self.config_dir = Some(store);
-        self
-    }
-
-    /// Sets where the core tools write definitions (the config directory's store, when one is
-    /// set, otherwise).
-    pub fn with_definition_store(mut self, store: Arc<dyn DefinitionStore>) -> Self {
-        self.definitions = Some(store);
         self
     }
 

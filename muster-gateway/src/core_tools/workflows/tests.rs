@@ -5,37 +5,70 @@ use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 use crate::{
+    core_tools::CoreTools,
     definitions::config_dir::{self, ConfigStore},
+    dispatch::Dispatcher,
     registry::{Registry, RegistryOptions},
 };
 
-fn registry() -> Arc<Registry> {
-    Registry::new(
+/// A registry and the dispatcher over it with the core tools, as the gateway composes them.
+/// It derefs to the registry, which the tests look at.
+struct Fixture {
+    registry: Arc<Registry>,
+    dispatcher: Dispatcher,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = Registry;
+
+    fn deref(&self) -> &Registry {
+        &self.registry
+    }
+}
+
+impl Fixture {
+    fn new(registry: Arc<Registry>, core: CoreTools) -> Self {
+        let dispatcher = Dispatcher::new(Arc::clone(&registry)).with_tools(CoreTools::entries(), core);
+        Self { registry, dispatcher }
+    }
+}
+
+fn registry() -> Fixture {
+    let registry = Registry::new(
         MusterConfig::default(),
         Vec::new(),
         Vec::new(),
         RegistryOptions::default(),
     )
-    .expect("a registry")
+    .expect("a registry");
+    Fixture::new(Arc::clone(&registry), CoreTools::new(registry))
 }
 
 /// A registry of config directory `dir` as the gateway opens it: its workflows loaded, their
 /// files recorded, writes going to the directory.
-fn fs_registry(dir: &Path) -> Arc<Registry> {
+fn fs_registry(dir: &Path) -> Fixture {
     let loaded = config_dir::load(dir).expect("loads");
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     let store = ConfigStore::new(dir);
     store.snapshot(&loaded);
-    let options = RegistryOptions::default().with_config_dir(store);
-    Registry::new(MusterConfig::default(), Vec::new(), loaded.workflows, options).expect("a registry")
+    let registry = Registry::new(
+        MusterConfig::default(),
+        Vec::new(),
+        loaded.workflows,
+        RegistryOptions::default(),
+    )
+    .expect("a registry");
+    Fixture::new(Arc::clone(&registry), CoreTools::new(registry).with_config_dir(store))
 }
 
-async fn call(registry: &Arc<Registry>, tool: &str, args: Value) -> Result<CallToolResult, ToolError> {
+async fn call(registry: &Fixture, tool: &str, args: Value) -> Result<CallToolResult, ToolError> {
     let Value::Object(arguments) = args else {
         panic!("arguments must be an object");
     };
     use tower::ServiceExt;
-    crate::dispatch::Dispatcher::new(Arc::clone(registry))
+    registry
+        .dispatcher
+        .clone()
         .oneshot(ToolCall::new(tool, arguments, CallContext::default()))
         .await
         .and_then(ToolOutput::into_result)
@@ -46,7 +79,7 @@ fn text(result: &CallToolResult) -> String {
 }
 
 /// The JSON answer of a call that must succeed.
-async fn answer(registry: &Arc<Registry>, tool: &str, args: Value) -> Value {
+async fn answer(registry: &Fixture, tool: &str, args: Value) -> Value {
     let result = call(registry, tool, args)
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e}"));
@@ -55,7 +88,7 @@ async fn answer(registry: &Arc<Registry>, tool: &str, args: Value) -> Value {
 }
 
 /// The message of a call that must be refused.
-async fn refusal(registry: &Arc<Registry>, tool: &str, args: Value) -> String {
+async fn refusal(registry: &Fixture, tool: &str, args: Value) -> String {
     match call(registry, tool, args).await {
         Ok(result) => panic!("{tool} succeeded: {}", text(&result)),
         Err(e) => e.to_string(),
@@ -567,7 +600,7 @@ async fn execution_tools_answer_through_the_record_module() {
 #[test]
 fn the_tool_definitions_carry_the_reference_annotations_and_schemas() {
     let tool = |name: &str| {
-        super::super::entries()
+        super::super::CoreTools::entries()
             .iter()
             .find(|e| e.name() == name)
             .unwrap_or_else(|| panic!("{name} is defined"))
@@ -644,9 +677,18 @@ async fn workflow_writes_go_through_the_store_as_the_caller_and_a_refusal_change
 
     let caller = || CallContext::default().with_principal(muster_core::Principal::new("ada"));
     let store = Arc::new(RecordingStore::new(Answer::Writes));
-    let options = RegistryOptions::default().with_definition_store(store.clone());
-    let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), options).expect("a registry");
-    let dispatcher = crate::dispatch::Dispatcher::new(Arc::clone(&registry));
+    let registry = Registry::new(
+        MusterConfig::default(),
+        Vec::new(),
+        Vec::new(),
+        RegistryOptions::default(),
+    )
+    .expect("a registry");
+    let dispatcher = Fixture::new(
+        Arc::clone(&registry),
+        CoreTools::new(Arc::clone(&registry)).with_definition_store(store.clone()),
+    )
+    .dispatcher;
     let run = |tool: &str, args: Value| {
         use tower::ServiceExt;
         let Value::Object(args) = args else {
@@ -676,8 +718,17 @@ async fn workflow_writes_go_through_the_store_as_the_caller_and_a_refusal_change
     );
 
     let store = Arc::new(RecordingStore::new(Answer::Refuses("ada may not write Workflow hello")));
-    let options = RegistryOptions::default().with_definition_store(store);
-    let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), options).expect("a registry");
+    let registry = Registry::new(
+        MusterConfig::default(),
+        Vec::new(),
+        Vec::new(),
+        RegistryOptions::default(),
+    )
+    .expect("a registry");
+    let registry = Fixture::new(
+        Arc::clone(&registry),
+        CoreTools::new(registry).with_definition_store(store),
+    );
     let refused = refusal(
         &registry,
         "core_workflow_create",

@@ -28,7 +28,7 @@
 //!
 //! let store = ConfigStore::new(dir.path());
 //! let loaded = config_dir::load(dir.path())?;
-//! let registry = Registry::new(loaded.config.clone(), Vec::new(), Vec::new(), RegistryOptions::default().with_config_dir(store.clone()))?;
+//! let registry = Registry::new(loaded.config.clone(), Vec::new(), Vec::new(), RegistryOptions::default())?;
 //! assert_eq!(registry.apply_snapshot(store.snapshot(&loaded)).added, ["api"]);
 //!
 //! // The file breaks: `api` keeps its last good definition. A new file adds `docs`.
