@@ -127,15 +127,30 @@ impl Dispatcher {
         in_process: ToolRouter,
         call: ToolCall,
     ) -> Result<ToolOutput, ToolError> {
-        if let Some(service) = in_process.service(&call.name) {
-            return service.clone().oneshot(call).await;
-        }
         let catalog = registry.catalog_for(&call.ctx.session);
         let entry = catalog
             .tool(&call.name)
             .ok_or_else(|| ToolError::not_found(&call.name))?;
+        // The catalogue says where a tool runs, so a downstream call never looks among the
+        // tools run in this process (no server: the core tools, the embedder's own).
+        if entry.server.is_none() && entry.kind != ToolKind::Workflow {
+            let service = in_process
+                .service(&call.name)
+                .cloned()
+                .ok_or_else(|| ToolError::not_found(&call.name))?;
+            return service.oneshot(call).await;
+        }
         match entry.kind {
-            ToolKind::Tool => {
+            ToolKind::Workflow => {
+                // Boxed: a large future, which a downstream call's future should not carry.
+                Box::pin(workflows::run(
+                    registry.workflow_tools(),
+                    registry.workflow_steps(),
+                    call,
+                ))
+                .await
+            }
+            _ => {
                 let (server, tool, arguments) = downstream_route(entry, call.arguments, &call.name)?;
                 if let Some(sign_in) = &sign_in {
                     sign_in.prepare_call(&registry, &call.ctx, &server).await?;
@@ -149,17 +164,6 @@ impl Dispatcher {
                     }
                 })?;
                 conn.call_tool(&tool, arguments, &call.ctx).await
-            }
-            // A core tool no service was added for.
-            ToolKind::Core => Err(ToolError::not_found(&call.name)),
-            // Boxed: a large future, which a downstream call's future should not carry.
-            ToolKind::Workflow => {
-                Box::pin(workflows::run(
-                    registry.workflow_tools(),
-                    registry.workflow_steps(),
-                    call,
-                ))
-                .await
             }
         }
     }

@@ -8,6 +8,8 @@
 //!   `aggregator.limits.maxRequestHeadBytes` gets 431, on every route of the gateway, served by
 //!   [`Gateway::serve`](crate::Gateway::serve) or nested from [`Gateway::router`](crate::Gateway::router).
 
+use std::sync::Arc;
+
 use axum::response::Response;
 use http::{Request, StatusCode};
 
@@ -16,13 +18,17 @@ use super::guard::refusal_of;
 /// The `Host` names `/mcp` answers to when `aggregator.allowedHosts` is not set.
 pub(crate) const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
-/// The `Host` values `/mcp` accepts (`aggregator.allowedHosts`).
+/// A host allowed, lowercase and without IPv6 brackets, and its port when the entry names one.
+type AllowedHost = (String, Option<u16>);
+
+/// The `Host` values `/mcp` accepts (`aggregator.allowedHosts`). Shared, not copied: the
+/// request guard that holds it is cloned for every request.
 #[derive(Debug, Clone)]
 pub(crate) struct HostCheck {
-    /// Each allowed host with its port, when the entry names one; `None`: any host.
-    allowed: Option<Vec<(String, Option<u16>)>>,
+    /// Each allowed host; `None`: any host.
+    allowed: Option<Arc<[AllowedHost]>>,
     /// The list as configured, for the refusal.
-    listed: String,
+    listed: Arc<str>,
 }
 
 impl HostCheck {
@@ -36,9 +42,9 @@ impl HostCheck {
         };
         let allowed = (listed != ["*"]).then(|| listed.iter().filter_map(|h| authority(h.trim())).collect());
         let listed = if listed.is_empty() {
-            "none listed, so every Host is refused".to_owned()
+            "none listed, so every Host is refused".into()
         } else {
-            listed.join(", ")
+            listed.join(", ").into()
         };
         Self { allowed, listed }
     }
@@ -108,7 +114,7 @@ fn split_authority(text: &str) -> Option<(&str, Option<u16>)> {
 }
 
 /// A host and its port, lowercase and without IPv6 brackets; `None` when it is no authority.
-fn authority(text: &str) -> Option<(String, Option<u16>)> {
+fn authority(text: &str) -> Option<AllowedHost> {
     // A bare IPv6 address (`::1`, as allowedHosts lists it) is a host without a port; an
     // authority writes it in brackets (`[::1]:8090`). Either way it compares in one spelling.
     if let Ok(ip) = text.parse::<std::net::Ipv6Addr>() {
