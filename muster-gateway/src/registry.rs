@@ -10,6 +10,8 @@
 //!   channels; supervisors (the `supervisor` module, above the registry) take over each server it
 //!   holds;
 //! - [`ServerRuntime`]: one server's state and the CRD status it reads as;
+//! - the catalogue publisher (`publisher`): the shared catalogue as last published, the tools
+//!   run in this process offered to it, and the workflows' availability as of it;
 //! - [`ChangeBus`]: what the MCP client sessions are told when their lists change;
 //! - what a definition source says changed (`apply`): [`Registry::apply_changes`] and
 //!   [`Registry::apply_snapshot`] touch only the definitions that changed;
@@ -22,6 +24,7 @@
 mod apply;
 mod changes;
 mod options;
+mod publisher;
 mod runtime;
 mod servers;
 mod session_connections;
@@ -29,6 +32,7 @@ mod sessions;
 pub use changes::{Change, ChangeBus};
 pub use muster_core::crd::Applied;
 pub use options::{RegistryOptions, SessionReaping};
+use publisher::CataloguePublisher;
 pub use runtime::{ServerRuntime, starts_automatically};
 use servers::ServerTable;
 pub use servers::ServerView;
@@ -56,7 +60,6 @@ use muster_workflow::{
 
 use crate::{
     events::{Author, Event, EventLog, reasons},
-    server_entries::{self, Contribution},
     upstream::SharedConnection,
     upstream::supervision::SupervisorConfig,
     workflows::{self, EventObserver},
@@ -71,13 +74,12 @@ pub struct Registry {
     servers: ServerTable,
     /// The `workflow_<name>` tools: the workflow table, and the engine that runs them.
     workflows: WorkflowTools,
-    availability: RwLock<BTreeMap<String, Availability>>,
     /// What workflow steps call: the tool stack, bound weakly once built.
     workflow_steps: LateBoundTools,
     executions: Arc<dyn ExecutionStore>,
-    catalog: RwLock<Arc<Catalog>>,
-    /// The tools that run in this process, offered to the catalogue.
-    in_process: RwLock<Vec<muster_core::ToolEntry>>,
+    /// The published catalogue, the in-process tools offered to it, the workflows'
+    /// availability as of it.
+    catalogue: CataloguePublisher,
     /// The connections sessions hold of their own, and the catalogue each of them sees.
     sessions: SessionConnections,
     /// What the MCP client sessions are told, and which of them are still connected.
@@ -148,11 +150,9 @@ impl Registry {
             presets,
             servers: ServerTable::new(servers, events.clone()),
             workflows: WorkflowTools::new(table, engine),
-            availability: RwLock::new(BTreeMap::new()),
             workflow_steps,
             executions,
-            catalog: RwLock::new(Arc::new(Catalog::empty())),
-            in_process: RwLock::new(Vec::new()),
+            catalogue: CataloguePublisher::default(),
             sessions: SessionConnections::default(),
             changes: ChangeBus::default(),
             secrets: options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)),
@@ -219,7 +219,7 @@ impl Registry {
 
     /// The current catalogue snapshot.
     pub fn catalog(&self) -> Arc<Catalog> {
-        Arc::clone(&self.catalog.read().unwrap_or_else(|e| e.into_inner()))
+        self.catalogue.current()
     }
 
     /// The servers whose supervisor has not started yet (each a new server or a changed
@@ -557,11 +557,7 @@ impl Registry {
 
     /// Whether workflow `name` can run now, as of the current catalogue.
     pub fn workflow_availability(&self, name: &str) -> Option<Availability> {
-        self.availability
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        self.catalogue.availability(name)
     }
 
     /// Where workflow execution records go.
@@ -618,13 +614,7 @@ impl Registry {
     /// each is listed beside the servers' tools, replacing an offered tool of the same name.
     /// The dispatcher (`dispatch::Dispatcher`) offers the tools it runs.
     pub(crate) fn offer_tools(&self, entries: impl IntoIterator<Item = muster_core::ToolEntry>) {
-        {
-            let mut offered = self.in_process.write().unwrap_or_else(|e| e.into_inner());
-            for entry in entries {
-                offered.retain(|e| e.name() != entry.name());
-                offered.push(entry);
-            }
-        }
+        self.catalogue.offer(entries);
         self.changed();
     }
 
@@ -632,9 +622,8 @@ impl Registry {
     /// collisions on the servers that lost them.
     pub(crate) fn rebuild_catalog(&self) {
         let (catalog, collisions, availability) = self.build_catalog(&BTreeMap::new());
-        *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
+        self.catalogue.publish(catalog, availability);
         self.sessions.forget_catalogs();
-        *self.availability.write().unwrap_or_else(|e| e.into_inner()) = availability;
         let mut lost: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for c in &collisions {
             lost.entry(c.server.as_str())
@@ -663,28 +652,15 @@ impl Registry {
 
     /// A catalogue of the connected servers, plus `own` (a session's connections to servers
     /// people sign in to), the core tools and the workflows.
-    fn build_catalog(
-        &self,
-        own: &BTreeMap<String, SharedConnection>,
-    ) -> (Catalog, Vec<server_entries::Collision>, BTreeMap<String, Availability>) {
+    fn build_catalog(&self, own: &BTreeMap<String, SharedConnection>) -> publisher::Built {
         let home_namespace = self.config.read().unwrap_or_else(|e| e.into_inner()).namespace.clone();
-        let servers = self.servers.read();
-        let contributions: Vec<Contribution<'_>> = servers
-            .values()
-            .filter_map(|slot| {
-                let conn = slot
-                    .connection
-                    .as_deref()
-                    .or_else(|| own.get(&slot.definition.metadata.name).map(|c| &**c))?;
-                Some(Contribution {
-                    definition: &slot.definition,
-                    conn,
-                    home_namespace: home_namespace.as_deref(),
-                })
-            })
-            .collect();
-        let in_process = self.in_process.read().unwrap_or_else(|e| e.into_inner());
-        server_entries::build(&self.names, &contributions, &in_process, &self.workflows)
+        self.catalogue.build(
+            &self.names,
+            &self.servers,
+            own,
+            &self.workflows,
+            home_namespace.as_deref(),
+        )
     }
 }
 
