@@ -6,6 +6,8 @@
 pub mod gateway_process;
 pub mod oidc;
 pub mod progress;
+pub mod raw_session;
+pub mod replicas;
 pub mod scripted;
 pub mod signin;
 pub mod valkey;
