@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod gateway_process;
+pub mod haproxy;
 pub mod oidc;
 pub mod progress;
 pub mod raw_session;

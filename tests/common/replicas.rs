@@ -252,3 +252,76 @@ impl std::ops::IndexMut<usize> for Replicas {
         &mut self.replicas[i]
     }
 }
+
+/// A replica as a [`Gateway`](muster::gateway::Gateway) in this process, on a fixed loopback
+/// port, for what a config directory cannot say (an `http://` issuer on loopback: files want
+/// `https`). Replicas in one process share nothing but what their configuration names (the
+/// Valkey store); each has its own registry, sessions and connections.
+pub struct InProcessReplica {
+    pub name: String,
+    pub port: u16,
+    config: muster::core::config::MusterConfig,
+    servers: Vec<muster::core::crd::MCPServer>,
+    running: Option<(muster::gateway::Gateway, tokio::task::JoinHandle<()>)>,
+}
+
+impl InProcessReplica {
+    /// Starts replica `name` on `port` with `config` and `servers`.
+    pub async fn start(
+        name: &str,
+        port: u16,
+        config: muster::core::config::MusterConfig,
+        servers: Vec<muster::core::crd::MCPServer>,
+    ) -> Self {
+        let mut replica = Self {
+            name: name.to_owned(),
+            port,
+            config,
+            servers,
+            running: None,
+        };
+        replica.start_again().await;
+        replica
+    }
+
+    /// Its gateway, while it runs.
+    pub fn gateway(&self) -> &muster::gateway::Gateway {
+        &self.running.as_ref().expect("the replica runs").0
+    }
+
+    /// Shuts it down (its sessions end; what it kept in memory is gone).
+    pub async fn stop(&mut self) {
+        if let Some((gateway, server)) = self.running.take() {
+            gateway.shutdown().await;
+            server.abort();
+            let _ = server.await;
+        }
+    }
+
+    /// Starts it (again) on its port: a new gateway, as after a restart.
+    pub async fn start_again(&mut self) {
+        use muster::gateway::{Gateway, registry::RegistryOptions};
+        assert!(self.running.is_none(), "{} is running", self.name);
+        let options = RegistryOptions::default().with_supervision(super::fast_supervision());
+        let gateway = Gateway::with_options(self.config.clone(), self.servers.clone(), Vec::new(), options)
+            .expect("a valid configuration");
+        gateway.start().await;
+        let listener = bind_again(self.port).await;
+        let app = gateway.router();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        self.running = Some((gateway, server));
+    }
+}
+
+/// Binds loopback `port`, retrying for a while (a port just released may still be held).
+async fn bind_again(port: u16) -> tokio::net::TcpListener {
+    for _ in 0..100 {
+        if let Ok(listener) = tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+            return listener;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("port {port} stayed taken");
+}
