@@ -231,3 +231,20 @@ async fn a_persons_grant_is_used_from_all_three_replicas_and_survives_their_rest
     let seen = called_from_every_replica(&cluster, &token).await;
     assert_eq!(seen.len(), 3, "after the restart, sessions on every replica: {seen:?}");
 }
+
+#[test]
+fn the_haproxy_configuration_in_the_docs_is_the_one_the_tests_run() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/replicas.md")).expect("docs/replicas.md");
+    let block = docs
+        .split("```haproxy\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a haproxy block in docs/replicas.md");
+    let backends: Vec<_> = (1..=3).map(|i| (format!("r{i}"), 8090 + i)).collect();
+    let run = common::haproxy::config(8090, &backends, std::path::Path::new("/run/haproxy/admin.sock"));
+    assert_eq!(
+        block, run,
+        "docs/replicas.md shows another haproxy configuration than the tests run"
+    );
+}
