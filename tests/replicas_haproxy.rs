@@ -24,14 +24,12 @@ use common::{
     oidc::OidcProvider,
     raw_session::served_by,
     remote,
-    replicas::{InProcessReplica, ReplicaSettings, Replicas, free_port},
+    replicas::{InProcessReplica, ReplicaSettings, Replicas, free_port, front_door_on_valkey},
     scripted::ScriptedServer,
     signin::{core, tools_of},
     valkey::{ValkeyServer, write_state_key},
 };
-use muster::core::config::{
-    AggregatorConfig, McpClientConfig, MusterConfig, OAuthServerConfig, StorageConfig, ValkeyConfig,
-};
+use muster::core::config::MusterConfig;
 use serde_json::json;
 
 /// A running setup: Valkey, the provider, the protected server, three replicas and haproxy.
@@ -64,14 +62,7 @@ impl Cluster {
         let port = free_port();
         let public = format!("http://127.0.0.1:{port}");
         let (replicas, in_process, backends) = if subject {
-            let storage = StorageConfig::valkey(ValkeyConfig::at(valkey.url()).with_key_prefix("replicas:"));
-            let aggregator = AggregatorConfig::default()
-                .with_mcp_client(McpClientConfig::enabled_at(public.clone()))
-                .with_oauth_server(
-                    OAuthServerConfig::trusting(public.clone(), vec![idp.issuer().to_owned()])
-                        .with_storage(storage)
-                        .with_encryption_key_file(key_file.display().to_string()),
-                );
+            let aggregator = front_door_on_valkey(&public, idp.issuer(), &valkey, &key_file, "replicas:");
             let mut server = remote("protected", &protected.url);
             server.spec.auth = Some(
                 serde_json::from_value(

@@ -253,6 +253,26 @@ impl std::ops::IndexMut<usize> for Replicas {
     }
 }
 
+/// The aggregator configuration of in-process replicas behind `public` (sign-in links, and the
+/// front door trusting `issuer`), their state in `valkey` under `prefix`, sealed with `key_file`.
+pub fn front_door_on_valkey(
+    public: &str,
+    issuer: &str,
+    valkey: &ValkeyServer,
+    key_file: &Path,
+    prefix: &str,
+) -> muster::core::config::AggregatorConfig {
+    use muster::core::config::{AggregatorConfig, McpClientConfig, OAuthServerConfig, StorageConfig, ValkeyConfig};
+    let storage = StorageConfig::valkey(ValkeyConfig::at(valkey.url()).with_key_prefix(prefix));
+    AggregatorConfig::default()
+        .with_mcp_client(McpClientConfig::enabled_at(public.to_owned()))
+        .with_oauth_server(
+            OAuthServerConfig::trusting(public.to_owned(), vec![issuer.to_owned()])
+                .with_storage(storage)
+                .with_encryption_key_file(key_file.display().to_string()),
+        )
+}
+
 /// A replica as a [`Gateway`](muster::gateway::Gateway) in this process, on a fixed loopback
 /// port, for what a config directory cannot say (an `http://` issuer on loopback: files want
 /// `https`). Replicas in one process share nothing but what their configuration names (the
@@ -262,6 +282,7 @@ pub struct InProcessReplica {
     pub port: u16,
     config: muster::core::config::MusterConfig,
     servers: Vec<muster::core::crd::MCPServer>,
+    secrets: Option<std::sync::Arc<dyn muster::gateway::secrets::SecretSource>>,
     running: Option<(muster::gateway::Gateway, tokio::task::JoinHandle<()>)>,
 }
 
@@ -273,15 +294,32 @@ impl InProcessReplica {
         config: muster::core::config::MusterConfig,
         servers: Vec<muster::core::crd::MCPServer>,
     ) -> Self {
+        Self::start_with_secrets(name, port, config, servers, None).await
+    }
+
+    /// As [`Self::start`], reading the servers' Secrets from `secrets`.
+    pub async fn start_with_secrets(
+        name: &str,
+        port: u16,
+        config: muster::core::config::MusterConfig,
+        servers: Vec<muster::core::crd::MCPServer>,
+        secrets: Option<std::sync::Arc<dyn muster::gateway::secrets::SecretSource>>,
+    ) -> Self {
         let mut replica = Self {
             name: name.to_owned(),
             port,
             config,
             servers,
+            secrets,
             running: None,
         };
         replica.start_again().await;
         replica
+    }
+
+    /// `http://127.0.0.1:<port>/mcp`.
+    pub fn mcp(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
     }
 
     /// Its gateway, while it runs.
@@ -302,7 +340,10 @@ impl InProcessReplica {
     pub async fn start_again(&mut self) {
         use muster::gateway::{Gateway, registry::RegistryOptions};
         assert!(self.running.is_none(), "{} is running", self.name);
-        let options = RegistryOptions::default().with_supervision(super::fast_supervision());
+        let mut options = RegistryOptions::default().with_supervision(super::fast_supervision());
+        if let Some(secrets) = &self.secrets {
+            options = options.with_secrets(std::sync::Arc::clone(secrets));
+        }
         let gateway = Gateway::with_options(self.config.clone(), self.servers.clone(), Vec::new(), options)
             .expect("a valid configuration");
         gateway.start().await;

@@ -315,9 +315,16 @@ impl SignInService {
             generation: held.generation,
             identity: identity.as_ref().map(grants::fingerprint),
         };
-        if self.connections.used_by(&ctx.session, server).as_ref() == Some(&used)
-            && registry.session_connection(&ctx.session, server).is_some()
-        {
+        let current = || {
+            self.connections.used_by(&ctx.session, server).as_ref() == Some(&used)
+                && registry.session_connection(&ctx.session, server).is_some()
+        };
+        if current() {
+            return Ok(());
+        }
+        // One call connects; the ones that waited for it use its connection.
+        let _connecting = self.connections.connecting(&ctx.session, server).await;
+        if current() {
             return Ok(());
         }
         // Boxed, as the refresh above: connecting is rare, and every call's future would carry it.

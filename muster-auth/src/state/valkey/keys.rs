@@ -15,6 +15,7 @@
 //! | `<prefix>signin:refresh:<id of owner, server>` | string | the token of the refresh that holds the lock | 10 s, renewed while held |
 //! | `<prefix>exchange:<id of group>:<id of key>` | string | the sealed exchanged token (with its key) | its freshness |
 //! | `<prefix>exchange-keys:<id of group>` | set | the entry keys of a group (`"<session>\0"`) | the longest entry's |
+//! | `<prefix>exchange-lock:<id of key>` | string | the token of the exchange that holds the lock | 10 s, renewed while held |
 //!
 //! Sign-in notices are published on the channel `<prefix>signin:notices`.
 
@@ -121,6 +122,12 @@ impl Keys {
 
     pub(super) fn exchange_index(&self, group_id: &str) -> String {
         self.name("exchange-keys", group_id)
+    }
+
+    /// The lock of the exchanges of `key` (not under `exchange:`, which [`Self::every_exchange`]
+    /// matches).
+    pub(super) fn exchange_lock(&self, key: &str) -> String {
+        self.name("exchange-lock", &self.id("exchange-lock", &[key]))
     }
 
     /// The pub/sub channel of sign-in notices.

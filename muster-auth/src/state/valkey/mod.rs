@@ -19,6 +19,9 @@
 //! - a refresh of a grant holds a lock in Valkey (`SET NX PX` with a token of its own, renewed
 //!   while held, released by compare-and-delete): one refresh of a grant runs at a time across
 //!   replicas;
+//! - an exchange holds a lock of its key in Valkey, as a refresh does: one exchange for a key
+//!   (a person's or a session's, and a server) runs at a time across replicas, and the ones
+//!   that waited use the token it kept;
 //! - an exchanged token expires with its freshness; the tokens of a session are indexed by a set,
 //!   so that a session's end deletes them (in the background);
 //! - [`ValkeyStore::notices`] tells the replica holding a session that its sign-in completed on
@@ -473,6 +476,10 @@ impl SignInStore for ValkeyStore {
 
     async fn refresh_guard(&self, owner: &str, server: &str) -> Result<RefreshGuard> {
         lock::acquire(self.conn(), &self.name, self.keys.refresh(owner, server)).await
+    }
+
+    async fn exchange_guard(&self, key: &str) -> Result<RefreshGuard> {
+        lock::acquire(self.conn(), &self.name, self.keys.exchange_lock(key)).await
     }
 
     async fn exchange_entry(&self, key: &str) -> Result<Option<ExchangeEntry>> {
