@@ -8,8 +8,8 @@
 //! | `<prefix>signin:pending:<id of state>` | string | the sealed pending sign-in (with its state) | its `expires_at` |
 //! | `<prefix>signin:latest:<id of session, server>` | string | the id of the latest pending sign-in | the same |
 //! | `<prefix>signin:client:<id of issuer>` | string | the sealed client registration | none |
-//! | `<prefix>signin:grant:<id of owner, server>` | hash | `g`: generation, `s`: the sealed grant | none |
-//! | `<prefix>signin:grants:<id of owner>` | set | the server names of the owner's grants | none |
+//! | `<prefix>signin:grant:<id of owner, server>` | hash | `g`: generation, `s`: the sealed grant | none for a person or principal; a transport session's: the session grant TTL, from its last read |
+//! | `<prefix>signin:grants:<id of owner>` | set | the server names of the owner's grants | as the owner's grants |
 //! | `<prefix>signin:generation` | integer | the last generation given (INCR) | none |
 //! | `<prefix>signin:attempts:<id of person>` | sorted set | sign-in attempts scored by their time (ms) | the window |
 //! | `<prefix>signin:refresh:<id of owner, server>` | string | the token of the refresh that holds the lock | 10 s, renewed while held |
