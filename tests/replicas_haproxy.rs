@@ -21,13 +21,10 @@ use std::{collections::BTreeSet, time::Duration};
 use common::{
     connect,
     haproxy::Haproxy,
-    oidc::OidcProvider,
     raw_session::served_by,
     remote,
-    replicas::{InProcessReplica, ReplicaSettings, Replicas, free_port, front_door_on_valkey},
-    scripted::ScriptedServer,
+    replicas::{InProcessReplica, ReplicaSettings, Replicas, SignInParts, free_port, front_door_on_valkey},
     signin::{core, tools_of},
-    valkey::{ValkeyServer, write_state_key},
 };
 use muster::core::config::MusterConfig;
 use serde_json::json;
@@ -40,10 +37,7 @@ struct Cluster {
     /// config file).
     in_process: Vec<InProcessReplica>,
     haproxy: Haproxy,
-    idp: OidcProvider,
-    _protected: ScriptedServer,
-    _valkey: ValkeyServer,
-    _dir: tempfile::TempDir,
+    parts: SignInParts,
 }
 
 impl Cluster {
@@ -51,18 +45,13 @@ impl Cluster {
     /// replicas in this process, the front door on, trusting the provider, and the protected
     /// server's grants the person's (`grantScope: subject`); else gateway processes.
     async fn start(subject: bool) -> Option<Self> {
-        let valkey = ValkeyServer::start()?;
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let key_file = write_state_key(dir.path());
-        let idp = OidcProvider::start();
-        let protected = ScriptedServer::builder()
-            .tool("whoami", true, |_| Ok(json!("you are in")))
-            .serve_protected(idp.issuer())
-            .await;
+        let parts = SignInParts::start(&[]).await?;
+        let (valkey, key_file, idp, protected) =
+            (&parts.valkey, parts.key_file.as_path(), &parts.idp, &parts.protected);
         let port = free_port();
         let public = format!("http://127.0.0.1:{port}");
         let (replicas, in_process, backends) = if subject {
-            let aggregator = front_door_on_valkey(&public, idp.issuer(), &valkey, &key_file, "replicas:");
+            let aggregator = front_door_on_valkey(&public, idp.issuer(), valkey, key_file, "replicas:");
             let mut server = remote("protected", &protected.url);
             server.spec.auth = Some(
                 serde_json::from_value(
@@ -82,7 +71,7 @@ impl Cluster {
         } else {
             let settings = ReplicaSettings::default()
                 .with_public_url(&public)
-                .with_valkey(&valkey, &key_file)
+                .with_valkey(valkey, key_file)
                 .with_http_server("protected", &protected.url, None);
             let replicas = Replicas::start(3, &settings);
             let backends = replicas.backends();
@@ -96,10 +85,7 @@ impl Cluster {
             replicas,
             in_process,
             haproxy,
-            idp,
-            _protected: protected,
-            _valkey: valkey,
-            _dir: dir,
+            parts,
         })
     }
 
@@ -140,7 +126,7 @@ async fn a_sign_in_started_on_one_replica_completes_through_another_behind_hapro
 
     // A rollout drains the session's replica: its sessions stay, new requests go elsewhere.
     cluster.haproxy.set_state(&holder, "drain");
-    let callback = cluster.idp.sign_in(&link, "alice").await;
+    let callback = cluster.parts.idp.sign_in(&link, "alice").await;
     assert!(callback.as_str().starts_with(&cluster.haproxy.base()), "{callback}");
     let page = reqwest::get(callback.as_str()).await.expect("the callback answers");
     let completed_on = served_by(&page).expect("haproxy names the replica");
@@ -194,11 +180,12 @@ async fn a_persons_grant_is_used_from_all_three_replicas_and_survives_their_rest
         return;
     };
     let mcp = cluster.haproxy.mcp();
-    let token = cluster.idp.token_for(&mcp, "frank").await;
+    let token = cluster.parts.idp.token_for(&mcp, "frank").await;
     let frank = connect(&mcp, &[], Some(token.clone())).await;
     let (failed, login) = core(&frank, "core_auth_login", json!({"server": "protected"})).await;
     assert!(!failed, "{login}\n{}", cluster.logs());
     let callback = cluster
+        .parts
         .idp
         .sign_in(login["authUrl"].as_str().expect("a link"), "frank")
         .await;

@@ -366,3 +366,34 @@ async fn bind_again(port: u16) -> tokio::net::TcpListener {
     }
     panic!("port {port} stayed taken");
 }
+
+/// What a replica test signs in against: a real redis-server, the state key, an oidc-provider
+/// and the protected server `protected` (tool `whoami`, answering `"you are in"`) it guards.
+pub struct SignInParts {
+    pub valkey: ValkeyServer,
+    pub key_file: PathBuf,
+    pub idp: super::oidc::OidcProvider,
+    pub protected: super::scripted::ScriptedServer,
+    _dir: tempfile::TempDir,
+}
+
+impl SignInParts {
+    /// `None` (with a note) without redis-server; the provider started with `idp_env`.
+    pub async fn start(idp_env: &[(&str, &str)]) -> Option<Self> {
+        let valkey = ValkeyServer::start()?;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let key_file = super::valkey::write_state_key(dir.path());
+        let idp = super::oidc::OidcProvider::start_with_env(idp_env);
+        let protected = super::scripted::ScriptedServer::builder()
+            .tool("whoami", true, |_| Ok(serde_json::json!("you are in")))
+            .serve_protected(idp.issuer())
+            .await;
+        Some(Self {
+            valkey,
+            key_file,
+            idp,
+            protected,
+            _dir: dir,
+        })
+    }
+}

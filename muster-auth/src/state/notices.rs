@@ -43,6 +43,15 @@ impl SignInNotice {
     }
 }
 
+impl SignInNotice {
+    /// `owner`'s grants changed (a sign-in to `server` completed where its link was issued):
+    /// for the replicas that keep which servers an owner holds grants for. It names no session
+    /// and no link (both empty): no replica has a session or a retry to act on.
+    pub fn grant_changed(owner: impl Into<String>, server: impl Into<String>) -> Self {
+        Self::signed_in(String::new(), owner, server, String::new())
+    }
+}
+
 /// Completed sign-ins, told to every replica.
 ///
 /// With replicas, a sign-in's callback may land on any of them (the state is in a shared
