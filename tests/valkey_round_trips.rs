@@ -10,14 +10,12 @@ mod common;
 
 use common::{
     call_meta, connect, remote,
-    replicas::{InProcessReplica, SignInParts, free_port, front_door_on_valkey},
+    replicas::{InProcessReplica, SignInParts, free_port, front_door_on_valkey, sign_in_on_valkey},
     scripted::ScriptedServer,
     signin::{core, tools_of},
     valkey::ValkeyServer,
 };
-use muster::core::config::{
-    AggregatorConfig, McpClientConfig, MusterConfig, OAuthServerConfig, StorageConfig, ValkeyConfig,
-};
+use muster::core::config::MusterConfig;
 use serde_json::json;
 
 /// The commands `server` has run so far, `INFO` itself left out.
@@ -45,16 +43,12 @@ async fn a_call_that_needs_no_sign_in_makes_no_valkey_round_trip() {
         .serve()
         .await;
     let port = free_port();
-    let storage = StorageConfig::valkey(ValkeyConfig::at(valkey.url()).with_key_prefix("trips:"));
-    let config = MusterConfig::default().with_aggregator(
-        AggregatorConfig::default()
-            .with_mcp_client(McpClientConfig::enabled_at(format!("http://127.0.0.1:{port}")))
-            .with_oauth_server(
-                OAuthServerConfig::default()
-                    .with_storage(storage)
-                    .with_encryption_key_file(key_file.display().to_string()),
-            ),
-    );
+    let config = MusterConfig::default().with_aggregator(sign_in_on_valkey(
+        &format!("http://127.0.0.1:{port}"),
+        valkey,
+        key_file,
+        "trips:",
+    ));
     let servers = vec![remote("protected", &protected.url), remote("plain", &plain.url)];
     let mut gateway = InProcessReplica::start("r1", port, config, servers).await;
 

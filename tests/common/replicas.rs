@@ -262,12 +262,35 @@ pub fn front_door_on_valkey(
     key_file: &Path,
     prefix: &str,
 ) -> muster::core::config::AggregatorConfig {
-    use muster::core::config::{AggregatorConfig, McpClientConfig, OAuthServerConfig, StorageConfig, ValkeyConfig};
+    use muster::core::config::OAuthServerConfig;
+    let server = OAuthServerConfig::trusting(public.to_owned(), vec![issuer.to_owned()]);
+    on_valkey(public, server, valkey, key_file, prefix)
+}
+
+/// As [`front_door_on_valkey`], without the front door (a session's grants are the transport
+/// session's).
+pub fn sign_in_on_valkey(
+    public: &str,
+    valkey: &ValkeyServer,
+    key_file: &Path,
+    prefix: &str,
+) -> muster::core::config::AggregatorConfig {
+    on_valkey(public, Default::default(), valkey, key_file, prefix)
+}
+
+fn on_valkey(
+    public: &str,
+    server: muster::core::config::OAuthServerConfig,
+    valkey: &ValkeyServer,
+    key_file: &Path,
+    prefix: &str,
+) -> muster::core::config::AggregatorConfig {
+    use muster::core::config::{AggregatorConfig, McpClientConfig, StorageConfig, ValkeyConfig};
     let storage = StorageConfig::valkey(ValkeyConfig::at(valkey.url()).with_key_prefix(prefix));
     AggregatorConfig::default()
         .with_mcp_client(McpClientConfig::enabled_at(public.to_owned()))
         .with_oauth_server(
-            OAuthServerConfig::trusting(public.to_owned(), vec![issuer.to_owned()])
+            server
                 .with_storage(storage)
                 .with_encryption_key_file(key_file.display().to_string()),
         )
