@@ -282,3 +282,73 @@ async fn a_notice_published_by_one_replica_is_heard_by_the_other_and_only_under_
         "a store under another prefix hears nothing"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transport_sessions_grants_expire_unused_and_a_persons_stay() {
+    let Some(server) = ValkeyServer::start() else { return };
+    let key = GrantStoreKey::generate();
+    let ttl = Duration::from_secs(2);
+    let options = ValkeyOptions::new(server.url())
+        .with_key_prefix("ttl:")
+        .with_session_grant_ttl(ttl);
+    let store = ValkeyStore::new(&options, &key).expect("a store");
+    store
+        .put_grant("transport-session-1", "github", contract::sample_grant("session-token"))
+        .await
+        .expect("put");
+    store
+        .put_grant("subject-4f2a", "github", contract::sample_grant("person-token"))
+        .await
+        .expect("put");
+    // What each key's time to live is, by the key's kind (names carry no owner).
+    let ttls = |server: &ValkeyServer| {
+        let mut ttls: Vec<(String, i64)> = server
+            .command(&["KEYS", "ttl:signin:grant*"])
+            .into_iter()
+            .map(|k| String::from_utf8(k).expect("a key name"))
+            .map(|k| {
+                let ms = server.command(&["PTTL", &k]).concat();
+                let ms = String::from_utf8(ms).expect("a number").parse().expect("a number");
+                (k.split(':').nth(2).expect("a kind").to_owned(), ms)
+            })
+            .collect();
+        ttls.sort();
+        ttls
+    };
+    let kinds: Vec<(String, bool)> = ttls(&server).into_iter().map(|(k, ms)| (k, ms > 0)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("grant".to_owned(), false),
+            ("grant".to_owned(), true),
+            ("grants".to_owned(), false),
+            ("grants".to_owned(), true),
+        ],
+        "the session's grant and index expire, the person's do not"
+    );
+
+    // Read within its time to live, the session's grant lives on.
+    for _ in 0..3 {
+        tokio::time::sleep(ttl / 2).await;
+        assert!(
+            store
+                .grant("transport-session-1", "github")
+                .await
+                .expect("read")
+                .is_some()
+        );
+    }
+    assert_eq!(store.servers_of("transport-session-1").await.expect("read"), ["github"]);
+    // Unused for longer, it is gone, index and all; the person's grant stays.
+    tokio::time::sleep(ttl + Duration::from_millis(500)).await;
+    assert!(
+        store
+            .grant("transport-session-1", "github")
+            .await
+            .expect("read")
+            .is_none()
+    );
+    assert!(store.servers_of("transport-session-1").await.expect("read").is_empty());
+    assert!(store.grant("subject-4f2a", "github").await.expect("read").is_some());
+    assert_eq!(ttls(&server).len(), 2, "only the person's grant and index are left");
+}

@@ -4,8 +4,11 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod gateway_process;
+pub mod haproxy;
 pub mod oidc;
 pub mod progress;
+pub mod raw_session;
+pub mod replicas;
 pub mod scripted;
 pub mod signin;
 pub mod valkey;

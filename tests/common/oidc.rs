@@ -346,6 +346,14 @@ impl OidcProvider {
         succeeded + failed
     }
 
+    /// How many token requests with grant type `grant_type` (`refresh_token`,
+    /// `authorization_code`, ...) the provider answered 200, and how many it refused.
+    pub fn token_requests(&self, grant_type: &str) -> (u64, u64) {
+        let counts = self.admin_get("/admin/token-requests");
+        let count = |outcome: &str| counts[grant_type][outcome].as_u64().unwrap_or(0);
+        (count("succeeded"), count("failed"))
+    }
+
     /// The token exchange requests received: `(succeeded, failed)`.
     pub fn exchange_counts(&self) -> (u64, u64) {
         let counts = self.admin_get("/admin/exchanges");

@@ -44,7 +44,9 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// [`BACKOFF_MAX`], reset by a success, a new subject token or a changed exchange.
 ///
 /// The fresh tokens are kept in a [`SignInStore`] (in memory by default, or the one of
-/// [`ExchangeCache::with_store`], shared by replicas); the one exchange at a time per key, the
+/// [`ExchangeCache::with_store`], shared by replicas). With a shared store, an exchange also
+/// holds the store's lock of its key ([`SignInStore::exchange_guard`]): one exchange of a key at
+/// a time across replicas, and a replica that waited for another's uses the token it kept. The
 /// failures and their backoff are this process's.
 pub struct ExchangeCache {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
@@ -135,6 +137,24 @@ impl ExchangeCache {
             return Err(failure.error.clone());
         }
 
+        // One exchange of the key across the replicas sharing the store: the ones that waited
+        // find the token the first one kept.
+        let exchanging = match self.store.exchange_guard(key).await {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                tracing::warn!(error = %e, "no exchange lock across replicas; exchanging");
+                None
+            }
+        };
+        if exchanging.is_some()
+            && let Ok(Some(entry)) = self.store.exchange_entry(key).await
+            && entry.fingerprint == print
+        {
+            state.failure = None;
+            state.last = Some(Ok(entry.token.clone()));
+            slot.completed.fetch_add(1, Ordering::Release);
+            return Ok(entry.token);
+        }
         let outcome = exchange.exchange(http, subject_token).await;
         match &outcome {
             Ok(token) => {

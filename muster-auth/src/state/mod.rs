@@ -11,6 +11,7 @@
 //! | sign-in attempts ([`Attempt`]) | person (session) | count within a window, up to a limit | the window |
 //! | refreshes in flight ([`RefreshGuard`]) | owner and server | one at a time | dropped |
 //! | exchanged tokens ([`ExchangeEntry`]) | session and server | get, put, forget (a key, or by prefix) | given at put |
+//! | exchanges in flight ([`RefreshGuard`]) | session and server | one at a time (across replicas; none in one process) | dropped |
 //!
 //! What only one process can hold stays out of it, in memory: which connection each session
 //! holds and which grant or credential it was opened with, the waiters for a link's outcome, the
@@ -154,6 +155,15 @@ pub trait SignInStore: Send + Sync + fmt::Debug {
     /// one until the guard is dropped: a rotated refresh token must never be used twice.
     async fn refresh_guard(&self, owner: &str, server: &str) -> Result<RefreshGuard>;
 
+    /// Waits until no other exchange for `key` runs on another process sharing the store, and
+    /// holds off the next one until the guard is dropped, so that replicas exchange a key's
+    /// token once and share it. By default nothing is held: in one process, the exchange cache
+    /// runs one exchange of a key at a time itself.
+    async fn exchange_guard(&self, key: &str) -> Result<RefreshGuard> {
+        let _ = key;
+        Ok(RefreshGuard::new(()))
+    }
+
     /// The exchanged token kept for `key` (the gateway's `"<session>\0<server>"`), while fresh.
     async fn exchange_entry(&self, key: &str) -> Result<Option<ExchangeEntry>>;
 
@@ -195,8 +205,8 @@ pub enum Attempt {
     },
 }
 
-/// Held while one refresh of a grant runs ([`SignInStore::refresh_guard`]); dropping it lets the
-/// next one in.
+/// Held while one refresh of a grant runs ([`SignInStore::refresh_guard`]), or one exchange of a
+/// key ([`SignInStore::exchange_guard`]); dropping it lets the next one in.
 pub struct RefreshGuard {
     _held: Box<dyn Send + Sync>,
 }

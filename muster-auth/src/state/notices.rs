@@ -43,6 +43,26 @@ impl SignInNotice {
     }
 }
 
+impl SignInNotice {
+    /// Notices may have been missed (a subscription across the network was down): whatever a
+    /// replica keeps of the grants may be out of date. It names no owner, session or link.
+    pub fn some_missed() -> Self {
+        Self::signed_in(String::new(), String::new(), String::new(), String::new())
+    }
+
+    /// Whether this is [`SignInNotice::some_missed`].
+    pub fn is_some_missed(&self) -> bool {
+        self.owner.is_empty()
+    }
+
+    /// `owner`'s grants changed (a sign-in to `server` completed where its link was issued):
+    /// for the replicas that keep which servers an owner holds grants for. It names no session
+    /// and no link (both empty): no replica has a session or a retry to act on.
+    pub fn grant_changed(owner: impl Into<String>, server: impl Into<String>) -> Self {
+        Self::signed_in(String::new(), owner, server, String::new())
+    }
+}
+
 /// Completed sign-ins, told to every replica.
 ///
 /// With replicas, a sign-in's callback may land on any of them (the state is in a shared

@@ -5,8 +5,16 @@
 //! A session connection records the owner and generation it was opened with (and the identity
 //! sent along), so every session that uses a refreshed `subject` grant reconnects with the new
 //! token on its next call. A connection is this process's, so this record is too.
+//!
+//! Connecting is one at a time per session and server ([`ConnectionGrants::connecting`]):
+//! concurrent calls of a session that has to (re)connect (its first calls after a grant appeared
+//! or was refreshed) make one connection, instead of each replacing the one before while the
+//! others' calls run on it.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use muster_core::SessionId;
 
@@ -29,7 +37,12 @@ pub(super) fn fingerprint(secret: &muster_auth::Secret) -> [u8; 32] {
 #[derive(Debug, Default)]
 pub(super) struct ConnectionGrants {
     used: Mutex<HashMap<(String, String), Used>>,
+    /// The connect lock of each session and server.
+    connects: Mutex<ConnectLocks>,
 }
+
+/// The connect lock of each session and server.
+type ConnectLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
 
 impl ConnectionGrants {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Used>> {
@@ -49,9 +62,26 @@ impl ConnectionGrants {
             .cloned()
     }
 
+    /// Waits until no other call connects `session` to `server`, and holds off the next one
+    /// until the guard is dropped.
+    pub(super) async fn connecting(&self, session: &SessionId, server: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = Arc::clone(
+            self.connects
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry((session.as_str().to_owned(), server.to_owned()))
+                .or_default(),
+        );
+        lock.lock_owned().await
+    }
+
     /// Forgets what `session`'s connections carry (they were closed).
     pub(super) fn forget(&self, session: &SessionId) {
         self.lock().retain(|(s, _), _| s != session.as_str());
+        self.connects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(s, _), _| s != session.as_str());
     }
 
     /// Forgets the connections to `server` that carry `owner`'s grant (it is gone): their
@@ -94,6 +124,29 @@ mod tests {
         assert_eq!(sessions, vec![SessionId::new("a"), SessionId::new("b")]);
         assert!(connections.used_by(&SessionId::new("a"), "github").is_none());
         assert!(connections.used_by(&SessionId::new("c"), "github").is_some());
+    }
+
+    #[tokio::test]
+    async fn one_call_at_a_time_connects_a_session_to_a_server() {
+        let connections = ConnectionGrants::default();
+        let (a, b) = (SessionId::new("a"), SessionId::new("b"));
+        let held = connections.connecting(&a, "github").await;
+        let same = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            connections.connecting(&a, "github"),
+        );
+        assert!(same.await.is_err(), "the same session and server wait");
+        let other = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            connections.connecting(&b, "github"),
+        );
+        assert!(other.await.is_ok(), "another session does not");
+        drop(held);
+        let next = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            connections.connecting(&a, "github"),
+        );
+        assert!(next.await.is_ok(), "the next one goes once the first is done");
     }
 
     #[test]

@@ -19,6 +19,7 @@
 pub mod challenge;
 mod downstream;
 pub mod elicitation;
+mod grant_index;
 mod grants;
 mod link;
 mod notices;
@@ -69,6 +70,8 @@ pub struct SignInService {
     notices: Arc<dyn SignInNotices>,
     /// Which grant each session connection of this process carries.
     connections: ConnectionGrants,
+    /// Which servers each owner holds grants for, as last read from the store.
+    grant_index: grant_index::GrantIndex,
     /// What became of each link issued here, for retries that wait for a sign-in.
     outcomes: LinkOutcomes,
 }
@@ -96,6 +99,7 @@ impl SignInService {
             store,
             notices,
             connections: ConnectionGrants::default(),
+            grant_index: grant_index::GrantIndex::default(),
             outcomes: LinkOutcomes::default(),
         })
     }
@@ -214,6 +218,7 @@ impl SignInService {
             .put_grant(&completed.owner, &completed.server, completed.grant.clone())
             .await
             .map_err(|e| format!("signed in, but the grant for {} cannot be kept: {e}", completed.server))?;
+        self.grant_index.forget(&completed.owner);
         if self.outcomes.issued_here(state) {
             self.install_signed_in(
                 registry,
@@ -225,6 +230,14 @@ impl SignInService {
             );
             // The link's state is the elicitation id a 2025-11-25 client was given.
             registry.notify_elicitation_complete(&session, state);
+            // The other replicas learn that the owner's grants changed (a person's sessions there).
+            if let Err(e) = self
+                .notices
+                .publish(SignInNotice::grant_changed(&completed.owner, &completed.server))
+                .await
+            {
+                tracing::warn!(server = completed.server, error = %e, "the other replicas cannot be told of a new grant; they see it within 30 s");
+            }
         } else {
             // Another replica issued the link and holds the session: the connection only checked
             // the grant; that replica connects the session and tells its client.
@@ -278,7 +291,22 @@ impl SignInService {
     /// out.
     pub async fn prepare_call(&self, registry: &Registry, ctx: &CallContext, server: &str) -> Result<(), ToolError> {
         let owner = self.owner(registry, ctx, server);
-        let mut held = match self.store.grant(&owner, server).await {
+        // No round trip to the store for a server the caller holds no grant for and that the
+        // session reaches already (a server without sign-in has one connection for all); without
+        // a connection, the store is asked (a grant kept on another replica, not told yet).
+        let indexed = match self.grant_index.holds(&*self.store, &owner, server).await {
+            Ok(false) if registry.connection_for(&ctx.session, server).is_some() => return Ok(()),
+            Ok(indexed) => indexed,
+            Err(e) => {
+                tracing::warn!(server, error = %e, "grants cannot be read; the call goes on with the session's connection");
+                return Ok(());
+            }
+        };
+        let found = self.store.grant(&owner, server).await;
+        if matches!(&found, Ok(held) if held.is_some() != indexed) {
+            self.grant_index.forget(&owner); // changed on another replica, or expired
+        }
+        let mut held = match found {
             Ok(Some(held)) => held,
             Ok(None) => return Ok(()),
             Err(e) => {
@@ -315,9 +343,16 @@ impl SignInService {
             generation: held.generation,
             identity: identity.as_ref().map(grants::fingerprint),
         };
-        if self.connections.used_by(&ctx.session, server).as_ref() == Some(&used)
-            && registry.session_connection(&ctx.session, server).is_some()
-        {
+        let current = || {
+            self.connections.used_by(&ctx.session, server).as_ref() == Some(&used)
+                && registry.session_connection(&ctx.session, server).is_some()
+        };
+        if current() {
+            return Ok(());
+        }
+        // One call connects; the ones that waited for it use its connection.
+        let _connecting = self.connections.connecting(&ctx.session, server).await;
+        if current() {
             return Ok(());
         }
         // Boxed, as the refresh above: connecting is rare, and every call's future would carry it.
@@ -379,8 +414,8 @@ impl SignInService {
 
     /// Connects `ctx`'s session to the servers its caller holds grants for but the session has
     /// no connection to yet: a person's `subject` grants in a new session of theirs, and a
-    /// principal's grants kept across a restart. Run before each meta-tool call; costs two
-    /// store lookups when there is nothing to do.
+    /// principal's grants kept across a restart. Run before each meta-tool call; answered from
+    /// the grant index (no store lookup) while it is fresh.
     pub async fn adopt_grants(&self, registry: &Registry, ctx: &CallContext) {
         let mut owners = vec![ctx.session.as_str().to_owned()];
         if ctx.principal.is_some() {
@@ -391,20 +426,21 @@ impl SignInService {
             ));
         }
         for owner in owners {
-            let servers = match self.store.servers_of(&owner).await {
+            let servers = match self.grant_index.servers_of(&*self.store, &owner).await {
                 Ok(servers) => servers,
                 Err(e) => {
                     tracing::warn!(error = %e, "grants cannot be read; none adopted");
                     return;
                 }
             };
-            for server in servers {
-                if self.owner(registry, ctx, &server) != owner
-                    || registry.session_connection(&ctx.session, &server).is_some()
+            for server in servers.iter() {
+                let server = server.as_str();
+                if self.owner(registry, ctx, server) != owner
+                    || registry.session_connection(&ctx.session, server).is_some()
                 {
                     continue;
                 }
-                if let Err(e) = self.prepare_call(registry, ctx, &server).await {
+                if let Err(e) = self.prepare_call(registry, ctx, server).await {
                     tracing::warn!(server, error = %e, "a held grant could not connect this session");
                 }
             }
@@ -420,6 +456,7 @@ impl SignInService {
         server: &str,
     ) -> Result<Option<Grant>, SignInStoreError> {
         let grant = self.store.remove_grant(owner, server).await;
+        self.grant_index.forget(owner);
         for session in self.connections.take_users(owner, server) {
             registry.remove_session_connection(&session, server);
         }
@@ -478,6 +515,7 @@ impl SignInService {
 
     /// Removes and revokes every grant `owner` holds.
     async fn revoke_grants_of(&self, owner: &str) {
+        self.grant_index.forget(owner);
         let servers = match self.store.servers_of(owner).await {
             Ok(servers) => servers,
             Err(e) => {

@@ -26,6 +26,9 @@ impl SignInService {
                 let notice = match notices.recv().await {
                     Ok(notice) => notice,
                     Err(RecvError::Lagged(missed)) => {
+                        if let Some(service) = service.upgrade() {
+                            service.grant_index.forget_all();
+                        }
                         tracing::warn!(
                             missed,
                             "sign-in notices were missed; those sessions connect on their next request"
@@ -45,6 +48,12 @@ impl SignInService {
     /// Acts on `notice` when the link it names was issued here: the session gets its connection
     /// with the grant kept, its client is told, and a waiting retry goes on.
     async fn signed_in_elsewhere(&self, registry: &Registry, notice: SignInNotice) {
+        if notice.is_some_missed() {
+            self.grant_index.forget_all();
+            return;
+        }
+        // Whoever holds the session, the owner's grants changed for every replica.
+        self.grant_index.forget(&notice.owner);
         if !self.outcomes.issued_here(&notice.state) {
             return;
         }

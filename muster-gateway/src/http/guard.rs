@@ -13,6 +13,11 @@
 //!   serde message) gets 400 with a JSON-RPC error: a parse error (-32700) when it is not JSON,
 //!   an invalid request (-32600) when it is JSON but no JSON-RPC message. Checked only after the
 //!   service refused it, so a good request is parsed once.
+//! - A request naming a session (`Mcp-Session-Id`) that this gateway does not hold gets 404
+//!   with a JSON-RPC error (-32001), as the streamable-HTTP transport says: the session ended,
+//!   or another replica holds it, and the client starts a new one. rmcp answers 404 itself to a
+//!   POST or GET of an unknown session, but accepts a DELETE of one; checked here, all three get
+//!   the same answer before the body is read.
 //! - Once a shutdown begins ([`Drain::begin`]), new requests get 503 while the ones in flight
 //!   finish; [`Drain::settled`] resolves when none is left (a response counts until its body
 //!   has been sent or dropped).
@@ -50,7 +55,8 @@ pub(crate) struct Guard {
     pub max_json_depth: usize,
     /// The requests in flight, and whether a shutdown has begun.
     pub drain: Arc<Drain>,
-    /// The open sessions and `maxSessions`, when the guard bounds them.
+    /// The open sessions and `maxSessions`, when the guard bounds them and answers 404 for a
+    /// session not among them.
     pub sessions: Option<(Sessions, usize)>,
     /// `allowedHosts`, when the guard checks the `Host` (else nothing is refused for it).
     pub hosts: Option<super::request_head::HostCheck>,
@@ -160,6 +166,12 @@ where
     }
     if let Some(refused) = guard.hosts.as_ref().and_then(|hosts| hosts.refusal(&request)) {
         return Ok(refused);
+    }
+    if let Some((sessions, _)) = &guard.sessions
+        && let Some(id) = request.headers().get(SESSION_ID)
+        && !id.to_str().is_ok_and(|id| sessions.holds(id))
+    {
+        return Ok(session_not_found());
     }
     // The standalone stream (GET) lives as long as its session: not a request in flight.
     if request.method() != Method::POST {
@@ -296,6 +308,17 @@ fn unreadable_body(json: &[u8]) -> Response {
             "invalid request: the request body is not a JSON-RPC message".to_owned(),
         ),
     }
+}
+
+/// The answer to a request naming a session this gateway does not hold.
+fn session_not_found() -> Response {
+    refusal(
+        StatusCode::NOT_FOUND,
+        -32001,
+        "Session not found: this gateway holds no session with this Mcp-Session-Id (it ended, or another replica \
+         holds it); start a new session with initialize"
+            .to_owned(),
+    )
 }
 
 fn refusal(status: StatusCode, code: i64, message: String) -> Response {

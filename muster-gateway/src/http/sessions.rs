@@ -136,6 +136,12 @@ impl Sessions {
         self.len() == 0
     }
 
+    /// Whether session `id` is open.
+    #[must_use]
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        self.shared.read().contains_key(id)
+    }
+
     fn session(&self, id: &SessionId) -> Result<Arc<Session>, SessionError> {
         let session = self
             .shared

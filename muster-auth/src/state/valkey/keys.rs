@@ -8,13 +8,14 @@
 //! | `<prefix>signin:pending:<id of state>` | string | the sealed pending sign-in (with its state) | its `expires_at` |
 //! | `<prefix>signin:latest:<id of session, server>` | string | the id of the latest pending sign-in | the same |
 //! | `<prefix>signin:client:<id of issuer>` | string | the sealed client registration | none |
-//! | `<prefix>signin:grant:<id of owner, server>` | hash | `g`: generation, `s`: the sealed grant | none |
-//! | `<prefix>signin:grants:<id of owner>` | set | the server names of the owner's grants | none |
+//! | `<prefix>signin:grant:<id of owner, server>` | hash | `g`: generation, `s`: the sealed grant | none for a person or principal; a transport session's: the session grant TTL, from its last read |
+//! | `<prefix>signin:grants:<id of owner>` | set | the server names of the owner's grants | as the owner's grants |
 //! | `<prefix>signin:generation` | integer | the last generation given (INCR) | none |
 //! | `<prefix>signin:attempts:<id of person>` | sorted set | sign-in attempts scored by their time (ms) | the window |
 //! | `<prefix>signin:refresh:<id of owner, server>` | string | the token of the refresh that holds the lock | 10 s, renewed while held |
 //! | `<prefix>exchange:<id of group>:<id of key>` | string | the sealed exchanged token (with its key) | its freshness |
 //! | `<prefix>exchange-keys:<id of group>` | set | the entry keys of a group (`"<session>\0"`) | the longest entry's |
+//! | `<prefix>exchange-lock:<id of key>` | string | the token of the exchange that holds the lock | 10 s, renewed while held |
 //!
 //! Sign-in notices are published on the channel `<prefix>signin:notices`.
 
@@ -121,6 +122,12 @@ impl Keys {
 
     pub(super) fn exchange_index(&self, group_id: &str) -> String {
         self.name("exchange-keys", group_id)
+    }
+
+    /// The lock of the exchanges of `key` (not under `exchange:`, which [`Self::every_exchange`]
+    /// matches).
+    pub(super) fn exchange_lock(&self, key: &str) -> String {
+        self.name("exchange-lock", &self.id("exchange-lock", &[key]))
     }
 
     /// The pub/sub channel of sign-in notices.

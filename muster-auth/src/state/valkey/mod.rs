@@ -14,11 +14,17 @@
 //!   under a key derived from the same key: no state, session, owner or issuer shows in a name
 //!   (the table of keys is in the `keys` module's source);
 //! - a grant's generation comes from `INCR`, in the same Lua script that keeps the grant;
+//! - a transport session's grants expire once unused for
+//!   [`ValkeyOptions::with_session_grant_ttl`] (a day by default; each read starts it again): a
+//!   killed replica's sessions leave nothing forever. People's and principals' grants stay;
 //! - sign-in attempts are a sorted set per person, counted and trimmed to the window by one Lua
 //!   script on the server's clock;
 //! - a refresh of a grant holds a lock in Valkey (`SET NX PX` with a token of its own, renewed
 //!   while held, released by compare-and-delete): one refresh of a grant runs at a time across
 //!   replicas;
+//! - an exchange holds a lock of its key in Valkey, as a refresh does: one exchange for a key
+//!   (a person's or a session's, and a server) runs at a time across replicas, and the ones
+//!   that waited use the token it kept;
 //! - an exchanged token expires with its freshness; the tokens of a session are indexed by a set,
 //!   so that a session's end deletes them (in the background);
 //! - [`ValkeyStore::notices`] tells the replica holding a session that its sign-in completed on
@@ -76,17 +82,23 @@ mod options;
 mod record;
 
 pub use notices::ValkeyNotices;
-pub use options::{DEFAULT_KEY_PREFIX, ValkeyOptions, ValkeyOptionsError};
+pub use options::{DEFAULT_KEY_PREFIX, DEFAULT_SESSION_GRANT_TTL, ValkeyOptions, ValkeyOptionsError};
 
 /// How long one connection attempt, and one answer, may take before the operation fails.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Keeps a grant and its owner's index and gives it a new generation, atomically.
+/// Keeps a grant and its owner's index and gives it a new generation, atomically; with a time
+/// to live (ms, `ARGV[3]` > 0: a transport session's grant), both expire after it.
 static PUT_GRANT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "local g = redis.call('INCR', KEYS[3]) \
          redis.call('HSET', KEYS[1], 'g', g, 's', ARGV[1]) \
          redis.call('SADD', KEYS[2], ARGV[2]) \
+         local ttl = tonumber(ARGV[3]) \
+         if ttl > 0 then \
+           redis.call('PEXPIRE', KEYS[1], ttl) \
+           redis.call('PEXPIRE', KEYS[2], ttl) \
+         end \
          return g",
     )
 });
@@ -152,6 +164,8 @@ pub struct ValkeyStore {
     name: String,
     keys: Keys,
     sealed: Sealed,
+    /// How long a transport session's grants stay unused.
+    session_grant_ttl: Duration,
 }
 
 impl fmt::Debug for ValkeyStore {
@@ -199,6 +213,7 @@ impl ValkeyStore {
             name,
             keys: Keys::new(options.key_prefix(), key),
             sealed: Sealed::new(Sealer::new(key)),
+            session_grant_ttl: options.session_grant_ttl(),
         })
     }
 
@@ -212,6 +227,12 @@ impl ValkeyStore {
             self.keys.notices(),
             self.sealed.clone(),
         )
+    }
+
+    /// The time to live (ms) of `owner`'s grants: a transport session's, none for a person's or
+    /// a principal's.
+    fn session_ttl(&self, owner: &str) -> Option<u64> {
+        (!super::is_durable_owner(owner)).then(|| lock::millis(self.session_grant_ttl))
     }
 
     fn conn(&self) -> ConnectionManager {
@@ -401,8 +422,27 @@ impl SignInStore for ValkeyStore {
 
     async fn grant(&self, owner: &str, server: &str) -> Result<Option<HeldGrant>> {
         let (key, id) = self.keys.grant(owner, server);
-        let (generation, sealed): (Option<u64>, Option<Vec<u8>>) =
-            self.query(redis::cmd("HMGET").arg(key).arg("g").arg("s")).await?;
+        let read = redis::cmd("HMGET").arg(&key).arg("g").arg("s").to_owned();
+        let (generation, sealed): (Option<u64>, Option<Vec<u8>>) = match self.session_ttl(owner) {
+            None => self.query(&read).await?,
+            // A transport session's grant: reading it starts its time to live again, in the
+            // same round trip.
+            Some(ttl) => {
+                let mut pipe = redis::pipe();
+                pipe.add_command(read)
+                    .cmd("PEXPIRE")
+                    .arg(&key)
+                    .arg(ttl)
+                    .ignore()
+                    .cmd("PEXPIRE")
+                    .arg(self.keys.grants_of(owner))
+                    .arg(ttl)
+                    .ignore();
+                let (answer,): ((Option<u64>, Option<Vec<u8>>),) =
+                    pipe.query_async(&mut self.conn()).await.map_err(|e| self.fail(e))?;
+                answer
+            }
+        };
         let (Some(generation), Some(sealed)) = (generation, sealed) else {
             return Ok(None);
         };
@@ -425,6 +465,7 @@ impl SignInStore for ValkeyStore {
             .key(self.keys.generation())
             .arg(sealed)
             .arg(server)
+            .arg(self.session_ttl(owner).unwrap_or(0))
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| self.fail(e))
@@ -473,6 +514,10 @@ impl SignInStore for ValkeyStore {
 
     async fn refresh_guard(&self, owner: &str, server: &str) -> Result<RefreshGuard> {
         lock::acquire(self.conn(), &self.name, self.keys.refresh(owner, server)).await
+    }
+
+    async fn exchange_guard(&self, key: &str) -> Result<RefreshGuard> {
+        lock::acquire(self.conn(), &self.name, self.keys.exchange_lock(key)).await
     }
 
     async fn exchange_entry(&self, key: &str) -> Result<Option<ExchangeEntry>> {

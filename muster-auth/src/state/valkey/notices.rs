@@ -5,7 +5,8 @@
 //! to the channel. Each replica holds one subscription (its own connection), read by a task that
 //! hands every notice to the local subscribers and, when the connection drops, subscribes again
 //! after a second; notices published meanwhile are missed (pub/sub keeps nothing), and the grant
-//! is still in the store for the session's next request.
+//! is still in the store for the session's next request. Once subscribed again, the subscribers
+//! are told that some may have been missed ([`SignInNotice::some_missed`]).
 
 use std::{sync::Arc, time::Duration};
 
@@ -92,10 +93,15 @@ impl SignInNotices for ValkeyNotices {
 /// Reads the channel for as long as the notices live, subscribing again when the connection
 /// drops.
 async fn subscribe(client: Client, channel: String, sealed: Sealed, sender: broadcast::Sender<SignInNotice>) {
+    let mut first = true;
     loop {
         match client.get_async_pubsub().await {
             Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
                 Ok(()) => {
+                    if !std::mem::take(&mut first) {
+                        // Notices published while the subscription was down are lost.
+                        drop(sender.send(SignInNotice::some_missed()));
+                    }
                     let mut messages = pubsub.on_message();
                     while let Some(message) = messages.next().await {
                         match sealed.open::<SignInNotice>(NOTICE, &channel, message.get_payload_bytes().to_vec()) {

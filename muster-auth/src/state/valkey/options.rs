@@ -11,6 +11,10 @@ pub use muster_core::config::DEFAULT_VALKEY_KEY_PREFIX as DEFAULT_KEY_PREFIX;
 /// The port of a `url` without one.
 const DEFAULT_PORT: u16 = 6379;
 
+/// How long a transport session's grant stays in Valkey unused (see
+/// [`ValkeyOptions::with_session_grant_ttl`]).
+pub const DEFAULT_SESSION_GRANT_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
 /// Where the sign-in state is kept in Valkey.
 ///
 /// ```
@@ -32,6 +36,7 @@ pub struct ValkeyOptions {
     tls_server_name: Option<String>,
     key_prefix: String,
     db: i64,
+    session_grant_ttl: std::time::Duration,
 }
 
 impl ValkeyOptions {
@@ -45,6 +50,7 @@ impl ValkeyOptions {
             tls_server_name: None,
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             db: 0,
+            session_grant_ttl: DEFAULT_SESSION_GRANT_TTL,
         }
     }
 
@@ -81,9 +87,25 @@ impl ValkeyOptions {
         self
     }
 
+    /// How long the grants of a transport session stay unused (default
+    /// [`DEFAULT_SESSION_GRANT_TTL`], a day; at least a second). A transport session's grants
+    /// serve only that session: when its replica is killed, nothing ends the session, and the
+    /// grants expire instead of staying forever. Each read of a grant starts its time again, so a
+    /// session in use keeps them. The grants of people and principals (which outlive a
+    /// transport) never expire.
+    pub fn with_session_grant_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.session_grant_ttl = ttl.max(std::time::Duration::from_secs(1));
+        self
+    }
+
     /// What every key of the store starts with.
     pub fn key_prefix(&self) -> &str {
         &self.key_prefix
+    }
+
+    /// How long the grants of a transport session stay unused.
+    pub fn session_grant_ttl(&self) -> std::time::Duration {
+        self.session_grant_ttl
     }
 
     /// The connection these options describe.

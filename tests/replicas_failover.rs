@@ -1,0 +1,91 @@
+//! One of three gateway processes killed (SIGKILL) behind haproxy while fifty clients call a
+//! tool through it: every call is answered, after the client's retry where its replica died
+//! under it. A client whose session was on the killed replica gets 404 from the replica haproxy
+//! sends it to instead, and rmcp's client opens a new session there by itself; a call cut off
+//! mid-flight is sent again by the client (at most five tries).
+//!
+//! Needs `haproxy` (Debian package) and the gateway example (`cargo build --examples`); skipped
+//! without haproxy, failed under `CI=true`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    connect,
+    haproxy::Haproxy,
+    replicas::{ReplicaSettings, Replicas},
+    scripted::ScriptedServer,
+    text,
+};
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+/// Clients, and calls each makes.
+const CLIENTS: usize = 50;
+const CALLS: usize = 6;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_of_fifty_clients_is_answered_when_a_replica_is_killed() {
+    let echo = ScriptedServer::builder()
+        .tool("echo", true, |args| Ok(args.get("text").cloned().unwrap_or_default()))
+        .serve()
+        .await;
+    let settings = ReplicaSettings::default().with_http_server("plain", &echo.url, None);
+    let mut replicas = Replicas::start(3, &settings);
+    let Some(haproxy) = Haproxy::start(&replicas.backends()) else {
+        return;
+    };
+    for (name, _) in replicas.backends() {
+        haproxy.await_server(&name, true, Duration::from_secs(10));
+    }
+
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(connect(&haproxy.mcp(), &[], None).await);
+    }
+    let on_killed = haproxy.sessions().iter().filter(|(_, r)| r == "r1").count();
+    assert!(on_killed > 0, "some sessions are on r1: {:?}", haproxy.sessions());
+
+    let runs = clients.iter().enumerate().map(|(c, client)| async move {
+        let mut retries = 0;
+        for i in 0..CALLS {
+            let expected = format!("client {c} call {i}");
+            let mut args = serde_json::Map::new();
+            args.insert("name".into(), json!("x_plain_echo"));
+            args.insert("arguments".into(), json!({"text": expected}));
+            let mut answered = None;
+            for _ in 0..5 {
+                let call = CallToolRequestParams::new("call_tool").with_arguments(args.clone());
+                match tokio::time::timeout(Duration::from_secs(20), client.call_tool(call)).await {
+                    Ok(Ok(result)) if result.is_error != Some(true) && text(&result).contains(&expected) => {
+                        answered = Some(result);
+                        break;
+                    }
+                    _ => {
+                        retries += 1;
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                }
+            }
+            assert!(answered.is_some(), "client {c}: call {i} was never answered");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        retries
+    });
+    let killing = async {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        replicas[0].kill();
+    };
+    let (retries, ()) = futures::future::join(futures::future::join_all(runs), killing).await;
+    let retried = retries.iter().filter(|r| **r > 0).count();
+    eprintln!(
+        "{} of {CLIENTS} clients had a session on r1; {retried} clients retried a call ({} retries)",
+        on_killed,
+        retries.iter().sum::<usize>()
+    );
+    haproxy.await_server("r1", false, Duration::from_secs(10));
+    for client in clients {
+        let _ = client.cancel().await;
+    }
+}
