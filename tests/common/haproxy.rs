@@ -114,12 +114,19 @@ impl Haproxy {
             child,
             _dir: dir,
         };
+        // Ready once it listens on the port and on its admin socket: the two are bound one after
+        // the other, and a test that asks the socket right away found no file there.
         let deadline = Instant::now() + START_TIMEOUT;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+            || std::os::unix::net::UnixStream::connect(&haproxy.admin).is_err()
+        {
             if let Ok(Some(status)) = haproxy.child.try_wait() {
-                panic!("haproxy exited ({status}) before listening on {port}");
+                panic!("haproxy exited ({status}) before listening on {port} and its admin socket");
             }
-            assert!(Instant::now() < deadline, "haproxy did not listen on {port}");
+            assert!(
+                Instant::now() < deadline,
+                "haproxy did not listen on {port} and its admin socket"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Some(haproxy)
