@@ -122,7 +122,6 @@ pub struct Gateway {
     registry: Arc<Registry>,
     auth: DownstreamAuth,
     core_tools: CoreTools,
-    config_dir: Option<config_dir::ConfigStore>,
     tools: BoxToolService,
     shutdown: CancellationToken,
     drain: Arc<http::guard::Drain>,
@@ -174,7 +173,7 @@ impl Gateway {
         if let Some(store) = options.definitions {
             core_tools = core_tools.with_definition_store(store);
         }
-        if let Some(dir) = options.config_dir.clone() {
+        if let Some(dir) = options.config_dir {
             core_tools = core_tools.with_config_dir(dir);
         }
         let catalog: Arc<dyn CatalogSource> = Arc::clone(&registry) as Arc<dyn CatalogSource>;
@@ -195,7 +194,6 @@ impl Gateway {
             registry,
             auth,
             core_tools,
-            config_dir: options.config_dir,
             tools,
             shutdown: CancellationToken::new(),
             drain: Arc::default(),
@@ -251,7 +249,7 @@ impl Gateway {
     /// ([`config_dir::watch`], [`Registry::apply_snapshot`]); stops when the handle is dropped
     /// (or the gateway is gone).
     pub fn watch_config_dir(&self) -> Result<config_dir::WatchHandle, GatewayError> {
-        let store = self.config_dir.as_ref().ok_or(GatewayError::NoConfigDir)?;
+        let store = self.core_tools.config_dir().ok_or(GatewayError::NoConfigDir)?;
         let registry = Arc::downgrade(&self.registry);
         config_dir::watch(store, move |snapshot| {
             registry.upgrade().map(|registry| registry.apply_snapshot(snapshot))

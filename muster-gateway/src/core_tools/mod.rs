@@ -415,6 +415,11 @@ impl CoreTools {
         })
     }
 
+    /// The config directory `core_config_save` and `_reload` use, in filesystem mode.
+    pub fn config_dir(&self) -> Option<&ConfigStore> {
+        self.config_dir.as_ref()
+    }
+
     /// The sessions following the events (`core_events` with `follow: true`).
     pub fn event_followers(&self) -> &EventFollowers {
         &self.followers

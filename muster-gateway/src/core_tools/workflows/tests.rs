@@ -33,15 +33,28 @@ impl Fixture {
     }
 }
 
-fn registry() -> Fixture {
-    let registry = Registry::new(
+fn empty_registry() -> Arc<Registry> {
+    Registry::new(
         MusterConfig::default(),
         Vec::new(),
         Vec::new(),
         RegistryOptions::default(),
     )
-    .expect("a registry");
+    .expect("a registry")
+}
+
+fn registry() -> Fixture {
+    let registry = empty_registry();
     Fixture::new(Arc::clone(&registry), CoreTools::new(registry))
+}
+
+/// An empty registry whose core tools write definitions to `store`.
+fn with_store(store: Arc<dyn crate::definitions::DefinitionStore>) -> Fixture {
+    let registry = empty_registry();
+    Fixture::new(
+        Arc::clone(&registry),
+        CoreTools::new(registry).with_definition_store(store),
+    )
 }
 
 /// A registry of config directory `dir` as the gateway opens it: its workflows loaded, their
@@ -677,18 +690,8 @@ async fn workflow_writes_go_through_the_store_as_the_caller_and_a_refusal_change
 
     let caller = || CallContext::default().with_principal(muster_core::Principal::new("ada"));
     let store = Arc::new(RecordingStore::new(Answer::Writes));
-    let registry = Registry::new(
-        MusterConfig::default(),
-        Vec::new(),
-        Vec::new(),
-        RegistryOptions::default(),
-    )
-    .expect("a registry");
-    let dispatcher = Fixture::new(
-        Arc::clone(&registry),
-        CoreTools::new(Arc::clone(&registry)).with_definition_store(store.clone()),
-    )
-    .dispatcher;
+    let registry = with_store(store.clone());
+    let dispatcher = registry.dispatcher.clone();
     let run = |tool: &str, args: Value| {
         use tower::ServiceExt;
         let Value::Object(args) = args else {
@@ -718,17 +721,7 @@ async fn workflow_writes_go_through_the_store_as_the_caller_and_a_refusal_change
     );
 
     let store = Arc::new(RecordingStore::new(Answer::Refuses("ada may not write Workflow hello")));
-    let registry = Registry::new(
-        MusterConfig::default(),
-        Vec::new(),
-        Vec::new(),
-        RegistryOptions::default(),
-    )
-    .expect("a registry");
-    let registry = Fixture::new(
-        Arc::clone(&registry),
-        CoreTools::new(registry).with_definition_store(store),
-    );
+    let registry = with_store(store);
     let refused = refusal(
         &registry,
         "core_workflow_create",
