@@ -410,6 +410,10 @@ async fn describe_tool_of_the_create_and_update_tools_advertises_the_crd_schemas
         "command is a string or an array: {}",
         schema["properties"]["command"]
     );
+    // The types' constraints are advertised; the CRD's own keywords (CEL rules) are not.
+    assert_eq!(schema["properties"]["timeout"]["maximum"], json!(300), "{schema}");
+    assert!(schema["properties"]["toolPrefix"]["pattern"].is_string(), "{schema}");
+    assert!(!schema.to_string().contains("x-kubernetes"), "{schema}");
     let update = h
         .meta_json("describe_tool", json!({"name": "core_mcpserver_update"}))
         .await;

@@ -3,8 +3,25 @@
 //!
 //! Filesystem mode (a config directory) is muster's embedded default. In Kubernetes mode
 //! (`kubernetes: true` in config.yaml) the definitions are custom resources that GitOps and
-//! `kubectl` manage, and this crate is what plugs them into the gateway's seams.
+//! `kubectl` manage, and this crate is what plugs them into the gateway's seams:
+//!
+//! - [`crd`]: the CustomResourceDefinitions, generated from muster-core's Rust types (the same
+//!   types filesystem mode reads), with the short names, printer columns, status subresource and
+//!   CEL rules `kubectl apply` enforces. `deploy/crds/` holds them, checked against this module
+//!   by a test.
 //!
 //! It builds on kube-rs (`kube` with its runtime, and `k8s-openapi`). As kube-rs asks of
 //! libraries, it enables no Kubernetes version feature of `k8s-openapi`: the binary does (the
 //! reference gateway enables `earliest`).
+//!
+//! # Example
+//!
+//! The MCPServer definition, as `kubectl apply -f deploy/crds/` installs it:
+//!
+//! ```
+//! let crd = muster_kube::crd::mcpserver();
+//! assert_eq!(crd.metadata.name.as_deref(), Some("mcpservers.muster.giantswarm.io"));
+//! assert_eq!(crd.spec.names.short_names, Some(vec!["mcps".to_owned()]));
+//! ```
+
+pub mod crd;

@@ -7,6 +7,8 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::mcpserver_validate::{MAX_DESCRIPTION, MAX_HEADER_NAME, MAX_HEADERS, MAX_TIMEOUT, MAX_URL, MIN_TIMEOUT};
+use super::validate::{INSTANCE_ARG_PATTERN, NAME_PATTERN};
 use super::{API_VERSION, Condition, ObjectMeta, is_false, is_zero};
 
 /// An `MCPServer` document: `apiVersion`, `kind`, `metadata`, `spec`, `status`.
@@ -110,18 +112,39 @@ impl fmt::Display for ServerType {
 /// The desired state of an MCP server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// The rules the CustomResourceDefinition enforces at `kubectl apply` (CEL, kept out of the doc
+// comment, which is the schema's description): a stdio server needs `command`, a remote one
+// `url`; no credential in `headers` or in the URL, no `env` on a remote server;
+// `progress.maxDuration` is at least `timeout`.
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.type != 'stdio' || has(self.command)",
+     "message": "command is required when type is stdio"},
+    {"rule": "self.type == 'stdio' || has(self.url)",
+     "message": "url is required when type is streamable-http or sse"},
+    {"rule": "self.type == 'stdio' || !has(self.env) || size(self.env) == 0",
+     "message": "env is only for stdio servers: a remote server's credential goes in a Secret that headersFrom names"},
+    {"rule": "!has(self.headers) || self.headers.all(k, !(k.lowerAscii() in ['authorization', 'proxy-authorization', 'cookie', 'x-api-key']) || self.headers[k] == '')",
+     "message": "headers may not carry a credential (Authorization, Proxy-Authorization, Cookie, X-API-Key): name a Secret in headersFrom"},
+    {"rule": "!has(self.url) || !self.url.matches('^[^:/?#]+://[^/?#]*@')",
+     "message": "url may not carry a user name or password: name a Secret in headersFrom"},
+    {"rule": "!has(self.progress) || !has(self.progress.maxDuration) || self.progress.maxDuration >= (has(self.timeout) ? self.timeout : 30)",
+     "message": "progress.maxDuration must be at least timeout"},
+]))]
+#[schemars(extend("required" = ["type"]))]
 pub struct MCPServerSpec {
     /// Execution method; required.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub server_type: Option<ServerType>,
     /// Per-server tool prefix used when `family` is unset; pattern `^[a-zA-Z][a-zA-Z0-9_-]*$`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(NAME_PATTERN))]
     pub tool_prefix: Option<String>,
     /// Family grouping of equivalent servers under one tool surface.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<MCPServerFamily>,
     /// Human-readable description, at most 500 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_DESCRIPTION))]
     pub description: Option<String>,
     /// Start when the system initialises (stdio servers). Default false.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -138,18 +161,23 @@ pub struct MCPServerSpec {
     pub args: Vec<String>,
     /// Endpoint of a remote server; required when `type` is `streamable-http` or `sse`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_URL))]
     pub url: Option<String>,
     /// Environment variables of a stdio server; refused on a remote server.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// HTTP headers sent with every request to a remote server; never a credential.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_HEADERS))]
     pub headers: BTreeMap<String, String>,
     /// HTTP headers whose values muster reads from a Secret when it connects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_HEADERS))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub headers_from: Vec<MCPServerHeaderFrom>,
     /// Budget of every operation in seconds, a tool call included: 1 to 300, default 30.
     #[serde(default = "default_timeout")]
+    #[schemars(range(min = MIN_TIMEOUT, max = MAX_TIMEOUT))]
     pub timeout: u32,
     /// Budget of a whole tool call that reports progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,21 +237,26 @@ impl Default for MCPServerSpec {
 /// parameter named `instanceArg` selecting the instance.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name", "instanceArg"]))]
 pub struct MCPServerFamily {
     /// Family identifier; pattern `^[a-zA-Z][a-zA-Z0-9_-]*$`. Required.
     #[serde(default)]
+    #[schemars(pattern(NAME_PATTERN))]
     pub name: String,
     /// Name of the parameter selecting an instance; pattern `^[a-zA-Z][a-zA-Z0-9_]*$`. Required.
     #[serde(default)]
+    #[schemars(pattern(INSTANCE_ARG_PATTERN))]
     pub instance_arg: String,
 }
 
 /// A header whose value muster reads from a Secret in the MCPServer's namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name", "valueFrom"]))]
 pub struct MCPServerHeaderFrom {
     /// HTTP header name, 1 to 256 characters, unique in the list.
     #[serde(default)]
+    #[schemars(length(min = 1, max = MAX_HEADER_NAME))]
     pub name: String,
     /// Where the value is.
     #[serde(default)]
@@ -233,6 +266,7 @@ pub struct MCPServerHeaderFrom {
 /// The object holding a header's value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["type", "name", "key"]))]
 pub struct HeaderValueFrom {
     /// Kind of object holding the value; required.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -260,6 +294,7 @@ pub struct MCPServerProgress {
     /// Seconds a whole tool call may run while progress notifications keep restarting
     /// `timeout`: at least `timeout`, at most 3600, default 3600.
     #[serde(default = "default_max_duration")]
+    #[schemars(range(min = MIN_TIMEOUT, max = DEFAULT_MAX_DURATION))]
     pub max_duration: u32,
 }
 
@@ -285,6 +320,14 @@ pub enum AuthType {
 /// Authentication towards a remote server.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// The CRD's rules: `forwardIdentity` needs `type: oauth` and `authorizationServer`;
+// `forwardToken` and `authorizationServer` exclude each other.
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.forwardIdentity) || !self.forwardIdentity || (has(self.type) && self.type == 'oauth' && has(self.authorizationServer))",
+     "message": "forwardIdentity requires type oauth and authorizationServer"},
+    {"rule": "!has(self.forwardToken) || !self.forwardToken || !has(self.authorizationServer)",
+     "message": "forwardToken and authorizationServer are mutually exclusive"},
+]))]
 pub struct MCPServerAuth {
     /// `oauth` or `none`.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -367,6 +410,7 @@ fn default_client_secret_key() -> String {
 /// Reference to a Secret holding an OAuth client ID and secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name"]))]
 pub struct ClientCredentialsSecretRef {
     /// Name of the Secret; required.
     #[serde(default)]
@@ -408,6 +452,7 @@ pub enum GrantScope {
 /// The pinned OAuth authorization server of a remote server.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["issuer"]))]
 pub struct MCPServerAuthAuthorizationServer {
     /// Issuer URL; https, no trailing slash, query or fragment. Required.
     #[serde(default)]

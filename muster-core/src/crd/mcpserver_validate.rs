@@ -19,15 +19,19 @@ use super::validate::{
 use super::{API_VERSION, ObjectMeta};
 
 /// Most characters of `spec.description`.
-const MAX_DESCRIPTION: usize = 500;
+pub(crate) const MAX_DESCRIPTION: usize = 500;
 /// Most characters of `spec.url`.
-const MAX_URL: usize = 2048;
+pub(crate) const MAX_URL: usize = 2048;
 /// Most entries of `spec.headers` and of `spec.headersFrom`.
-const MAX_HEADERS: usize = 32;
+pub(crate) const MAX_HEADERS: usize = 32;
 /// Most characters of a `headersFrom` name.
-const MAX_HEADER_NAME: usize = 256;
+pub(crate) const MAX_HEADER_NAME: usize = 256;
 /// Bounds of `spec.timeout` in seconds.
-const TIMEOUT_RANGE: std::ops::RangeInclusive<u32> = 1..=300;
+const TIMEOUT_RANGE: std::ops::RangeInclusive<u32> = MIN_TIMEOUT..=MAX_TIMEOUT;
+/// Least of `spec.timeout` in seconds.
+pub(crate) const MIN_TIMEOUT: u32 = 1;
+/// Most of `spec.timeout` in seconds.
+pub(crate) const MAX_TIMEOUT: u32 = 300;
 /// Headers that carry a credential and so may not have a value in `headers`.
 const CREDENTIAL_HEADERS: [&str; 4] = ["Authorization", "Proxy-Authorization", "Cookie", "X-API-Key"];
 

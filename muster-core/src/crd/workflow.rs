@@ -7,6 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::validate::STEP_ID_PATTERN;
+use super::workflow_validate::{MAX_DESCRIPTION, MAX_PARALLELISM, MAX_STEP_ID, MAX_WORKFLOW_DESCRIPTION, MOST_PAGES};
 use super::{API_VERSION, Condition, ObjectMeta, is_false, is_zero};
 
 /// A `Workflow` document: `apiVersion`, `kind`, `metadata`, `spec`, `status`.
@@ -63,15 +65,18 @@ impl Default for Workflow {
 /// The definition of a workflow.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["steps"]))]
 pub struct WorkflowSpec {
     /// Human-readable description, at most 1000 characters; the tool's description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_WORKFLOW_DESCRIPTION))]
     pub description: Option<String>,
     /// Arguments of the workflow, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub args: BTreeMap<String, ArgDefinition>,
     /// The steps, in order; at least one.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub steps: Vec<WorkflowStep>,
     /// Best-effort cleanup steps run when the workflow fails on a step that does not
     /// allow failure.
@@ -134,6 +139,7 @@ impl fmt::Display for ArgType {
 /// One argument of a workflow.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["type"]))]
 pub struct ArgDefinition {
     /// JSON type of the argument; required.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -146,6 +152,7 @@ pub struct ArgDefinition {
     pub default: Option<Value>,
     /// Human-readable description, at most 500 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_DESCRIPTION))]
     pub description: Option<String>,
 }
 
@@ -156,10 +163,17 @@ pub struct ArgDefinition {
 /// [`Workflow::validate`] can report a step that sets none or several of them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// The CRD enforces the same at `kubectl apply`: a CEL rule in the JSON schema.
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "[has(self.tool), has(self.forEach), has(self.parallel)].filter(x, x).size() == 1",
+     "message": "exactly one of tool, forEach or parallel must be set"},
+]))]
+#[schemars(extend("required" = ["id"]))]
 pub struct WorkflowStep {
     /// Step identifier, unique in the workflow; pattern `^[a-zA-Z0-9_-]+$`, at most 63
     /// characters.
     #[serde(default)]
+    #[schemars(pattern(STEP_ID_PATTERN), length(max = MAX_STEP_ID))]
     pub id: String,
     /// Tool to call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,6 +209,7 @@ pub struct WorkflowStep {
     pub allow_failure: bool,
     /// Human-readable description, at most 500 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_DESCRIPTION))]
     pub description: Option<String>,
 }
 
@@ -215,9 +230,16 @@ fn returns_output(output: Option<bool>, store: Option<bool>) -> bool {
 /// in a `forEach` body only, a nested `forEach`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// The CRD enforces "exactly one of the two" at `kubectl apply`: a CEL rule in the JSON schema.
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.tool) != has(self.forEach)",
+     "message": "exactly one of tool or forEach must be set"},
+]))]
+#[schemars(extend("required" = ["id"]))]
 pub struct WorkflowSubStep {
     /// Sub-step identifier, unique in the workflow.
     #[serde(default)]
+    #[schemars(pattern(STEP_ID_PATTERN), length(max = MAX_STEP_ID))]
     pub id: String,
     /// Tool to call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -280,6 +302,7 @@ fn default_loop_var() -> String {
 /// A loop: runs `steps` once per item of `items`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["items", "steps"]))]
 pub struct WorkflowForEach {
     /// Template resolving to an array, e.g. `{{ .input.clusters }}`; required.
     #[serde(default)]
@@ -289,9 +312,11 @@ pub struct WorkflowForEach {
     pub var: String,
     /// Iterations run at once, 1 to 50. Default: one after another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_PARALLELISM))]
     pub parallelism: Option<u32>,
     /// Body run once per item; at least one sub-step.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub steps: Vec<WorkflowSubStep>,
 }
 
@@ -340,6 +365,7 @@ pub struct WorkflowPaginate {
     pub token_arg: String,
     /// Most pages fetched, 1 to 1000. Default 10.
     #[serde(default = "default_max_pages")]
+    #[schemars(range(min = 1, max = MOST_PAGES))]
     pub max_pages: u32,
 }
 
@@ -358,6 +384,13 @@ impl Default for WorkflowPaginate {
 /// an earlier step (`fromStep`). `tool` and `fromStep` need `expect` or `expectNot`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// The CRD enforces both at `kubectl apply`: CEL rules in the JSON schema.
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "[has(self.template), has(self.tool), has(self.fromStep)].filter(x, x).size() == 1",
+     "message": "exactly one of template, tool or fromStep must be set"},
+    {"rule": "has(self.template) || has(self.expect) || has(self.expectNot)",
+     "message": "a tool or fromStep condition must declare expect or expectNot"},
+]))]
 pub struct WorkflowCondition {
     /// Boolean template gate; the step runs when it renders to `true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

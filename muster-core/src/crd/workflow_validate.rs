@@ -14,15 +14,19 @@ use super::workflow::{
 };
 
 /// Most characters of `spec.description`.
-const MAX_WORKFLOW_DESCRIPTION: usize = 1000;
+pub(crate) const MAX_WORKFLOW_DESCRIPTION: usize = 1000;
 /// Most characters of a step's and an argument's description.
-const MAX_DESCRIPTION: usize = 500;
+pub(crate) const MAX_DESCRIPTION: usize = 500;
 /// Most characters of a step id.
-const MAX_STEP_ID: usize = 63;
+pub(crate) const MAX_STEP_ID: usize = 63;
 /// Bounds of `forEach.parallelism`.
-const PARALLELISM: RangeInclusive<u32> = 1..=50;
+const PARALLELISM: RangeInclusive<u32> = 1..=MAX_PARALLELISM;
+/// Most of `forEach.parallelism`.
+pub(crate) const MAX_PARALLELISM: u32 = 50;
 /// Bounds of `paginate.maxPages`.
-const MAX_PAGES: RangeInclusive<u32> = 1..=1000;
+const MAX_PAGES: RangeInclusive<u32> = 1..=MOST_PAGES;
+/// Most of `paginate.maxPages`.
+pub(crate) const MOST_PAGES: u32 = 1000;
 
 impl Workflow {
     /// Checks the documented rules of the whole document and reports every violation.

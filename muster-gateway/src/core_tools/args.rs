@@ -71,7 +71,25 @@ pub(crate) fn definition_schema<Spec: JsonSchema, Naming: JsonSchema>(required: 
     }
     schema.remove("title");
     schema.insert("required".into(), Value::from(required.to_vec()));
+    drop_kubernetes_keywords(&mut schema);
     Arc::new(schema)
+}
+
+/// Removes the CustomResourceDefinition's own keywords (`x-kubernetes-validations`, the CEL
+/// rules `kubectl apply` enforces, and `x-kubernetes-list-type`): they mean nothing to an agent
+/// reading the tool's schema, and the tools check the same rules themselves.
+fn drop_kubernetes_keywords(schema: &mut JsonObject) {
+    schema.retain(|key, _| !key.starts_with("x-kubernetes-"));
+    for value in schema.values_mut() {
+        match value {
+            Value::Object(object) => drop_kubernetes_keywords(object),
+            Value::Array(items) => items
+                .iter_mut()
+                .filter_map(Value::as_object_mut)
+                .for_each(drop_kubernetes_keywords),
+            _ => {}
+        }
+    }
 }
 
 /// The schema of `core_mcpserver_create` and `_validate` (`required`: name, type) or `_update`
