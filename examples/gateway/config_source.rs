@@ -128,6 +128,18 @@ impl ConfigSource {
         }
     }
 
+    /// The configuration of a config directory that asks for Kubernetes mode
+    /// (`kubernetes: true`): its definitions are then the cluster's, not the directory's.
+    pub(crate) fn kubernetes_config(&self) -> Option<MusterConfig> {
+        match self {
+            Self::Dir(dir) => muster::gateway::definitions::config_dir::load(dir)
+                .ok()
+                .map(|loaded| loaded.config)
+                .filter(|config| config.kubernetes),
+            Self::BuiltIn { .. } => None,
+        }
+    }
+
     /// What the `configuration loaded` log line names.
     pub(crate) fn describe(&self) -> String {
         match self {

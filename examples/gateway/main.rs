@@ -51,6 +51,7 @@ mod cli;
 mod config_source;
 mod connect;
 mod demo;
+mod kubernetes;
 mod log_fields;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
@@ -354,8 +355,18 @@ struct Bound {
     gateway: Gateway,
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
-    /// Live reload of the config directory, while it is held.
-    _watch: Option<muster::gateway::definitions::config_dir::WatchHandle>,
+    /// Live reload of the definitions, while it is held.
+    _watch: Option<DefinitionsWatch>,
+}
+
+/// What keeps a gateway's definitions current, while it is held (dropping it stops the watch).
+#[derive(Debug)]
+#[allow(dead_code, reason = "held for its Drop: the handles are never read")]
+enum DefinitionsWatch {
+    /// The config directory's files (filesystem mode).
+    ConfigDir(muster::gateway::definitions::config_dir::WatchHandle),
+    /// The cluster's resources (Kubernetes mode).
+    Cluster(muster_kube::definitions::WatchHandle),
 }
 
 /// Loads the definitions (see `config_source.rs`), binds their address (or the one `args` give)
@@ -368,13 +379,24 @@ async fn bind(args: BindArgs) -> Result<Bound, Box<dyn std::error::Error>> {
         port,
     } = args;
     let source = config_source::ConfigSource::resolve(config_path)?;
-    let (gateway, problems) = source.gateway(SupervisorConfig::from_env())?;
+    let kubernetes = source.kubernetes_config();
+    let (gateway, problems, kube_watch) = match kubernetes {
+        Some(config) => {
+            let (gateway, watch) = kubernetes::gateway(config, SupervisorConfig::from_env()).await?;
+            (gateway, Vec::new(), Some(watch))
+        }
+        None => {
+            let (gateway, problems) = source.gateway(SupervisorConfig::from_env())?;
+            (gateway, problems, None)
+        }
+    };
     for problem in &problems {
         tracing::error!("{problem} (file left out)");
     }
     let registry = gateway.registry();
     tracing::info!(
         config = %source.describe(),
+        kubernetes = kube_watch.is_some(),
         servers = registry.servers().len(),
         workflows = registry.workflows().len(),
         "configuration loaded"
@@ -392,15 +414,16 @@ async fn bind(args: BindArgs) -> Result<Bound, Box<dyn std::error::Error>> {
         .await
         .map_err(|e| format!("cannot bind {bind_host}:{port}: {e}"))?;
     let addr = listener.local_addr()?;
-    let watch = match &source {
-        config_source::ConfigSource::Dir(_) => match gateway.watch_config_dir() {
-            Ok(handle) => Some(handle),
+    let watch = match (&source, kube_watch) {
+        (_, Some(kube_watch)) => Some(DefinitionsWatch::Cluster(kube_watch)),
+        (config_source::ConfigSource::Dir(_), None) => match gateway.watch_config_dir() {
+            Ok(handle) => Some(DefinitionsWatch::ConfigDir(handle)),
             Err(e) => {
                 tracing::warn!(error = %e, "live reload is off");
                 None
             }
         },
-        config_source::ConfigSource::BuiltIn { .. } => None,
+        (config_source::ConfigSource::BuiltIn { .. }, None) => None,
     };
     if config.aggregator.prefix_mode == muster::core::config::PrefixMode::Never {
         // Unprefixed names may clash: connect every server first and refuse to serve a clash.

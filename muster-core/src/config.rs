@@ -347,6 +347,12 @@ pub struct MusterConfig {
     pub namespace: Option<String>,
     /// Run in Kubernetes mode (resources from the cluster) instead of filesystem mode.
     pub kubernetes: bool,
+    /// Namespaces whose MCPServers and Workflows muster reads besides its own (Kubernetes
+    /// mode). A server of another namespace is named `<namespace>_<name>` and exposes its
+    /// tools under `<namespace>_<toolPrefix or name>`; muster's ServiceAccount needs to read
+    /// and watch them there.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub additional_namespaces: Vec<String>,
     /// Named toolsets (selected with `X-muster-Toolset: preset:<name>` or `filter_tools`'
     /// `toolset`), besides the built-in `read-only`, `none` and `full`. Each is the union of its
     /// `include` rules minus the union of its `exclude` rules; every rule sets exactly one key.
@@ -418,6 +424,13 @@ impl MusterConfig {
         self
     }
 
+    /// Adds namespaces whose definitions muster reads besides its own (Kubernetes mode).
+    pub fn with_additional_namespaces(mut self, namespaces: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.additional_namespaces
+            .extend(namespaces.into_iter().map(Into::into));
+        self
+    }
+
     /// Sets Kubernetes mode.
     pub fn with_kubernetes(mut self, kubernetes: bool) -> Self {
         self.kubernetes = kubernetes;
@@ -435,16 +448,18 @@ impl MusterConfig {
     pub fn validate_config(&self) -> Result<(), ValidationErrors> {
         let mut errors = ValidationErrors::new();
         self.aggregator.validate_into(&mut errors);
-        if let Some(namespace) = &self.namespace
-            && (namespace.len() > 63 || !NAMESPACE_RE.is_match(namespace))
-        {
-            errors.push(
-                "namespace",
-                format!(
-                    "namespace \"{namespace}\" must be a Kubernetes namespace name \
-                     ({NAMESPACE_PATTERN}, at most 63 characters)"
-                ),
-            );
+        let named = self.namespace.iter().map(|n| ("namespace", n));
+        let additional = self.additional_namespaces.iter().map(|n| ("additionalNamespaces", n));
+        for (key, namespace) in named.chain(additional) {
+            if namespace.len() > 63 || !NAMESPACE_RE.is_match(namespace) {
+                errors.push(
+                    key,
+                    format!(
+                        "namespace \"{namespace}\" must be a Kubernetes namespace name \
+                         ({NAMESPACE_PATTERN}, at most 63 characters)"
+                    ),
+                );
+            }
         }
         for name in self.toolset_presets.keys() {
             if name.trim().is_empty() {
@@ -949,6 +964,13 @@ kubernetes: false
         assert!(config.validate_config().is_err());
         let config = MusterConfig::default().with_namespace("a".repeat(63));
         assert!(config.validate_config().is_ok());
+        let config = MusterConfig::default().with_additional_namespaces(["team-a", "Team_B"]);
+        assert_only(
+            &config,
+            "additionalNamespaces",
+            "namespace \"Team_B\" must be a Kubernetes namespace name \
+             (^[a-z0-9]([-a-z0-9]*[a-z0-9])?$, at most 63 characters)",
+        );
     }
 
     #[test]

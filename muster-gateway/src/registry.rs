@@ -24,6 +24,7 @@
 mod apply;
 mod changes;
 mod options;
+mod policy;
 mod publisher;
 mod runtime;
 mod servers;
@@ -32,6 +33,7 @@ mod sessions;
 pub use changes::{Change, ChangeBus};
 pub use muster_core::crd::Applied;
 pub use options::{RegistryOptions, SessionReaping};
+pub use policy::{AnyServer, ServerPolicy};
 use publisher::CataloguePublisher;
 pub use runtime::{ServerRuntime, starts_automatically};
 use servers::ServerTable;
@@ -86,6 +88,8 @@ pub struct Registry {
     changes: ChangeBus,
     /// Where the Secrets that definitions name are read.
     secrets: Arc<dyn crate::secrets::SecretSource>,
+    /// Which servers may run where the gateway runs.
+    server_policy: Arc<dyn ServerPolicy>,
     supervision: SupervisorConfig,
     /// How sessions are reaped once supervision started.
     session_reaping: SessionReaping,
@@ -156,6 +160,7 @@ impl Registry {
             sessions: SessionConnections::default(),
             changes: ChangeBus::default(),
             secrets: options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)),
+            server_policy: options.server_policy.unwrap_or_else(|| Arc::new(AnyServer)),
             supervision,
             session_reaping: options.session_reaping,
             started: std::sync::atomic::AtomicBool::new(false),
@@ -452,6 +457,12 @@ impl Registry {
     /// exchange, say).
     pub fn secrets(&self) -> &Arc<dyn crate::secrets::SecretSource> {
         &self.secrets
+    }
+
+    /// Why `server` may not run where the gateway runs, as its [`ServerPolicy`] says; `None`
+    /// when it may.
+    pub fn refusal(&self, server: &MCPServer) -> Option<String> {
+        self.server_policy.refusal(server)
     }
 
     /// Puts server `name` in Failed for a failure every caller shares (`class` is the Ready

@@ -9,6 +9,12 @@
 //!   types filesystem mode reads), with the short names, printer columns, status subresource and
 //!   CEL rules `kubectl apply` enforces. `deploy/crds/` holds them, checked against this module
 //!   by a test.
+//! - [`definitions`]: MCPServer and Workflow resources as the gateway's definitions, read and
+//!   watched (kube-rs' watcher), each change handed to the registry as a snapshot, so only the
+//!   changed definitions are touched; the last ones known are served while the API server is
+//!   away.
+//! - [`policy`]: which MCPServers run in Kubernetes mode (no stdio server, no credential in a
+//!   definition, the namespace rules), a `ServerPolicy` for the registry.
 //!
 //! It builds on kube-rs (`kube` with its runtime, and `k8s-openapi`). As kube-rs asks of
 //! libraries, it enables no Kubernetes version feature of `k8s-openapi`: the binary does (the
@@ -25,3 +31,5 @@
 //! ```
 
 pub mod crd;
+pub mod definitions;
+pub mod policy;

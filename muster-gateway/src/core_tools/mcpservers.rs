@@ -89,6 +89,15 @@ fn validated(server: MCPServer) -> Result<MCPServer, ToolError> {
     Ok(server)
 }
 
+/// `server`, unless the registry's [`ServerPolicy`](crate::registry::ServerPolicy) refuses to
+/// run it where the gateway runs (a stdio server in Kubernetes mode).
+fn allowed_here(registry: &Registry, server: MCPServer) -> Result<MCPServer, ToolError> {
+    match registry.refusal(&server) {
+        Some(reason) => Err(ToolError::invalid_arguments(reason)),
+        None => Ok(server),
+    }
+}
+
 /// Writes `server` to the definition store, when there is one, on behalf of the caller of `ctx`:
 /// the definition to apply, as the store holds it, and its file.
 async fn persist(store: Writes<'_>, server: MCPServer, ctx: &CallContext) -> Result<Stored<MCPServer>, ToolError> {
@@ -126,6 +135,7 @@ pub(super) async fn create(
     }
     let (spec, dropped) = parse_spec(name, spec_fields(args))?;
     let server = validated(with_display_name(MCPServer::new(name, spec), args.get("displayName")))?;
+    let server = allowed_here(registry, server)?;
     Admission::of(registry).check_server(name, &server.spec, None).await?;
     let stored = persist(store, registered_by(server, ctx), ctx).await?;
     registry.apply_server_as(stored.definition, Some(&Author::of(ctx)));
@@ -160,7 +170,7 @@ pub(super) async fn update(
     let (spec, dropped) = parse_spec(name, fields)?;
     let mut server = current.definition.clone();
     server.spec = spec;
-    let server = validated(with_display_name(server, args.get("displayName")))?;
+    let server = allowed_here(registry, validated(with_display_name(server, args.get("displayName")))?)?;
     Admission::of(registry)
         .check_server(name, &server.spec, Some(&current.definition.spec))
         .await?;
@@ -230,7 +240,8 @@ pub(super) async fn validate(registry: &Registry, args: &JsonObject) -> Result<V
             warnings = dropped;
             with_display_name(MCPServer::new(name, spec), args.get("displayName"))
         })
-        .and_then(validated);
+        .and_then(validated)
+        .and_then(|server| allowed_here(registry, server));
     let outcome = match outcome {
         Ok(server) => Admission::of(registry)
             .check_server(name, &server.spec, None)

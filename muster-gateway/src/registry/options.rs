@@ -21,6 +21,8 @@ pub struct RegistryOptions {
     pub secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
     /// How often ended and idle sessions are reaped, and when a session is idle.
     pub session_reaping: SessionReaping,
+    /// Which servers may run where the gateway runs (none given: any).
+    pub server_policy: Option<Arc<dyn super::ServerPolicy>>,
 }
 
 /// How the registry reaps sessions, once supervision started
@@ -86,6 +88,12 @@ impl RegistryOptions {
     /// Sets where the Secrets servers name are read.
     pub fn with_secrets(mut self, secrets: Arc<dyn crate::secrets::SecretSource>) -> Self {
         self.secrets = Some(secrets);
+        self
+    }
+
+    /// Sets which servers may run where the gateway runs ([`ServerPolicy`](super::ServerPolicy)).
+    pub fn with_server_policy(mut self, policy: Arc<dyn super::ServerPolicy>) -> Self {
+        self.server_policy = Some(policy);
         self
     }
 }
