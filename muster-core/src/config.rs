@@ -32,10 +32,12 @@ use serde_json::Value;
 use crate::crd::ValidationErrors;
 use crate::crd::validate::{NAME_PATTERN, NAME_RE, NAMESPACE_PATTERN, NAMESPACE_RE};
 
+mod kubernetes;
 mod limits;
 mod server_api;
 mod storage;
 
+pub use kubernetes::{KubernetesWritesConfig, UsernameClaim, WriteIdentity};
 pub use limits::{DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_REQUEST_BODY_BYTES, DEFAULT_MAX_REQUEST_HEAD_BYTES, Limits};
 pub use server_api::ServerApiConfig;
 pub use storage::{DEFAULT_VALKEY_KEY_PREFIX, StorageConfig, StorageType, ValkeyConfig};
@@ -353,6 +355,10 @@ pub struct MusterConfig {
     /// and watch them there.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub additional_namespaces: Vec<String>,
+    /// Whose identity the core tools write definitions with in Kubernetes mode: the caller's
+    /// own token (the default) or muster's ServiceAccount impersonating the caller.
+    #[serde(skip_serializing_if = "is_default_kubernetes_writes")]
+    pub kubernetes_writes: KubernetesWritesConfig,
     /// Named toolsets (selected with `X-muster-Toolset: preset:<name>` or `filter_tools`'
     /// `toolset`), besides the built-in `read-only`, `none` and `full`. Each is the union of its
     /// `include` rules minus the union of its `exclude` rules; every rule sets exactly one key.
@@ -590,6 +596,10 @@ pub enum PrefixMode {
 
 fn is_default_oauth(oauth: &OAuthConfig) -> bool {
     *oauth == OAuthConfig::default()
+}
+
+fn is_default_kubernetes_writes(writes: &KubernetesWritesConfig) -> bool {
+    *writes == KubernetesWritesConfig::default()
 }
 
 impl Default for AggregatorConfig {

@@ -121,6 +121,13 @@ pub fn workflow_execution() -> CustomResourceDefinition {
     .definition()
 }
 
+/// The API resource of kind `kind` (plural `plural`) of muster's group, for kube-rs'
+/// `Api::namespaced_with`.
+pub(crate) fn api_resource(kind: &str, plural: &str) -> kube::api::ApiResource {
+    let gvk = kube::api::GroupVersionKind::gvk(GROUP, VERSION, kind);
+    kube::api::ApiResource::from_gvk_with_plural(&gvk, plural)
+}
+
 /// The three definitions, in the order `deploy/crds/` lists them.
 pub fn all() -> [CustomResourceDefinition; 3] {
     [mcpserver(), workflow(), workflow_execution()]

@@ -41,29 +41,28 @@ use std::collections::{BTreeMap, BTreeSet};
 use futures::{StreamExt, stream::BoxStream};
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams},
+    api::{ApiResource, DynamicObject, ListParams},
     runtime::{WatchStreamExt, watcher},
 };
 use muster_core::crd::{MCPServer, Workflow};
 use muster_gateway::definitions::{DefinitionSnapshot, Origin, Sourced};
 use serde::de::DeserializeOwned;
 
-use crate::crd::{GROUP, VERSION};
+use crate::naming::Naming;
 
 /// The two kinds muster reads as definitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
+pub(crate) enum Kind {
     MCPServer,
     Workflow,
 }
 
 impl Kind {
-    fn resource(self) -> ApiResource {
-        let (kind, plural) = match self {
-            Self::MCPServer => (MCPServer::KIND, "mcpservers"),
-            Self::Workflow => (Workflow::KIND, "workflows"),
-        };
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, kind), plural)
+    pub(crate) fn resource(self) -> ApiResource {
+        match self {
+            Self::MCPServer => crate::crd::api_resource(MCPServer::KIND, "mcpservers"),
+            Self::Workflow => crate::crd::api_resource(Workflow::KIND, "workflows"),
+        }
     }
 }
 
@@ -146,14 +145,14 @@ impl WatchState {
 #[derive(Clone)]
 pub struct KubeDefinitions {
     client: Client,
-    muster_namespace: String,
+    naming: Naming,
     namespaces: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for KubeDefinitions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeDefinitions")
-            .field("muster_namespace", &self.muster_namespace)
+            .field("muster_namespace", &self.naming.muster_namespace())
             .field("namespaces", &self.namespaces)
             .finish_non_exhaustive()
     }
@@ -162,11 +161,11 @@ impl std::fmt::Debug for KubeDefinitions {
 impl KubeDefinitions {
     /// The definitions of `muster_namespace`, read through `client`.
     pub fn new(client: Client, muster_namespace: impl Into<String>) -> Self {
-        let muster_namespace = muster_namespace.into();
+        let naming = Naming::new(muster_namespace);
         Self {
             client,
-            namespaces: BTreeSet::from([muster_namespace.clone()]),
-            muster_namespace,
+            namespaces: BTreeSet::from([naming.muster_namespace().to_owned()]),
+            naming,
         }
     }
 
@@ -230,54 +229,29 @@ impl KubeDefinitions {
                 let origin = Origin::Other(format!("{} {namespace}/{name}", kind_name(*kind)));
                 match kind {
                     Kind::MCPServer => match read::<MCPServer>(object).and_then(valid_server) {
-                        Ok(server) => snapshot.servers.push(Sourced::new(self.server_named(server), origin)),
+                        Ok(server) => snapshot
+                            .servers
+                            .push(Sourced::new(self.naming.server_for_gateway(server), origin)),
                         Err(error) => {
                             tracing::warn!(%origin, %error, "an MCPServer muster cannot serve; keeping its last good definition");
-                            snapshot.kept_servers.insert(self.gateway_name(namespace, name));
+                            snapshot.kept_servers.insert(self.naming.gateway_name(namespace, name));
                         }
                     },
                     Kind::Workflow => match read::<Workflow>(object).and_then(valid_workflow) {
                         Ok(workflow) => snapshot
                             .workflows
-                            .push(Sourced::new(self.workflow_named(workflow), origin)),
+                            .push(Sourced::new(self.naming.workflow_for_gateway(workflow), origin)),
                         Err(error) => {
                             tracing::warn!(%origin, %error, "a Workflow muster cannot serve; keeping its last good definition");
-                            snapshot.kept_workflows.insert(self.gateway_name(namespace, name));
+                            snapshot
+                                .kept_workflows
+                                .insert(self.naming.gateway_name(namespace, name));
                         }
                     },
                 }
             }
         }
         snapshot
-    }
-
-    /// The gateway's name of resource `name` of `namespace`.
-    fn gateway_name(&self, namespace: &str, name: &str) -> String {
-        if namespace == self.muster_namespace {
-            name.to_owned()
-        } else {
-            format!("{namespace}_{name}")
-        }
-    }
-
-    fn server_named(&self, mut server: MCPServer) -> MCPServer {
-        let namespace = server.metadata.namespace.clone().unwrap_or_default();
-        if namespace != self.muster_namespace {
-            let prefix = server
-                .spec
-                .tool_prefix
-                .take()
-                .unwrap_or_else(|| server.metadata.name.clone());
-            server.spec.tool_prefix = Some(format!("{namespace}_{prefix}"));
-            server.metadata.name = self.gateway_name(&namespace, &server.metadata.name);
-        }
-        server
-    }
-
-    fn workflow_named(&self, mut workflow: Workflow) -> Workflow {
-        let namespace = workflow.metadata.namespace.clone().unwrap_or_default();
-        workflow.metadata.name = self.gateway_name(&namespace, &workflow.metadata.name);
-        workflow
     }
 }
 

@@ -15,6 +15,8 @@
 //!   away.
 //! - [`policy`]: which MCPServers run in Kubernetes mode (no stdio server, no credential in a
 //!   definition, the namespace rules), a `ServerPolicy` for the registry.
+//! - [`store`]: the core tools' writes as resources written with the caller's own identity (their
+//!   forwarded token, or impersonation), a `DefinitionStore`.
 //!
 //! It builds on kube-rs (`kube` with its runtime, and `k8s-openapi`). As kube-rs asks of
 //! libraries, it enables no Kubernetes version feature of `k8s-openapi`: the binary does (the
@@ -32,4 +34,6 @@
 
 pub mod crd;
 pub mod definitions;
+mod naming;
 pub mod policy;
+pub mod store;

@@ -1,0 +1,125 @@
+//! `kubernetesWrites`: whose identity the core tools write definitions with in Kubernetes mode.
+//!
+//! `core_mcpserver_*`, `core_workflow_*` and `core_service_start`/`_stop`/`_restart` write
+//! MCPServer and Workflow resources as their caller, never as muster's ServiceAccount, so that
+//! Kubernetes RBAC decides and the audit log names the person. Two ways:
+//!
+//! - `forwardToken` (the default): the caller's bearer token, which the front door validated,
+//!   goes to the API server. The API server must trust the token's issuer (its OIDC
+//!   configuration). muster needs no right of its own.
+//! - `impersonate`: muster's ServiceAccount impersonates the caller (`Impersonate-User`). It needs
+//!   the `impersonate` right on users, which lets it act as anyone; use it only where the API
+//!   server does not trust the front door's issuer. The user name is built as the API server
+//!   would build it from the token (`usernameClaim`, `usernamePrefix`, as its
+//!   `--oidc-username-claim` and `--oidc-username-prefix`), so the same RBAC bindings apply.
+//!
+//! Without a caller the front door authenticated there is no identity to write with, and the
+//! write is refused.
+//!
+//! ```
+//! use muster_core::config::{MusterConfig, UsernameClaim, WriteIdentity};
+//!
+//! let config: MusterConfig = serde_json::from_value(serde_json::json!({
+//!     "kubernetes": true,
+//!     "kubernetesWrites": {"identity": "impersonate", "usernameClaim": "email"}
+//! }))?;
+//! assert_eq!(config.kubernetes_writes.identity, WriteIdentity::Impersonate);
+//! assert_eq!(config.kubernetes_writes.username_claim, UsernameClaim::Email);
+//! # Ok::<(), serde_json::Error>(())
+//! ```
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `kubernetesWrites`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[non_exhaustive]
+pub struct KubernetesWritesConfig {
+    /// Whose identity reaches the API server: the caller's own token (`forwardToken`, the
+    /// default) or muster's ServiceAccount impersonating the caller (`impersonate`).
+    pub identity: WriteIdentity,
+    /// With `impersonate`: the claim the user name is taken from, `sub` (the default) or
+    /// `email`, as the API server's `--oidc-username-claim`.
+    pub username_claim: UsernameClaim,
+    /// With `impersonate`: put in front of the user name, as the API server's
+    /// `--oidc-username-prefix`. Unset: the API server's default, `<issuer>#` for `sub` and
+    /// nothing for `email`; `-` puts nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username_prefix: Option<String>,
+}
+
+/// Whose identity the core tools' writes reach the API server with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum WriteIdentity {
+    /// The caller's validated bearer token.
+    #[default]
+    ForwardToken,
+    /// muster's ServiceAccount, impersonating the caller.
+    Impersonate,
+}
+
+/// The claim an impersonated user name is taken from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum UsernameClaim {
+    /// The subject.
+    #[default]
+    Sub,
+    /// The e-mail address.
+    Email,
+}
+
+impl KubernetesWritesConfig {
+    /// The user name the API server would give the caller of `issuer`, `subject` and `email`,
+    /// or `None` when the claim it is built from is missing.
+    pub fn username(&self, issuer: Option<&str>, subject: &str, email: Option<&str>) -> Option<String> {
+        let (claim, default_prefix) = match self.username_claim {
+            UsernameClaim::Sub => (subject, issuer.map(|i| format!("{i}#")).unwrap_or_default()),
+            UsernameClaim::Email => (email?, String::new()),
+        };
+        let prefix = match self.username_prefix.as_deref() {
+            Some("-") => String::new(),
+            Some(prefix) => prefix.to_owned(),
+            None => default_prefix,
+        };
+        Some(format!("{prefix}{claim}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_names_follow_the_api_servers_oidc_rules() {
+        let sub = KubernetesWritesConfig::default();
+        let issuer = Some("https://dex.example.com");
+        assert_eq!(
+            sub.username(issuer, "ada", None).as_deref(),
+            Some("https://dex.example.com#ada")
+        );
+        let email = KubernetesWritesConfig {
+            username_claim: UsernameClaim::Email,
+            ..KubernetesWritesConfig::default()
+        };
+        assert_eq!(
+            email.username(issuer, "ada", Some("ada@example.com")).as_deref(),
+            Some("ada@example.com")
+        );
+        assert_eq!(email.username(issuer, "ada", None), None);
+        let prefixed = KubernetesWritesConfig {
+            username_prefix: Some("oidc:".into()),
+            ..KubernetesWritesConfig::default()
+        };
+        assert_eq!(prefixed.username(issuer, "ada", None).as_deref(), Some("oidc:ada"));
+        let bare = KubernetesWritesConfig {
+            username_prefix: Some("-".into()),
+            ..KubernetesWritesConfig::default()
+        };
+        assert_eq!(bare.username(issuer, "ada", None).as_deref(), Some("ada"));
+    }
+}
