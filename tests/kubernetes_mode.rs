@@ -1,0 +1,287 @@
+//! Kubernetes mode with the real gateway binary: `kubernetes: true` in config.yaml, and an API
+//! server double (`muster_kube::testing`) the binary reaches through a kubeconfig (`KUBECONFIG`),
+//! as it would a cluster. The downstream servers are real (the demo server over streamable HTTP)
+//! and so is the client (rmcp).
+
+mod common;
+
+use std::{path::Path, process::Command, time::Duration};
+
+use common::{DemoHttp, call_meta, connect, envelope, eventually, gateway_binary, gateway_process::GatewayChild, tool_names};
+use muster_kube::testing::ApiServerDouble;
+use rmcp::{RoleClient, service::RunningService};
+use serde_json::{Value, json};
+
+/// The gateway's ServiceAccount, as the double knows it.
+const GATEWAY_TOKEN: &str = "muster-serviceaccount-token";
+const GATEWAY_USER: &str = "system:serviceaccount:muster:muster";
+
+/// A double, and a config directory asking for Kubernetes mode in namespace `muster` (plus
+/// `team`), with a kubeconfig for the gateway's ServiceAccount beside it.
+async fn cluster(extra_config: &str) -> (ApiServerDouble, tempfile::TempDir) {
+    let double = ApiServerDouble::start().await;
+    double.add_token(GATEWAY_TOKEN, GATEWAY_USER, &["system:serviceaccounts"]);
+    double.allow_all(GATEWAY_USER);
+    let dir = tempfile::tempdir().expect("a config directory");
+    let config = format!("kubernetes: true\nnamespace: muster\nadditionalNamespaces: [team]\n{extra_config}");
+    std::fs::write(dir.path().join("config.yaml"), config).expect("config.yaml");
+    double
+        .write_kubeconfig(dir.path().join("kubeconfig"), GATEWAY_TOKEN, "muster")
+        .expect("a kubeconfig");
+    (double, dir)
+}
+
+/// `gateway serve` of `dir` on a free loopback port, reaching the double through `KUBECONFIG`.
+fn spawn_gateway(dir: &Path, port: u16) -> GatewayChild {
+    let mut command = Command::new(gateway_binary());
+    command
+        .args(["serve", "--config-path"])
+        .arg(dir)
+        .args(["--port", &port.to_string()])
+        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .env("MUSTER_MCPSERVER_INITIAL_BACKOFF", "1s")
+        .env("MUSTER_MCPSERVER_MAX_BACKOFF", "2s")
+        .env("RUST_LOG", "info");
+    GatewayChild::spawn(command)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn mcpserver(namespace: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "muster.giantswarm.io/v1alpha1", "kind": "MCPServer",
+        "metadata": {"name": name, "namespace": namespace}, "spec": spec,
+    })
+}
+
+fn remote(url: &str) -> Value {
+    json!({"type": "streamable-http", "url": url, "timeout": 5})
+}
+
+/// The names `list_tools` shows.
+async fn listed(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+    tool_names(&envelope(&call_meta(client, "list_tools", json!({"limit": 500})).await))
+}
+
+/// Waits until `list_tools` shows (or stops showing) `tool`.
+async fn tool_shown(client: &RunningService<RoleClient, ()>, tool: &str, shown: bool, secs: u64) -> bool {
+    eventually(secs, || async { listed(client).await.iter().any(|t| t == tool) == shown }).await
+}
+
+async fn echo(client: &RunningService<RoleClient, ()>, tool: &str) -> Result<(), String> {
+    let result = call_meta(client, "call_tool", json!({"name": tool, "arguments": {"message": "hi"}})).await;
+    if result.is_error == Some(true) {
+        Err(common::text(&result))
+    } else {
+        Ok(())
+    }
+}
+
+async fn core(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> (bool, Value) {
+    let result = call_meta(client, "call_tool", json!({"name": tool, "arguments": args})).await;
+    (result.is_error != Some(true), envelope(&result))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn definitions_appear_change_and_go_while_calls_run() {
+    let (double, dir) = cluster("").await;
+    let steady = DemoHttp::start();
+    let changing = DemoHttp::start();
+    double
+        .put(mcpserver("muster", "steady", remote(&steady.url)))
+        .expect("stored");
+    let port = free_port();
+    let gateway = spawn_gateway(dir.path(), port);
+    let endpoint = gateway.endpoint(Duration::from_secs(60));
+    let client = connect(&endpoint, &[], None).await;
+    assert!(tool_shown(&client, "x_steady_echo", true, 30).await, "{}", gateway.log());
+
+    // Calls to the steady server run the whole time the other one comes, changes and goes.
+    let calls_client = connect(&endpoint, &[], None).await;
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let calls = tokio::spawn(async move {
+        let (mut ok, mut failed) = (0, Vec::new());
+        loop {
+            match echo(&calls_client, "x_steady_echo").await {
+                Ok(()) => ok += 1,
+                Err(e) => failed.push(e),
+            }
+            if stopped.try_recv().is_ok() {
+                return (ok, failed);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+
+    double
+        .put(mcpserver("muster", "changing", remote(&changing.url)))
+        .expect("stored");
+    assert!(tool_shown(&client, "x_changing_echo", true, 30).await, "added: {}", gateway.log());
+    echo(&client, "x_changing_echo").await.expect("the new server answers");
+
+    let mut prefixed = remote(&changing.url);
+    prefixed["toolPrefix"] = json!("renamed");
+    double.put(mcpserver("muster", "changing", prefixed)).expect("stored");
+    assert!(tool_shown(&client, "x_renamed_echo", true, 30).await, "changed: {}", gateway.log());
+    assert!(!listed(&client).await.contains(&"x_changing_echo".to_owned()));
+
+    double.delete("mcpservers", Some("muster"), "changing").expect("deleted");
+    assert!(tool_shown(&client, "x_renamed_echo", false, 30).await, "removed: {}", gateway.log());
+
+    let _ = stop.send(());
+    let (ok, failed) = calls.await.expect("the calls ran");
+    assert!(ok > 10, "calls ran meanwhile: {ok}");
+    assert!(failed.is_empty(), "calls to the unchanged server failed: {failed:?}");
+    let reconnects = gateway.lines().iter().filter(|l| l.contains("steady") && l.contains("connected")).count();
+    assert!(reconnects <= 1, "the unchanged server was reconnected: {}", gateway.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_resource_is_refused_and_another_namespaces_server_is_named_for_it() {
+    let (double, dir) = cluster("").await;
+    let demo = DemoHttp::start();
+    double
+        .put(mcpserver("muster", "local", json!({"type": "stdio", "command": "sh", "args": ["-c", "sleep 60"]})))
+        .expect("stored");
+    double.put(mcpserver("team", "docs", remote(&demo.url))).expect("stored");
+    let gateway = spawn_gateway(dir.path(), free_port());
+    let client = connect(&gateway.endpoint(Duration::from_secs(60)), &[], None).await;
+
+    assert!(tool_shown(&client, "x_team_docs_echo", true, 30).await, "{}", gateway.log());
+    echo(&client, "x_team_docs_echo").await.expect("the namespaced server answers");
+
+    let (ok, local) = core(&client, "core_mcpserver_get", json!({"name": "local"})).await;
+    assert!(ok, "{local}");
+    let state = local["state"].as_str().or(local["status"]["state"].as_str()).unwrap_or_default();
+    assert_eq!(state, "Failed", "{local}");
+    assert!(local.to_string().contains("streamable-http or sse"), "{local}");
+    let (ok, team) = core(&client, "core_mcpserver_get", json!({"name": "team_docs"})).await;
+    assert!(ok, "the other namespace's server is team_docs: {team}");
+
+    let (ok, refused) = core(
+        &client,
+        "core_mcpserver_create",
+        json!({"name": "another", "type": "stdio", "command": "true"}),
+    )
+    .await;
+    assert!(!ok && refused.to_string().contains("streamable-http or sse"), "{refused}");
+    assert!(double.get("mcpservers", Some("muster"), "another").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_is_dropped_and_the_api_server_is_away_for_a_minute() {
+    let (double, dir) = cluster("").await;
+    let first = DemoHttp::start();
+    let second = DemoHttp::start();
+    double.put(mcpserver("muster", "first", remote(&first.url))).expect("stored");
+    let gateway = spawn_gateway(dir.path(), free_port());
+    let client = connect(&gateway.endpoint(Duration::from_secs(60)), &[], None).await;
+    assert!(tool_shown(&client, "x_first_echo", true, 30).await, "{}", gateway.log());
+
+    // The watch ends, and the history it would resume from is gone: 410, and a new list.
+    double.compact();
+    double.drop_watches();
+    double.put(mcpserver("muster", "second", remote(&second.url))).expect("stored");
+    assert!(tool_shown(&client, "x_second_echo", true, 60).await, "after 410: {}", gateway.log());
+
+    // The API server goes away for a minute: the gateway serves what it knew.
+    double.set_unavailable(true);
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        echo(&client, "x_first_echo").await.expect("served while the API server is away");
+        echo(&client, "x_second_echo").await.expect("served while the API server is away");
+    }
+    // Meanwhile the definitions changed: the watch catches up once it is back.
+    double.delete("mcpservers", Some("muster"), "second").expect("deleted");
+    double.set_unavailable(false);
+    assert!(
+        tool_shown(&client, "x_second_echo", false, 120).await,
+        "caught up after the outage: {}",
+        gateway.log()
+    );
+    echo(&client, "x_first_echo").await.expect("still served");
+    assert!(gateway.log().contains("watching definitions again"), "{}", gateway.log());
+}
+
+/// config.yaml lines putting the front door of `issuer` before a gateway on `port`.
+fn front_door(port: u16, issuer: &str) -> String {
+    format!(
+        "aggregator:\n  host: 127.0.0.1\n  oauth:\n    server:\n      enabled: true\n      \
+         baseUrl: http://127.0.0.1:{port}\n      trustedIssuers: [\"{issuer}\"]\n"
+    )
+}
+
+/// An MCPServer create through the gateway by the person of `token`: the tool's answer.
+async fn create_as(endpoint: &str, token: String, name: &str, url: &str) -> (bool, Value) {
+    let client = connect(endpoint, &[], Some(token)).await;
+    let args = json!({"name": name, "type": "streamable-http", "url": url});
+    core(&client, "core_mcpserver_create", args).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_go_as_the_caller_impersonated_and_rbac_decides() {
+    let idp = common::oidc::OidcProvider::start();
+    let port = free_port();
+    let writes = "kubernetesWrites:\n  identity: impersonate\n";
+    let (double, dir) = cluster(&format!("{}{writes}", front_door(port, idp.issuer()))).await;
+    // Bob may write MCPServers in muster's namespace; Alice may not.
+    let bob = format!("{}#bob", idp.issuer());
+    double.allow(&bob, &["get", "create", "update", "delete"], "muster.giantswarm.io", "mcpservers", Some("muster"));
+    let demo = DemoHttp::start();
+    let gateway = spawn_gateway(dir.path(), port);
+    let endpoint = gateway.endpoint(Duration::from_secs(60));
+
+    let (ok, refused) = create_as(&endpoint, idp.token_for(&endpoint, "alice").await, "by-alice", &demo.url).await;
+    assert!(!ok, "{refused}");
+    let message = refused.to_string();
+    assert!(message.contains("403") && message.contains("forbidden"), "the API server's reason: {message}");
+    assert!(message.contains(&format!("{}#alice", idp.issuer())), "names the person: {message}");
+    assert!(double.get("mcpservers", Some("muster"), "by-alice").is_none());
+
+    let (ok, created) = create_as(&endpoint, idp.token_for(&endpoint, "bob").await, "by-bob", &demo.url).await;
+    assert!(ok, "{created}");
+    let stored = double.get("mcpservers", Some("muster"), "by-bob").expect("written to the cluster");
+    assert_eq!(stored["metadata"]["annotations"]["ui.giantswarm.io/registered-by"], "bob");
+    let audit = double.audit_log();
+    let write = audit.iter().find(|e| e.name == "by-bob" && e.verb == "create").expect("audited");
+    assert_eq!(write.user, bob);
+    assert_eq!(write.impersonated_by.as_deref(), Some(GATEWAY_USER));
+    assert!(!audit.iter().any(|e| e.resource == "mcpservers" && e.user == GATEWAY_USER && e.impersonated_by.is_none()));
+
+    // The watch brings it back as a definition: its tools are served.
+    let client = connect(&endpoint, &[], Some(idp.token_for(&endpoint, "bob").await)).await;
+    assert!(tool_shown(&client, "x_by-bob_echo", true, 30).await, "{}", gateway.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_go_with_the_callers_own_token() {
+    let idp = common::oidc::OidcProvider::start();
+    let port = free_port();
+    let (double, dir) = cluster(&front_door(port, idp.issuer())).await;
+    let demo = DemoHttp::start();
+    let gateway = spawn_gateway(dir.path(), port);
+    let endpoint = gateway.endpoint(Duration::from_secs(60));
+
+    // The API server trusts the same issuer: Carol's token is Carol to it.
+    let token = idp.token_for(&endpoint, "carol").await;
+    double.add_token(&token, "carol", &[]);
+    double.allow("carol", &["get", "create", "update", "delete"], "muster.giantswarm.io", "mcpservers", Some("muster"));
+    let (ok, created) = create_as(&endpoint, token.clone(), "by-carol", &demo.url).await;
+    assert!(ok, "{created}");
+    let write = double
+        .audit_log()
+        .into_iter()
+        .find(|e| e.name == "by-carol" && e.verb == "create")
+        .expect("audited");
+    assert_eq!((write.user.as_str(), write.impersonated_by), ("carol", None));
+
+    // A token the API server does not know is refused there, and the refusal reaches Dave.
+    let (ok, refused) = create_as(&endpoint, idp.token_for(&endpoint, "dave").await, "by-dave", &demo.url).await;
+    assert!(!ok && refused.to_string().contains("401"), "{refused}");
+    assert!(double.get("mcpservers", Some("muster"), "by-dave").is_none());
+}
