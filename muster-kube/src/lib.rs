@@ -8,3 +8,7 @@
 //! It builds on kube-rs (`kube` with its runtime, and `k8s-openapi`). As kube-rs asks of
 //! libraries, it enables no Kubernetes version feature of `k8s-openapi`: the binary does (the
 //! reference gateway enables `earliest`).
+
+/// A Kubernetes API server double for tests (feature `test-util`).
+#[cfg(feature = "test-util")]
+pub mod testing;
