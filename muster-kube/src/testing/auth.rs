@@ -94,7 +94,7 @@ struct Rule {
 
 impl Rule {
     fn matches(&self, user: &UserInfo, attrs: &Attributes<'_>) -> bool {
-        let subject = self.subject == user.name || user.groups.iter().any(|g| *g == self.subject);
+        let subject = self.subject == user.name || user.groups.contains(&self.subject);
         let verb = self.verbs.iter().any(|v| v == "*" || v == attrs.verb);
         let group = self.group == "*" || self.group == attrs.group;
         let resource = match attrs.subresource {

@@ -1,5 +1,5 @@
-//! A Kubernetes API server double for tests: an in-memory API server on a loopback port that
-//! kube-rs clients (and a gateway process, through a kubeconfig) talk plain HTTP to.
+//! An in-memory API server on a loopback port that kube-rs clients (and a gateway process,
+//! through a kubeconfig) talk plain HTTP to.
 //!
 //! It serves what muster depends on, with the real server's answers: Secrets, `events.k8s.io`
 //! Events, Leases and muster's custom resources (MCPServer, Workflow, WorkflowExecution) by
@@ -418,8 +418,12 @@ impl ApiServerDouble {
         self.shared.end_watches();
     }
 
-    /// While unavailable, every request is answered 503 and open watches end, as when the
-    /// API server is away.
+    /// While unavailable, every request is answered 503 `ServiceUnavailable` and open watches
+    /// end, as when the API server is away.
+    ///
+    /// kube's default client retries a 503 up to 15 times with exponential backoff from 5 ms
+    /// (minutes in all), so its requests wait for the double to come back; set
+    /// `default_retry = false` on the [`config`](Self::config) to get the 503 at once.
     pub fn set_unavailable(&self, unavailable: bool) {
         self.shared.unavailable.store(unavailable, Ordering::SeqCst);
         if unavailable {

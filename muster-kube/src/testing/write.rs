@@ -512,15 +512,15 @@ fn server_side_apply(store: &mut Store, req: &WriteRequest<'_>, body: Value, for
     let api_version = rt.api_version();
     let writer = writer(req, &api_version);
     let mut result = apply::apply(old.as_ref(), base, &applied, &writer, force)?;
+    let fields = result.pointer("/metadata/managedFields").cloned();
     if let Some(old) = &old {
-        let fields = result.pointer("/metadata/managedFields").cloned();
         keep_server_fields(&rt, old, &mut result);
-        match fields {
-            Some(fields) => metadata_mut(&mut result).insert("managedFields".into(), fields),
-            None => metadata_mut(&mut result).remove("managedFields"),
-        };
     }
-    let scoped = scope_to_subresource(&rt, req.subresource, old.as_ref(), result);
+    let mut scoped = scope_to_subresource(&rt, req.subresource, old.as_ref(), result);
+    match fields {
+        Some(fields) => metadata_mut(&mut scoped).insert("managedFields".into(), fields),
+        None => metadata_mut(&mut scoped).remove("managedFields"),
+    };
     save(store, key, old.as_ref(), scoped, Ownership::Computed)
 }
 
