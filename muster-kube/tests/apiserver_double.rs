@@ -346,6 +346,7 @@ async fn a_watcher_behind_a_compacted_history_gets_410_and_relists() {
     }
     let mut watched = Watched::start(double.client());
     watched.next_where("the initial list", is_init_done).await;
+    eventually("the watch to be open", || open_watches(&double) == 1).await;
     let lists_before = list_requests(&double);
 
     // A write the MCPServer watch does not see moves the resourceVersion past it; compaction
@@ -367,6 +368,19 @@ async fn a_watcher_behind_a_compacted_history_gets_410_and_relists() {
         .await
         .expect("created");
     watched.next_where("ADDED c", applied("c")).await;
+}
+
+/// Watches of MCPServers the double has started (answered 200).
+fn open_watches(double: &ApiServerDouble) -> usize {
+    double
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.path.ends_with("/mcpservers")
+                && r.query.as_deref().unwrap_or_default().contains("watch=true")
+                && r.status == 200
+        })
+        .count()
 }
 
 fn list_requests(double: &ApiServerDouble) -> usize {
@@ -406,6 +420,9 @@ async fn watchers_recover_after_the_api_server_was_away() {
     let mut plain = Watched::start(no_retry_client(&double));
     retrying.next_where("the initial list", is_init_done).await;
     plain.next_where("the initial list", is_init_done).await;
+    // Both watches are open: going away must end them (they would see the changes below
+    // live otherwise, and never need to re-list).
+    eventually("both watches to be open", || open_watches(&double) == 2).await;
 
     double.set_unavailable(true);
     let refused = api_error(servers(no_retry_client(&double)).list(&ListParams::default()).await);
@@ -1152,4 +1169,31 @@ async fn cel_rules_of_a_registered_schema_are_enforced_with_the_api_servers_mess
     );
     assert_eq!(applied.code, 422, "and applies");
     assert!(double.get("mcpservers", Some("default"), "fresh").is_none());
+}
+
+#[tokio::test]
+async fn kube_discovery_finds_the_served_types() {
+    use kube::discovery::{Discovery, Scope};
+
+    let double = ApiServerDouble::start().await;
+    let client = double.client();
+    let version = client.apiserver_version().await.expect("a version");
+    assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "33"));
+    let discovery = Discovery::new(client).run().await.expect("discovered");
+    let group = discovery.get(GROUP).expect("muster's group");
+    let (resource, caps) = group.recommended_kind("MCPServer").expect("MCPServer is served");
+    assert_eq!(
+        (resource.plural.as_str(), resource.version.as_str()),
+        ("mcpservers", "v1alpha1")
+    );
+    assert_eq!(caps.scope, Scope::Namespaced);
+    assert!(caps.subresources.iter().any(|(sub, _)| sub.plural == "status"));
+    let (_, execution_caps) = group.recommended_kind("WorkflowExecution").expect("served");
+    assert!(execution_caps.subresources.is_empty(), "no status subresource");
+    let (secrets, _) = discovery
+        .get("")
+        .and_then(|core| core.recommended_kind("Secret"))
+        .expect("core Secrets");
+    assert_eq!(secrets.api_version, "v1");
+    assert!(discovery.get("coordination.k8s.io").is_some() && discovery.get("events.k8s.io").is_some());
 }

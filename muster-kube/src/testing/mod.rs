@@ -3,7 +3,7 @@
 //!
 //! It serves what muster depends on, with the real server's answers: Secrets, `events.k8s.io`
 //! Events, Leases and muster's custom resources (MCPServer, Workflow, WorkflowExecution) by
-//! default, more with [`ApiServerDouble::add_resource_type`]. Per type: get, list (label and
+//! default, more with [`ApiServerDouble::add_resource_type`](crate::testing::ApiServerDouble::add_resource_type). Per type: get, list (label and
 //! field selectors, `limit`/`continue`), watch (resourceVersion resume, bookmarks, 410 on a
 //! compacted history), create, replace (resourceVersion conflicts), delete (finalizers,
 //! preconditions), merge and JSON patches and server-side apply with field ownership and
@@ -12,13 +12,13 @@
 //! and, for a type given a schema, CEL admission. Errors are `Status` bodies worded as the API
 //! server words them, so `kube::Error::Api` carries the same code, reason and message.
 //!
-//! Tests steer it directly: [`compact`](ApiServerDouble::compact) the history,
-//! [`drop_watches`](ApiServerDouble::drop_watches), make it
-//! [unavailable](ApiServerDouble::set_unavailable), send a
-//! [bookmark](ApiServerDouble::bookmark_now), read and write the store without HTTP
-//! ([`put`](ApiServerDouble::put), [`get`](ApiServerDouble::get),
-//! [`list`](ApiServerDouble::list), [`delete`](ApiServerDouble::delete)), and read the
-//! [request log](ApiServerDouble::requests) and the [audit log](ApiServerDouble::audit_log).
+//! Tests steer it directly: [`compact`](crate::testing::ApiServerDouble::compact) the history,
+//! [`drop_watches`](crate::testing::ApiServerDouble::drop_watches), make it
+//! [unavailable](crate::testing::ApiServerDouble::set_unavailable), send a
+//! [bookmark](crate::testing::ApiServerDouble::bookmark_now), read and write the store without HTTP
+//! ([`put`](crate::testing::ApiServerDouble::put), [`get`](crate::testing::ApiServerDouble::get),
+//! [`list`](crate::testing::ApiServerDouble::list), [`delete`](crate::testing::ApiServerDouble::delete)), and read the
+//! [request log](crate::testing::ApiServerDouble::requests) and the [audit log](crate::testing::ApiServerDouble::audit_log).
 //!
 //! # Example
 //!
