@@ -99,6 +99,31 @@ pub(crate) async fn supervise(
     let mut failures: u32 = 0;
     let mut connected_before = false;
     loop {
+        let refusal = with_registry(&registry, |r| r.definition(&key).and_then(|d| r.refusal(&d))).flatten();
+        if let Some(reason) = refusal {
+            // Refused where the gateway runs (a stdio server in Kubernetes mode): Failed with
+            // the reason, started or not, and not tried until its definition changes (which
+            // gives it a new supervisor).
+            tracing::warn!(server = %key.name, %reason, "MCPServer refused");
+            with_registry(&registry, |r| {
+                r.emit(Event::mcp_server(&key.name, reasons::MCP_SERVER_FAILED, reason.clone()));
+                r.mark(&key, |rt| {
+                    rt.state = MCPServerState::Failed;
+                    rt.health = MCPServerHealth::Unknown;
+                    rt.last_error = Some(reason.clone());
+                    rt.next_retry_after = None;
+                });
+            });
+            if let Some(tx) = first_attempt.take() {
+                let _ = tx.send(());
+            }
+            match commands.recv().await {
+                Some(Command::Stop) => want_running = false,
+                Some(Command::Start | Command::Restart) => want_running = true,
+                None => return,
+            }
+            continue;
+        }
         if !want_running {
             // A stdio server's process is Stopped; a remote server is Disconnected (intentionally).
             let stopped = match with_registry(&registry, |r| r.definition(&key)) {
@@ -124,29 +149,6 @@ pub(crate) async fn supervise(
         let Some(Some(definition)) = with_registry(&registry, |r| r.definition(&key)) else {
             return;
         };
-        if let Some(reason) = with_registry(&registry, |r| r.refusal(&definition)).flatten() {
-            // Refused where the gateway runs (a stdio server in Kubernetes mode): Failed with
-            // the reason, and not tried until its definition changes (a new supervisor).
-            tracing::warn!(server = %key.name, %reason, "MCPServer refused");
-            with_registry(&registry, |r| {
-                r.emit(Event::mcp_server(&key.name, reasons::MCP_SERVER_FAILED, reason.clone()));
-                r.mark(&key, |rt| {
-                    rt.state = MCPServerState::Failed;
-                    rt.health = MCPServerHealth::Unknown;
-                    rt.last_error = Some(reason.clone());
-                    rt.next_retry_after = None;
-                });
-            });
-            if let Some(tx) = first_attempt.take() {
-                let _ = tx.send(());
-            }
-            match commands.recv().await {
-                Some(Command::Stop) => want_running = false,
-                Some(Command::Start | Command::Restart) => {}
-                None => return,
-            }
-            continue;
-        }
         let is_stdio = matches!(definition.spec.server_type, Some(ServerType::Stdio) | None);
         with_registry(&registry, |r| {
             r.mark(&key, |rt| {

@@ -18,7 +18,8 @@
 //!
 //! A resource outside muster's namespace is named `<namespace>_<name>` in the gateway (a
 //! Kubernetes name has no `_`, so it cannot collide with one in muster's namespace), and a
-//! server's tools are exposed under `<namespace>_<toolPrefix or name>`, as the reference says.
+//! server's tools are exposed under `<namespace>_<toolPrefix or name>`, as the reference says
+//! (the catalogue puts the namespace in front).
 //!
 //! ```no_run
 //! # async fn run(registry: std::sync::Arc<muster_gateway::registry::Registry>) -> Result<(), kube::Error> {
@@ -402,8 +403,8 @@ mod tests {
             named,
             [
                 ("api".to_owned(), None),
-                ("team_api".to_owned(), Some("team_api".to_owned())),
-                ("team_docs".to_owned(), Some("team_kb".to_owned())),
+                ("team_api".to_owned(), Some("api".to_owned())),
+                ("team_docs".to_owned(), Some("kb".to_owned())),
             ]
         );
     }

@@ -37,3 +37,6 @@ pub mod definitions;
 mod naming;
 pub mod policy;
 pub mod store;
+/// A Kubernetes API server double for tests (feature `test-util`).
+#[cfg(feature = "test-util")]
+pub mod testing;

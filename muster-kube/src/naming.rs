@@ -2,7 +2,9 @@
 //!
 //! A resource of muster's namespace keeps its name. One of another namespace is named
 //! `<namespace>_<name>`: a Kubernetes name has no `_`, so it cannot collide with one of muster's
-//! namespace, and the name says where to write it back. Such a server's tools are exposed under
+//! namespace, and the name says where to write it back. Such a server keeps its own name as its
+//! `toolPrefix` when it has none, so that the catalogue, which puts a server's namespace in
+//! front of the prefix of a server outside muster's namespace, exposes its tools under
 //! `<namespace>_<toolPrefix or name>`, as the reference says.
 
 use muster_core::crd::{MCPServer, Workflow};
@@ -50,7 +52,7 @@ impl Naming {
                 .tool_prefix
                 .take()
                 .unwrap_or_else(|| server.metadata.name.clone());
-            server.spec.tool_prefix = Some(format!("{namespace}_{prefix}"));
+            server.spec.tool_prefix = Some(prefix);
             server.metadata.name = self.gateway_name(&namespace, &server.metadata.name);
         }
         server
@@ -60,13 +62,7 @@ impl Naming {
     pub(crate) fn server_for_cluster(&self, mut server: MCPServer) -> MCPServer {
         let (namespace, name) = self.resource(&server.metadata.name);
         if namespace != self.muster_namespace {
-            let own = format!("{namespace}_");
-            server.spec.tool_prefix = server
-                .spec
-                .tool_prefix
-                .take()
-                .map(|p| p.strip_prefix(&own).map(str::to_owned).unwrap_or(p))
-                .filter(|p| *p != name);
+            server.spec.tool_prefix = server.spec.tool_prefix.take().filter(|p| *p != name);
         }
         server.metadata.name = name;
         server.metadata.namespace = Some(namespace);
@@ -122,7 +118,13 @@ mod tests {
         }
         let gateway = naming.server_for_gateway(server("team", "api", Some("kb")));
         assert_eq!(gateway.metadata.name, "team_api");
-        assert_eq!(gateway.spec.tool_prefix.as_deref(), Some("team_kb"));
+        assert_eq!(gateway.spec.tool_prefix.as_deref(), Some("kb"));
+        let gateway = naming.server_for_gateway(server("team", "api", None));
+        assert_eq!(
+            gateway.spec.tool_prefix.as_deref(),
+            Some("api"),
+            "the catalogue puts team_ in front"
+        );
         assert_eq!(naming.resource("team_api"), ("team".to_owned(), "api".to_owned()));
         assert_eq!(naming.resource("api"), ("muster".to_owned(), "api".to_owned()));
     }
