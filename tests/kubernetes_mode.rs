@@ -33,14 +33,21 @@ async fn cluster(extra_config: &str) -> (ApiServerDouble, tempfile::TempDir) {
     (double, dir)
 }
 
-/// `gateway serve` of `dir` on a free loopback port, reaching the double through `KUBECONFIG`.
+/// `gateway serve` of `dir` on `port`, reaching the double through `KUBECONFIG`.
 fn spawn_gateway(dir: &Path, port: u16) -> GatewayChild {
+    spawn_replica(dir, port, &dir.join("kubeconfig"), "replica-1")
+}
+
+/// `gateway serve` of `dir` on `port` as replica `pod` (its `POD_NAME`), with `kubeconfig`.
+fn spawn_replica(dir: &Path, port: u16, kubeconfig: &Path, pod: &str) -> GatewayChild {
     let mut command = Command::new(gateway_binary());
     command
         .args(["serve", "--config-path"])
         .arg(dir)
         .args(["--port", &port.to_string()])
-        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .env("KUBECONFIG", kubeconfig)
+        .env("POD_NAME", pod)
+        .env("MUSTER_STATUS_LEASE_DURATION", "4s")
         .env("MUSTER_MCPSERVER_INITIAL_BACKOFF", "1s")
         .env("MUSTER_MCPSERVER_MAX_BACKOFF", "2s")
         .env("RUST_LOG", "info");
@@ -410,4 +417,93 @@ async fn writes_go_with_the_callers_own_token() {
     let (ok, refused) = create_as(&endpoint, idp.token_for(&endpoint, "dave").await, "by-dave", &demo.url).await;
     assert!(!ok && refused.to_string().contains("401"), "{refused}");
     assert!(double.get("mcpservers", Some("muster"), "by-dave").is_none());
+}
+
+/// The status writes to MCPServer `name` the double audited, by user.
+fn status_writes(double: &ApiServerDouble, name: &str, user: &str) -> usize {
+    double
+        .audit_log()
+        .iter()
+        .filter(|e| e.name == name && e.subresource.as_deref() == Some("status") && e.user == user)
+        .count()
+}
+
+/// The `status.state` the double holds for MCPServer `name` of muster's namespace.
+fn state_held(double: &ApiServerDouble, name: &str) -> String {
+    double
+        .get("mcpservers", Some("muster"), name)
+        .and_then(|o| o["status"]["state"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_writes_status_and_another_replica_takes_over() {
+    let (double, dir) = cluster("").await;
+    // Two replicas, each its own ServiceAccount token, so the audit log tells them apart.
+    let kubeconfigs: Vec<_> = ["replica-a", "replica-b"]
+        .iter()
+        .map(|replica| {
+            let token = format!("{replica}-token");
+            double.add_token(&token, replica, &["system:serviceaccounts"]);
+            double.allow_all(replica);
+            let path = dir.path().join(format!("{replica}.kubeconfig"));
+            double.write_kubeconfig(&path, &token, "muster").expect("a kubeconfig");
+            path
+        })
+        .collect();
+    let demo = DemoHttp::start();
+    double
+        .put(mcpserver("muster", "api", remote(&demo.url)))
+        .expect("stored");
+
+    let a = spawn_replica(dir.path(), free_port(), &kubeconfigs[0], "replica-a");
+    assert!(
+        eventually(30, || async { state_held(&double, "api") == "Connected" }).await,
+        "replica a writes the status: {}",
+        a.log()
+    );
+    let held = double.get("mcpservers", Some("muster"), "api").expect("held");
+    assert_eq!(held["status"]["conditions"][0]["type"], "Ready");
+    assert_eq!(held["status"]["conditions"][0]["status"], "True");
+    let managers: Vec<&str> = held["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["subresource"] == "status")
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["muster"], "server-side apply as muster: {held}");
+    assert_eq!(held["spec"]["url"], demo.url, "the spec is untouched");
+
+    let b = spawn_replica(dir.path(), free_port(), &kubeconfigs[1], "replica-b");
+    b.endpoint(Duration::from_secs(60));
+    b.log_shows("connected server=api", Duration::from_secs(30)).await;
+    // Steady: nothing changes, nothing is written; and b, not holding the Lease, writes nothing.
+    let before = status_writes(&double, "api", "replica-a");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        status_writes(&double, "api", "replica-a"),
+        before,
+        "a steady status is not written again"
+    );
+    assert_eq!(
+        status_writes(&double, "api", "replica-b"),
+        0,
+        "b does not hold the Lease"
+    );
+
+    // The holder dies; the server goes away. Within the Lease's duration b takes over and
+    // writes what it sees.
+    drop(a);
+    drop(demo);
+    assert!(
+        eventually(30, || async { status_writes(&double, "api", "replica-b") > 0 }).await,
+        "b took over: {}",
+        b.log()
+    );
+    assert!(
+        eventually(30, || async { state_held(&double, "api") != "Connected" }).await,
+        "b wrote the server's new state"
+    );
+    assert!(b.log().contains("holding the status Lease"), "{}", b.log());
 }

@@ -11,10 +11,13 @@
 //! - `KubernetesPolicy` refuses what does not run in Kubernetes mode (a stdio server reads
 //!   Failed with the reason, and the core tools refuse to write one);
 //! - `KubeDefinitionStore` writes the core tools' changes as resources, with the caller's own
-//!   identity (`kubernetesWrites`).
+//!   identity (`kubernetesWrites`);
+//! - `StatusWriter` writes the MCPServers' status back, from the one replica holding the Lease
+//!   `muster-status-writer` (named by `POD_NAME`, else the host name; the Lease lasts
+//!   `MUSTER_STATUS_LEASE_DURATION`, default 15s).
 //!
-//! Not yet here: status written back to the resources, `core_service_*` as writes of the spec,
-//! run records as WorkflowExecutions and events as Kubernetes Events (they are kept in memory).
+//! Not yet here: `core_service_*` as writes of the spec, Workflow status, run records as
+//! WorkflowExecutions and events as Kubernetes Events (they are kept in memory).
 
 use std::sync::Arc;
 
@@ -25,23 +28,34 @@ use muster::{
 use muster_kube::{
     definitions::{KubeDefinitions, WatchHandle},
     policy::KubernetesPolicy,
+    status::{StatusHandle, StatusWriter},
     store::KubeDefinitionStore,
 };
 
 /// muster's namespace when config.yaml names none.
 const DEFAULT_NAMESPACE: &str = "default";
 
-/// The gateway of Kubernetes mode, and the watch that keeps its definitions current (while it
-/// is held).
+/// What runs beside a gateway in Kubernetes mode, while it is held.
+#[derive(Debug)]
+pub(crate) struct ClusterTasks {
+    /// The watch that keeps the definitions current.
+    _definitions: WatchHandle,
+    /// The status written back (while this replica holds the Lease).
+    _status: StatusHandle,
+}
+
+/// The gateway of Kubernetes mode, and what keeps it and the cluster in step.
 pub(crate) async fn gateway(
     config: MusterConfig,
     supervision: SupervisorConfig,
-) -> Result<(Gateway, WatchHandle), Box<dyn std::error::Error>> {
+) -> Result<(Gateway, ClusterTasks), Box<dyn std::error::Error>> {
     let namespace = config.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
     let no_cluster =
         |e: &dyn std::fmt::Display| format!("Kubernetes mode: no API server to read the definitions from ({e})");
     let cluster = kube::Config::infer().await.map_err(|e| no_cluster(&e))?;
     let client = kube::Client::try_from(cluster.clone()).map_err(|e| no_cluster(&e))?;
+    let status =
+        StatusWriter::new(client.clone(), &namespace, replica_identity()).with_lease_duration(lease_duration());
     let definitions =
         KubeDefinitions::new(client, &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
     let store = KubeDefinitionStore::new(cluster, &namespace, config.kubernetes_writes.clone());
@@ -60,10 +74,40 @@ pub(crate) async fn gateway(
         }
     }
     let registry = Arc::downgrade(gateway.registry());
+    let status = status.start(registry.clone());
     let watch = definitions.watch(move |snapshot| {
         if let Some(registry) = registry.upgrade() {
             registry.apply_snapshot(snapshot);
         }
     });
-    Ok((gateway, watch))
+    Ok((
+        gateway,
+        ClusterTasks {
+            _definitions: watch,
+            _status: status,
+        },
+    ))
+}
+
+/// This replica's name in the status Lease: its pod (`POD_NAME`, set by deploy/deployment.yaml),
+/// else its host.
+fn replica_identity() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+        })
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| format!("muster-{}", std::process::id()))
+}
+
+/// `MUSTER_STATUS_LEASE_DURATION` (e.g. `15s`), else the default.
+fn lease_duration() -> std::time::Duration {
+    std::env::var("MUSTER_STATUS_LEASE_DURATION")
+        .ok()
+        .and_then(|d| muster::gateway::supervisor::parse_duration(&d))
+        .unwrap_or(muster_kube::status::DEFAULT_LEASE_DURATION)
 }

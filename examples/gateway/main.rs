@@ -365,8 +365,8 @@ struct Bound {
 enum DefinitionsWatch {
     /// The config directory's files (filesystem mode).
     ConfigDir(muster::gateway::definitions::config_dir::WatchHandle),
-    /// The cluster's resources (Kubernetes mode).
-    Cluster(muster_kube::definitions::WatchHandle),
+    /// The cluster's resources (Kubernetes mode), and the status written back.
+    Cluster(kubernetes::ClusterTasks),
 }
 
 /// Loads the definitions (see `config_source.rs`), binds their address (or the one `args` give)

@@ -15,6 +15,8 @@
 //!   away.
 //! - [`policy`]: which MCPServers run in Kubernetes mode (no stdio server, no credential in a
 //!   definition, the namespace rules), a `ServerPolicy` for the registry.
+//! - [`status`]: the MCPServers' status written back (server-side apply on the status
+//!   subresource, only what changed) by the one replica holding the status Lease.
 //! - [`store`]: the core tools' writes as resources written with the caller's own identity (their
 //!   forwarded token, or impersonation), a `DefinitionStore`.
 //!
@@ -36,6 +38,7 @@ pub mod crd;
 pub mod definitions;
 mod naming;
 pub mod policy;
+pub mod status;
 pub mod store;
 /// A Kubernetes API server double for tests (feature `test-util`).
 #[cfg(feature = "test-util")]

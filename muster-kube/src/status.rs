@@ -1,0 +1,225 @@
+//! [`StatusWriter`]: the status of every MCPServer, written back to its resource by one replica.
+//!
+//! `kubectl get mcps` shows what `core_mcpserver_get` shows: the state, health, last error,
+//! retry times and the `Ready` condition (`ServerRuntime::to_status`). The writer
+//!
+//! - writes through the status subresource with server-side apply, field manager `muster`, so
+//!   the spec stays the author's and `managedFields` says who wrote what;
+//! - writes a server's status only when it differs from what the resource holds (after a
+//!   replica takes over, it reads what the resources hold first), so a steady gateway sends
+//!   nothing;
+//! - writes only while its replica holds the Lease `muster-status-writer` (coordination.k8s.io,
+//!   in muster's namespace, through kube-lease-manager): replicas observe alike, one writes.
+//!   When the holder stops renewing (killed), another replica takes over once the lease's
+//!   duration has passed.
+//!
+//! ```no_run
+//! # async fn run(registry: std::sync::Arc<muster_gateway::registry::Registry>) -> Result<(), kube::Error> {
+//! use muster_kube::status::StatusWriter;
+//!
+//! let client = kube::Client::try_default().await?;
+//! let writer = StatusWriter::new(client, "muster", "muster-7d9f-abcde");
+//! let _writing = writer.start(std::sync::Arc::downgrade(&registry));
+//! # Ok(()) }
+//! ```
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Weak,
+    time::Duration,
+};
+
+use kube::{
+    Api, Client,
+    api::{DynamicObject, ListParams, Patch, PatchParams},
+};
+use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use muster_core::crd::{API_VERSION, MCPServer, MCPServerStatus};
+use muster_gateway::registry::Registry;
+use serde_json::{Value, json};
+
+use crate::{definitions::Kind, naming::Naming};
+
+/// The Lease whose holder writes status.
+pub const STATUS_LEASE: &str = "muster-status-writer";
+/// The field manager of muster's status writes.
+pub const FIELD_MANAGER: &str = "muster";
+/// How long a holder's lease lasts without renewal, by default: another replica takes over
+/// this long after the holder stopped.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+/// How often the servers' status is compared with what was written.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Writes the status of every MCPServer while its replica holds the status Lease.
+#[derive(Clone)]
+pub struct StatusWriter {
+    client: Client,
+    naming: Naming,
+    identity: String,
+    lease_duration: Duration,
+}
+
+impl std::fmt::Debug for StatusWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusWriter")
+            .field("muster_namespace", &self.naming.muster_namespace())
+            .field("identity", &self.identity)
+            .field("lease_duration", &self.lease_duration)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StatusWriter {
+    /// A writer through `client` for a muster in `muster_namespace`, whose replica holds the
+    /// Lease as `identity` (its pod's name: unique among the replicas).
+    pub fn new(client: Client, muster_namespace: impl Into<String>, identity: impl Into<String>) -> Self {
+        Self {
+            client,
+            naming: Naming::new(muster_namespace),
+            identity: identity.into(),
+            lease_duration: DEFAULT_LEASE_DURATION,
+        }
+    }
+
+    /// Sets how long the Lease lasts without renewal (at least 2 s).
+    pub fn with_lease_duration(mut self, duration: Duration) -> Self {
+        self.lease_duration = duration.max(Duration::from_secs(2));
+        self
+    }
+
+    /// Starts writing the status of `registry`'s servers whenever this replica holds the Lease,
+    /// until the handle is dropped (the Lease is then released) or the registry is gone.
+    pub fn start(self, registry: Weak<Registry>) -> StatusHandle {
+        StatusHandle {
+            task: tokio::spawn(self.run(registry)),
+        }
+    }
+
+    async fn run(self, registry: Weak<Registry>) {
+        let duration = self.lease_duration.as_secs();
+        let grace = (duration / 3).max(1);
+        let params = LeaseParams::new(&self.identity, duration, grace)
+            .with_field_manager(format!("muster-lease-{}", self.identity));
+        let manager = loop {
+            let built = LeaseManagerBuilder::new(self.client.clone(), STATUS_LEASE)
+                .with_namespace(self.naming.muster_namespace())
+                .with_parameters(params.clone())
+                .build()
+                .await;
+            match built {
+                Ok(manager) => break manager,
+                Err(error) => {
+                    tracing::warn!(%error, lease = STATUS_LEASE, "cannot take part in the status Lease yet; retrying");
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+            }
+        };
+        let (mut holding, _lease_task) = manager.watch().await;
+        let mut written: Option<BTreeMap<String, Value>> = None;
+        let mut failing = BTreeSet::new();
+        loop {
+            let leading = *holding.borrow_and_update();
+            if leading {
+                if written.is_none() {
+                    tracing::info!(identity = %self.identity, "holding the status Lease: writing MCPServer status");
+                }
+                let Some(registry) = registry.upgrade() else { return };
+                let desired = desired_statuses(&registry);
+                drop(registry);
+                let known = match written.take() {
+                    Some(known) => known,
+                    None => self.statuses_held(desired.keys()).await,
+                };
+                written = Some(self.write_changed(desired, known, &mut failing).await);
+            } else if written.take().is_some() {
+                tracing::info!(identity = %self.identity, "the status Lease is another replica's now");
+            }
+            tokio::select! {
+                changed = holding.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(TICK) => {}
+            }
+        }
+    }
+
+    /// What the resources of the servers named `names` hold as status now, by gateway name.
+    async fn statuses_held<'a>(&self, names: impl Iterator<Item = &'a String>) -> BTreeMap<String, Value> {
+        let namespaces: BTreeSet<String> = names.map(|n| self.naming.resource(n).0).collect();
+        let mut held = BTreeMap::new();
+        for namespace in namespaces {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &namespace, &Kind::MCPServer.resource());
+            match api.list(&ListParams::default()).await {
+                Ok(list) => {
+                    for object in list.items {
+                        if let (Some(name), Some(status)) = (object.metadata.name.clone(), object.data.get("status")) {
+                            held.insert(self.naming.gateway_name(&namespace, &name), status.clone());
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(%error, namespace, "cannot read the MCPServers' status; writing it all"),
+            }
+        }
+        held
+    }
+
+    /// Writes each status of `desired` that differs from `known`; what the resources hold
+    /// afterwards, as far as the writer knows.
+    async fn write_changed(
+        &self,
+        desired: BTreeMap<String, Value>,
+        mut known: BTreeMap<String, Value>,
+        failing: &mut BTreeSet<String>,
+    ) -> BTreeMap<String, Value> {
+        known.retain(|name, _| desired.contains_key(name));
+        for (name, status) in desired {
+            if known.get(&name) == Some(&status) {
+                continue;
+            }
+            let (namespace, resource) = self.naming.resource(&name);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &namespace, &Kind::MCPServer.resource());
+            let patch = json!({"apiVersion": API_VERSION, "kind": MCPServer::KIND, "status": status});
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            match api.patch_status(&resource, &params, &Patch::Apply(&patch)).await {
+                Ok(_) => {
+                    failing.remove(&name);
+                    known.insert(name, status);
+                }
+                // Deleted meanwhile: the watch will say so.
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(error) => {
+                    if failing.insert(name.clone()) {
+                        tracing::warn!(server = %name, %error, "cannot write the MCPServer's status; retrying");
+                    }
+                }
+            }
+        }
+        known
+    }
+}
+
+/// The status each server of `registry` should show, as the JSON its resource holds, by
+/// gateway name.
+fn desired_statuses(registry: &Registry) -> BTreeMap<String, Value> {
+    registry
+        .servers()
+        .into_iter()
+        .filter_map(|view| {
+            let status: MCPServerStatus = view.runtime.to_status(view.definition.spec.suspended);
+            let value = serde_json::to_value(status).ok()?;
+            Some((view.definition.metadata.name, value))
+        })
+        .collect()
+}
+
+/// Writes status while it is held; dropping it stops the writer and releases the Lease.
+#[derive(Debug)]
+pub struct StatusHandle {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for StatusHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
