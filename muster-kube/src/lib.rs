@@ -43,3 +43,7 @@ pub mod store;
 /// A Kubernetes API server double for tests (feature `test-util`).
 #[cfg(feature = "test-util")]
 pub mod testing;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
