@@ -507,3 +507,77 @@ async fn only_the_lease_holder_writes_status_and_another_replica_takes_over() {
     );
     assert!(b.log().contains("holding the status Lease"), "{}", b.log());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_stop_start_and_restart_are_writes_of_the_spec_as_the_caller() {
+    let idp = common::oidc::OidcProvider::start();
+    let port = free_port();
+    let (double, dir) = cluster(&front_door(port, idp.issuer())).await;
+    let demo = DemoHttp::start();
+    double
+        .put(mcpserver("muster", "api", remote(&demo.url)))
+        .expect("stored");
+    let gateway = spawn_gateway(dir.path(), port);
+    let endpoint = gateway.endpoint(Duration::from_secs(60));
+    let token = idp.token_for(&endpoint, "erin").await;
+    double.add_token(&token, "erin", &[]);
+    double.allow(
+        "erin",
+        &["get", "update"],
+        "muster.giantswarm.io",
+        "mcpservers",
+        Some("muster"),
+    );
+    let client = connect(&endpoint, &[], Some(token)).await;
+    assert!(tool_shown(&client, "x_api_echo", true, 30).await, "{}", gateway.log());
+    let spec = |field: &str| {
+        double
+            .get("mcpservers", Some("muster"), "api")
+            .map(|o| o["spec"][field].clone())
+    };
+    let erins_updates = || {
+        double
+            .audit_log()
+            .iter()
+            .filter(|e| e.name == "api" && e.verb == "update" && e.user == "erin")
+            .count()
+    };
+
+    let (ok, stopped) = core(&client, "core_service_stop", json!({"name": "api"})).await;
+    assert!(ok, "{stopped}");
+    assert_eq!(spec("suspended"), Some(json!(true)));
+    assert_eq!(erins_updates(), 1, "written as Erin");
+    assert!(
+        eventually(30, || async { state_held(&double, "api") == "Disconnected" }).await,
+        "the status follows: {:?}",
+        double.get("mcpservers", Some("muster"), "api")
+    );
+    assert!(tool_shown(&client, "x_api_echo", false, 30).await);
+
+    let (ok, started) = core(&client, "core_service_start", json!({"name": "api"})).await;
+    assert!(ok, "{started}");
+    assert_ne!(spec("suspended"), Some(json!(true)));
+    assert!(
+        spec("restartRequestedAt").is_some_and(|at| at.is_string()),
+        "a stopped server restarts"
+    );
+    assert!(tool_shown(&client, "x_api_echo", true, 30).await, "{}", gateway.log());
+
+    let before = spec("restartRequestedAt");
+    let (ok, restarted) = core(&client, "core_service_restart", json!({"name": "api"})).await;
+    assert!(ok, "{restarted}");
+    let requested = spec("restartRequestedAt").expect("written");
+    assert_ne!(Some(requested.clone()), before, "a new restart request");
+    assert!(
+        eventually(30, || async {
+            double
+                .get("mcpservers", Some("muster"), "api")
+                .is_some_and(|o| o["status"]["lastRestartedAt"] == requested)
+        })
+        .await,
+        "status.lastRestartedAt mirrors the processed request: {:?}",
+        double.get("mcpservers", Some("muster"), "api")
+    );
+    assert_eq!(erins_updates(), 3);
+    echo(&client, "x_api_echo").await.expect("running again");
+}

@@ -199,13 +199,19 @@ impl StatusWriter {
 }
 
 /// The status each server of `registry` should show, as the JSON its resource holds, by
-/// gateway name.
+/// gateway name. `lastRestartedAt` mirrors `spec.restartRequestedAt` once a connection attempt
+/// made after it processed it, whatever its outcome (the reference's one-shot restart).
 fn desired_statuses(registry: &Registry) -> BTreeMap<String, Value> {
     registry
         .servers()
         .into_iter()
         .filter_map(|view| {
-            let status: MCPServerStatus = view.runtime.to_status(view.definition.spec.suspended);
+            let mut status: MCPServerStatus = view.runtime.to_status(view.definition.spec.suspended);
+            status.last_restarted_at = view
+                .definition
+                .spec
+                .restart_requested_at
+                .filter(|requested| view.runtime.last_attempt.is_some_and(|attempt| attempt >= *requested));
             let value = serde_json::to_value(status).ok()?;
             Some((view.definition.metadata.name, value))
         })

@@ -11,6 +11,9 @@
 //! - `impersonate`: muster's own credential, with `Impersonate-User` naming the caller as the
 //!   API server would name them from their token.
 //!
+//! `core_service_stop`, `_start` and `_restart` are writes too: of `spec.suspended` and
+//! `spec.restartRequestedAt` (the one-shot restart request), as their caller.
+//!
 //! A call without a caller the front door authenticated is refused: there is nobody to write
 //! as. A refusal by the API server (403 without the right, 409 when the resource changed
 //! meanwhile, 422 when a CRD rule refuses it) is the tool's error, with the API server's reason.
@@ -224,5 +227,11 @@ impl DefinitionStore for KubeDefinitionStore {
         caller: &'a CallContext,
     ) -> BoxFuture<'a, Result<(), DefinitionStoreError>> {
         Box::pin(self.delete(Kind::Workflow, name, caller))
+    }
+
+    /// `core_service_start`, `_stop` and `_restart` write `spec.suspended` and
+    /// `spec.restartRequestedAt` as their caller.
+    fn writes_lifecycle(&self) -> bool {
+        true
     }
 }

@@ -444,13 +444,13 @@ impl CoreTools {
             CoreTool::ServiceList => services::service_list(registry),
             CoreTool::ServiceStatus => services::service_status(registry, required_name(args)?)?,
             CoreTool::ServiceStart => {
-                services::service_control(registry, required_name(args)?, Control::Start, &call.ctx).await?
+                services::service_control(registry, store, required_name(args)?, Control::Start, &call.ctx).await?
             }
             CoreTool::ServiceStop => {
-                services::service_control(registry, required_name(args)?, Control::Stop, &call.ctx).await?
+                services::service_control(registry, store, required_name(args)?, Control::Stop, &call.ctx).await?
             }
             CoreTool::ServiceRestart => {
-                services::service_control(registry, required_name(args)?, Control::Restart, &call.ctx).await?
+                services::service_control(registry, store, required_name(args)?, Control::Restart, &call.ctx).await?
             }
             CoreTool::McpServerList => services::mcpserver_list(registry),
             CoreTool::McpServerGet => services::mcpserver_get(registry, required_name(args)?)?,

@@ -159,7 +159,8 @@ pub(super) fn mcpserver_get(registry: &Registry, name: &str) -> Result<Value, To
 }
 
 pub(super) async fn service_control(
-    registry: &Registry,
+    registry: &std::sync::Arc<Registry>,
+    store: super::Writes<'_>,
     name: &str,
     control: Control,
     ctx: &muster_core::CallContext,
@@ -197,16 +198,41 @@ pub(super) async fn service_control(
         status["message"] = json!(format!("service {name} is already stopped"));
         return Ok(status);
     }
-    let command = match control {
-        Control::Start => Command::Start,
-        Control::Stop => Command::Stop,
-        Control::Restart => Command::Restart,
-    };
     tracing::info!(service = %name, ?control, author = %crate::events::Author::of(ctx), "service control requested");
-    if !registry.command(name, command) {
-        return Err(ToolError::invalid_arguments(format!(
-            "service {name} is not supervised"
-        )));
+    match store.filter(|store| store.writes_lifecycle()) {
+        Some(store) => {
+            // The lifecycle is the definition's: written as the caller, then applied here (the
+            // changed definition restarts or stops the server; other replicas see the write).
+            let mut definition = before.definition.clone();
+            let down = !matches!(
+                before.runtime.state,
+                MCPServerState::Running | MCPServerState::Connected
+            );
+            match control {
+                Control::Stop => definition.spec.suspended = true,
+                Control::Start => {
+                    definition.spec.suspended = false;
+                    if down {
+                        definition.spec.restart_requested_at = Some(chrono::Utc::now());
+                    }
+                }
+                Control::Restart => definition.spec.restart_requested_at = Some(chrono::Utc::now()),
+            }
+            let stored = store.put_mcpserver(definition, ctx).await?;
+            registry.apply_server_as(stored.definition, Some(&crate::events::Author::of(ctx)));
+        }
+        None => {
+            let command = match control {
+                Control::Start => Command::Start,
+                Control::Stop => Command::Stop,
+                Control::Restart => Command::Restart,
+            };
+            if !registry.command(name, command) {
+                return Err(ToolError::invalid_arguments(format!(
+                    "service {name} is not supervised"
+                )));
+            }
+        }
     }
     // Wait (bounded by the server's timeout) for the supervisor to act: stopped, or connected,
     // or failed on this attempt.

@@ -151,6 +151,15 @@ pub trait DefinitionStore: std::fmt::Debug + Send + Sync {
         name: &'a str,
         caller: &'a CallContext,
     ) -> BoxFuture<'a, Result<(), DefinitionStoreError>>;
+
+    /// Whether a server's lifecycle is a write of its definition here: `core_service_stop`
+    /// puts `spec.suspended: true`, `core_service_start` puts `spec.suspended: false` (and, for
+    /// a server that is down, `spec.restartRequestedAt`), `core_service_restart` puts
+    /// `spec.restartRequestedAt`, each as its caller, and the changed definition does the rest
+    /// (Kubernetes mode). `false` (the default): they command the running server only.
+    fn writes_lifecycle(&self) -> bool {
+        false
+    }
 }
 
 /// What a [`DefinitionStore`] answers for a definition it wrote.
