@@ -581,3 +581,52 @@ async fn service_stop_start_and_restart_are_writes_of_the_spec_as_the_caller() {
     assert_eq!(erins_updates(), 3);
     echo(&client, "x_api_echo").await.expect("running again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_status_says_whether_it_is_valid() {
+    let (double, dir) = cluster("").await;
+    let workflow = |name: &str, args: Value| {
+        json!({
+            "apiVersion": "muster.giantswarm.io/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": name, "namespace": "muster"},
+            "spec": {"steps": [
+                {"id": "one", "tool": "x_api_echo", "args": args},
+                {"id": "two", "tool": "core_service_list"},
+            ]},
+        })
+    };
+    double
+        .put(workflow("good", json!({"message": "{{ .input.m }}"})))
+        .expect("stored");
+    double
+        .put(workflow("broken", json!({"message": "{{ .input.m "})))
+        .expect("stored");
+    let gateway = spawn_gateway(dir.path(), free_port());
+    gateway.endpoint(Duration::from_secs(60));
+    let status = |name: &str| {
+        double
+            .get("workflows", Some("muster"), name)
+            .map(|o| o["status"].clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        eventually(30, || async {
+            status("good")["valid"] == true && status("broken")["valid"] == false
+        })
+        .await,
+        "{} / {}: {}",
+        status("good"),
+        status("broken"),
+        gateway.log()
+    );
+    assert_eq!(status("good")["stepCount"], 2);
+    assert_eq!(
+        status("good")["referencedTools"],
+        json!(["core_service_list", "x_api_echo"])
+    );
+    let errors = status("broken")["validationErrors"].to_string();
+    assert!(
+        errors.contains("steps[0]") && errors.contains("unclosed action"),
+        "says what is wrong where: {errors}"
+    );
+}

@@ -12,12 +12,12 @@
 //!   Failed with the reason, and the core tools refuse to write one);
 //! - `KubeDefinitionStore` writes the core tools' changes as resources, with the caller's own
 //!   identity (`kubernetesWrites`);
-//! - `StatusWriter` writes the MCPServers' status back, from the one replica holding the Lease
+//! - `StatusWriter` writes the MCPServers' and Workflows' status back, from the one replica holding the Lease
 //!   `muster-status-writer` (named by `POD_NAME`, else the host name; the Lease lasts
 //!   `MUSTER_STATUS_LEASE_DURATION`, default 15s).
 //!
-//! Not yet here: `core_service_*` as writes of the spec, Workflow status, run records as
-//! WorkflowExecutions and events as Kubernetes Events (they are kept in memory).
+//! Not yet here: run records as WorkflowExecutions, events as Kubernetes Events (both are kept
+//! in memory), and Secrets read from the cluster.
 
 use std::sync::Arc;
 
@@ -58,6 +58,7 @@ pub(crate) async fn gateway(
         StatusWriter::new(client.clone(), &namespace, replica_identity()).with_lease_duration(lease_duration());
     let definitions =
         KubeDefinitions::new(client, &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
+    let status = status.with_rejections(definitions.rejections());
     let store = KubeDefinitionStore::new(cluster, &namespace, config.kubernetes_writes.clone());
     let registry = RegistryOptions::default()
         .with_supervision(supervision)

@@ -148,6 +148,23 @@ pub struct KubeDefinitions {
     client: Client,
     naming: Naming,
     namespaces: BTreeSet<String>,
+    rejected: Rejections,
+}
+
+/// The Workflows the watches hold that muster cannot serve (they do not compile), with why, by
+/// gateway name, as of the last snapshot: what their `status.validationErrors` says.
+#[derive(Debug, Clone, Default)]
+pub struct Rejections(std::sync::Arc<std::sync::Mutex<BTreeMap<String, Vec<String>>>>);
+
+impl Rejections {
+    /// The rejected Workflows and why.
+    pub fn workflows(&self) -> BTreeMap<String, Vec<String>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn replace(&self, rejected: BTreeMap<String, Vec<String>>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = rejected;
+    }
 }
 
 impl std::fmt::Debug for KubeDefinitions {
@@ -167,6 +184,7 @@ impl KubeDefinitions {
             client,
             namespaces: BTreeSet::from([naming.muster_namespace().to_owned()]),
             naming,
+            rejected: Rejections::default(),
         }
     }
 
@@ -185,6 +203,11 @@ impl KubeDefinitions {
 
     fn api(&self, (kind, namespace): &WatchKey) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), namespace, &kind.resource())
+    }
+
+    /// The Workflows muster cannot serve, as the last snapshot found them (for their status).
+    pub fn rejections(&self) -> Rejections {
+        self.rejected.clone()
     }
 
     /// Every definition now: one list of each kind in each namespace. For the gateway's start;
@@ -225,6 +248,7 @@ impl KubeDefinitions {
     /// The snapshot of `held`: each resource read as muster's type and named for the gateway.
     fn snapshot(&self, held: &BTreeMap<WatchKey, BTreeMap<String, DynamicObject>>) -> DefinitionSnapshot {
         let mut snapshot = DefinitionSnapshot::new(Origin::Other("Kubernetes".to_owned()));
+        let mut rejected = BTreeMap::new();
         for ((kind, namespace), objects) in held {
             for (name, object) in objects {
                 let origin = Origin::Other(format!("{} {namespace}/{name}", kind_name(*kind)));
@@ -238,20 +262,21 @@ impl KubeDefinitions {
                             snapshot.kept_servers.insert(self.naming.gateway_name(namespace, name));
                         }
                     },
-                    Kind::Workflow => match read::<Workflow>(object).and_then(valid_workflow) {
+                    Kind::Workflow => match read::<Workflow>(object).map_err(|e| vec![e]).and_then(valid_workflow) {
                         Ok(workflow) => snapshot
                             .workflows
                             .push(Sourced::new(self.naming.workflow_for_gateway(workflow), origin)),
-                        Err(error) => {
-                            tracing::warn!(%origin, %error, "a Workflow muster cannot serve; keeping its last good definition");
-                            snapshot
-                                .kept_workflows
-                                .insert(self.naming.gateway_name(namespace, name));
+                        Err(errors) => {
+                            tracing::warn!(%origin, errors = %errors.join("; "), "a Workflow muster cannot serve; keeping its last good definition");
+                            let name = self.naming.gateway_name(namespace, name);
+                            snapshot.kept_workflows.insert(name.clone());
+                            rejected.insert(name, errors);
                         }
                     },
                 }
             }
         }
+        self.rejected.replace(rejected);
         snapshot
     }
 }
@@ -271,9 +296,9 @@ fn valid_server(server: MCPServer) -> Result<MCPServer, String> {
     Ok(server)
 }
 
-/// `workflow`, if it compiles: the rules, its templates and its jq programs.
-fn valid_workflow(workflow: Workflow) -> Result<Workflow, String> {
-    muster_workflow::engine::CompiledWorkflow::compile(workflow.clone()).map_err(|e| e.to_lines().join("; "))?;
+/// `workflow`, if it compiles: the rules, its templates and its jq programs; else why not.
+fn valid_workflow(workflow: Workflow) -> Result<Workflow, Vec<String>> {
+    muster_workflow::engine::CompiledWorkflow::compile(workflow.clone()).map_err(|e| e.to_lines())?;
     Ok(workflow)
 }
 
@@ -433,5 +458,10 @@ mod tests {
         assert!(snapshot.workflows.is_empty() && snapshot.servers.is_empty());
         assert_eq!(snapshot.kept_workflows, BTreeSet::from(["broken".to_owned()]));
         assert_eq!(snapshot.kept_servers, BTreeSet::from(["team_bad".to_owned()]));
+        let rejected = definitions.rejections().workflows();
+        assert!(
+            rejected["broken"].iter().any(|e| e.contains("unclosed action")),
+            "why, for its status: {rejected:?}"
+        );
     }
 }

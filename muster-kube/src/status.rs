@@ -1,7 +1,10 @@
-//! [`StatusWriter`]: the status of every MCPServer, written back to its resource by one replica.
+//! [`StatusWriter`]: the status of every MCPServer and Workflow, written back to its resource by
+//! one replica.
 //!
 //! `kubectl get mcps` shows what `core_mcpserver_get` shows: the state, health, last error,
-//! retry times and the `Ready` condition (`ServerRuntime::to_status`). The writer
+//! retry times and the `Ready` condition (`ServerRuntime::to_status`), and `lastRestartedAt`.
+//! `kubectl get wf` shows whether a Workflow is valid (with its validation errors when it is not:
+//! [`Rejections`]), its step count and the tools it names. The writer
 //!
 //! - writes through the status subresource with server-side apply, field manager `muster`, so
 //!   the spec stays the author's and `managedFields` says who wrote what;
@@ -34,11 +37,17 @@ use kube::{
     api::{DynamicObject, ListParams, Patch, PatchParams},
 };
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
-use muster_core::crd::{API_VERSION, MCPServer, MCPServerStatus};
+use muster_core::crd::{API_VERSION, MCPServer, MCPServerStatus, Workflow, WorkflowStatus};
 use muster_gateway::registry::Registry;
 use serde_json::{Value, json};
 
-use crate::{definitions::Kind, naming::Naming};
+use crate::{
+    definitions::{Kind, Rejections},
+    naming::Naming,
+};
+
+/// A resource muster writes the status of: its kind and gateway name.
+type Target = (Kind, String);
 
 /// The Lease whose holder writes status.
 pub const STATUS_LEASE: &str = "muster-status-writer";
@@ -57,6 +66,7 @@ pub struct StatusWriter {
     naming: Naming,
     identity: String,
     lease_duration: Duration,
+    rejections: Rejections,
 }
 
 impl std::fmt::Debug for StatusWriter {
@@ -78,7 +88,15 @@ impl StatusWriter {
             naming: Naming::new(muster_namespace),
             identity: identity.into(),
             lease_duration: DEFAULT_LEASE_DURATION,
+            rejections: Rejections::default(),
         }
+    }
+
+    /// Reports the Workflows muster cannot serve as invalid, with why
+    /// ([`KubeDefinitions::rejections`](crate::definitions::KubeDefinitions::rejections)).
+    pub fn with_rejections(mut self, rejections: Rejections) -> Self {
+        self.rejections = rejections;
+        self
     }
 
     /// Sets how long the Lease lasts without renewal (at least 2 s).
@@ -115,7 +133,7 @@ impl StatusWriter {
             }
         };
         let (mut holding, _lease_task) = manager.watch().await;
-        let mut written: Option<BTreeMap<String, Value>> = None;
+        let mut written: Option<BTreeMap<Target, Value>> = None;
         let mut failing = BTreeSet::new();
         loop {
             let leading = *holding.borrow_and_update();
@@ -124,7 +142,8 @@ impl StatusWriter {
                     tracing::info!(identity = %self.identity, "holding the status Lease: writing MCPServer status");
                 }
                 let Some(registry) = registry.upgrade() else { return };
-                let desired = desired_statuses(&registry);
+                let mut desired = server_statuses(&registry);
+                desired.extend(workflow_statuses(&registry, &self.rejections));
                 drop(registry);
                 let known = match written.take() {
                     Some(known) => known,
@@ -141,22 +160,21 @@ impl StatusWriter {
         }
     }
 
-    /// What the resources of the servers named `names` hold as status now, by gateway name.
-    async fn statuses_held<'a>(&self, names: impl Iterator<Item = &'a String>) -> BTreeMap<String, Value> {
-        let namespaces: BTreeSet<String> = names.map(|n| self.naming.resource(n).0).collect();
+    /// What the resources of `targets` hold as status now.
+    async fn statuses_held<'a>(&self, targets: impl Iterator<Item = &'a Target>) -> BTreeMap<Target, Value> {
+        let lists: BTreeSet<(Kind, String)> = targets.map(|(kind, n)| (*kind, self.naming.resource(n).0)).collect();
         let mut held = BTreeMap::new();
-        for namespace in namespaces {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &namespace, &Kind::MCPServer.resource());
+        for (kind, namespace) in lists {
+            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &namespace, &kind.resource());
             match api.list(&ListParams::default()).await {
                 Ok(list) => {
                     for object in list.items {
                         if let (Some(name), Some(status)) = (object.metadata.name.clone(), object.data.get("status")) {
-                            held.insert(self.naming.gateway_name(&namespace, &name), status.clone());
+                            held.insert((kind, self.naming.gateway_name(&namespace, &name)), status.clone());
                         }
                     }
                 }
-                Err(error) => tracing::warn!(%error, namespace, "cannot read the MCPServers' status; writing it all"),
+                Err(error) => tracing::warn!(%error, namespace, ?kind, "cannot read the status held; writing it all"),
             }
         }
         held
@@ -166,30 +184,34 @@ impl StatusWriter {
     /// afterwards, as far as the writer knows.
     async fn write_changed(
         &self,
-        desired: BTreeMap<String, Value>,
-        mut known: BTreeMap<String, Value>,
-        failing: &mut BTreeSet<String>,
-    ) -> BTreeMap<String, Value> {
-        known.retain(|name, _| desired.contains_key(name));
-        for (name, status) in desired {
-            if known.get(&name) == Some(&status) {
+        desired: BTreeMap<Target, Value>,
+        mut known: BTreeMap<Target, Value>,
+        failing: &mut BTreeSet<Target>,
+    ) -> BTreeMap<Target, Value> {
+        known.retain(|target, _| desired.contains_key(target));
+        for (target, status) in desired {
+            if known.get(&target) == Some(&status) {
                 continue;
             }
-            let (namespace, resource) = self.naming.resource(&name);
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &namespace, &Kind::MCPServer.resource());
-            let patch = json!({"apiVersion": API_VERSION, "kind": MCPServer::KIND, "status": status});
+            let (kind, name) = &target;
+            let kind_name = match kind {
+                Kind::MCPServer => MCPServer::KIND,
+                Kind::Workflow => Workflow::KIND,
+            };
+            let (namespace, resource) = self.naming.resource(name);
+            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &namespace, &kind.resource());
+            let patch = json!({"apiVersion": API_VERSION, "kind": kind_name, "status": status});
             let params = PatchParams::apply(FIELD_MANAGER).force();
             match api.patch_status(&resource, &params, &Patch::Apply(&patch)).await {
                 Ok(_) => {
-                    failing.remove(&name);
-                    known.insert(name, status);
+                    failing.remove(&target);
+                    known.insert(target, status);
                 }
                 // Deleted meanwhile: the watch will say so.
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(error) => {
-                    if failing.insert(name.clone()) {
-                        tracing::warn!(server = %name, %error, "cannot write the MCPServer's status; retrying");
+                    if failing.insert(target.clone()) {
+                        tracing::warn!(kind = kind_name, %name, %error, "cannot write the status; retrying");
                     }
                 }
             }
@@ -201,7 +223,7 @@ impl StatusWriter {
 /// The status each server of `registry` should show, as the JSON its resource holds, by
 /// gateway name. `lastRestartedAt` mirrors `spec.restartRequestedAt` once a connection attempt
 /// made after it processed it, whatever its outcome (the reference's one-shot restart).
-fn desired_statuses(registry: &Registry) -> BTreeMap<String, Value> {
+fn server_statuses(registry: &Registry) -> BTreeMap<Target, Value> {
     registry
         .servers()
         .into_iter()
@@ -213,8 +235,34 @@ fn desired_statuses(registry: &Registry) -> BTreeMap<String, Value> {
                 .restart_requested_at
                 .filter(|requested| view.runtime.last_attempt.is_some_and(|attempt| attempt >= *requested));
             let value = serde_json::to_value(status).ok()?;
-            Some((view.definition.metadata.name, value))
+            Some(((Kind::MCPServer, view.definition.metadata.name), value))
         })
+        .collect()
+}
+
+/// The status each Workflow should show: valid with its step count and the tools it names, or,
+/// for one muster cannot serve, invalid with why.
+fn workflow_statuses(registry: &Registry, rejections: &Rejections) -> BTreeMap<Target, Value> {
+    let valid = registry.workflows().into_iter().map(|workflow| {
+        let status = WorkflowStatus {
+            valid: true,
+            referenced_tools: muster_workflow::referenced_tools(&workflow).into_iter().collect(),
+            step_count: u32::try_from(workflow.spec.steps.len()).unwrap_or(u32::MAX),
+            ..WorkflowStatus::default()
+        };
+        (workflow.metadata.name, status)
+    });
+    let invalid = rejections.workflows().into_iter().map(|(name, errors)| {
+        let status = WorkflowStatus {
+            valid: false,
+            validation_errors: errors,
+            ..WorkflowStatus::default()
+        };
+        (name, status)
+    });
+    valid
+        .chain(invalid)
+        .filter_map(|(name, status)| Some(((Kind::Workflow, name), serde_json::to_value(status).ok()?)))
         .collect()
 }
 
