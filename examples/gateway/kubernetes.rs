@@ -11,10 +11,13 @@
 //! - `KubernetesPolicy` refuses what does not run in Kubernetes mode (a stdio server reads
 //!   Failed with the reason, and the core tools refuse to write one);
 //! - `KubeDefinitionStore` writes the core tools' changes as resources, with the caller's own
-//!   identity (`kubernetesWrites`).
+//!   identity (`kubernetesWrites`);
+//! - `KubeExecutionStore` keeps each workflow run's record as a WorkflowExecution of muster's
+//!   namespace, written with muster's own client and shared by every replica; at start, the
+//!   runs this replica (`POD_NAME`, else the host name) left in progress are marked failed.
 //!
 //! Not yet here: status written back to the resources, `core_service_*` as writes of the spec,
-//! run records as WorkflowExecutions and events as Kubernetes Events (they are kept in memory).
+//! and events as Kubernetes Events (they are kept in memory).
 
 use std::sync::Arc;
 
@@ -24,6 +27,7 @@ use muster::{
 };
 use muster_kube::{
     definitions::{KubeDefinitions, WatchHandle},
+    executions::KubeExecutionStore,
     policy::KubernetesPolicy,
     store::KubeDefinitionStore,
 };
@@ -43,10 +47,12 @@ pub(crate) async fn gateway(
     let cluster = kube::Config::infer().await.map_err(|e| no_cluster(&e))?;
     let client = kube::Client::try_from(cluster.clone()).map_err(|e| no_cluster(&e))?;
     let definitions =
-        KubeDefinitions::new(client, &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
+        KubeDefinitions::new(client.clone(), &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
     let store = KubeDefinitionStore::new(cluster, &namespace, config.kubernetes_writes.clone());
+    let executions = executions(client, &namespace).await;
     let registry = RegistryOptions::default()
         .with_supervision(supervision)
+        .with_executions(executions)
         .with_server_policy(Arc::new(KubernetesPolicy::new(&namespace)));
     let options = GatewayOptions::from(registry).with_definition_store(Arc::new(store));
     let gateway = Gateway::with_options(config, Vec::new(), Vec::new(), options)?;
@@ -66,4 +72,26 @@ pub(crate) async fn gateway(
         }
     });
     Ok((gateway, watch))
+}
+
+/// The run records as WorkflowExecutions of `namespace`, written with muster's own `client`,
+/// after marking failed the runs this replica left in progress when it stopped. Runs of the
+/// other replicas are theirs. An API server that does not answer yet is logged: the records
+/// are then written as the runs go, and this replica's old runs stay in progress.
+async fn executions(client: kube::Client, namespace: &str) -> Arc<dyn muster::workflow::record::ExecutionStore> {
+    use muster::workflow::record::{ExecutionStore, INTERRUPTED_ERROR};
+
+    let store = Arc::new(KubeExecutionStore::new(client, namespace));
+    let recovering = Arc::clone(&store);
+    // The store blocks on the API server: on a blocking thread, as the gateway calls it.
+    match tokio::task::spawn_blocking(move || recovering.recover_interrupted(chrono::Utc::now())).await {
+        Ok(Ok(ids)) => {
+            for id in ids {
+                tracing::warn!(execution_id = %id, replica = store.replica(), "{INTERRUPTED_ERROR}");
+            }
+        }
+        Ok(Err(e)) => tracing::error!(error = %e, "cannot mark this replica's interrupted workflow runs failed"),
+        Err(e) => tracing::error!(error = %e, "marking this replica's interrupted workflow runs failed did not finish"),
+    }
+    store
 }

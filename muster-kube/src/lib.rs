@@ -17,6 +17,9 @@
 //!   definition, the namespace rules), a `ServerPolicy` for the registry.
 //! - [`store`]: the core tools' writes as resources written with the caller's own identity (their
 //!   forwarded token, or impersonation), a `DefinitionStore`.
+//! - [`executions`]: workflow run records as WorkflowExecution resources written with muster's
+//!   own client, labelled by workflow, status and replica, an `ExecutionStore` every replica
+//!   shares.
 //!
 //! It builds on kube-rs (`kube` with its runtime, and `k8s-openapi`). As kube-rs asks of
 //! libraries, it enables no Kubernetes version feature of `k8s-openapi`: the binary does (the
@@ -34,6 +37,7 @@
 
 pub mod crd;
 pub mod definitions;
+pub mod executions;
 mod naming;
 pub mod policy;
 pub mod store;
