@@ -12,12 +12,15 @@
 //!   Failed with the reason, and the core tools refuse to write one);
 //! - `KubeDefinitionStore` writes the core tools' changes as resources, with the caller's own
 //!   identity (`kubernetesWrites`);
-//! - `StatusWriter` writes the MCPServers' and Workflows' status back, from the one replica holding the Lease
-//!   `muster-status-writer` (named by `POD_NAME`, else the host name; the Lease lasts
-//!   `MUSTER_STATUS_LEASE_DURATION`, default 15s).
+//! - `StatusWriter` writes the MCPServers' and Workflows' status back, from the one replica
+//!   holding the Lease `muster-status-writer` (named by `POD_NAME`, else the host name; the
+//!   Lease lasts `MUSTER_STATUS_LEASE_DURATION`, default 15s);
+//! - `KubeExecutionStore` keeps each workflow run's record as a WorkflowExecution of muster's
+//!   namespace, written with muster's own client and shared by every replica; at start, the
+//!   runs this replica (`POD_NAME`, else the host name) left in progress are marked failed.
 //!
-//! Not yet here: run records as WorkflowExecutions, events as Kubernetes Events (both are kept
-//! in memory), and Secrets read from the cluster.
+//! Not yet here: events as Kubernetes Events (they are kept in memory), and Secrets read from
+//! the cluster.
 
 use std::sync::Arc;
 
@@ -27,6 +30,7 @@ use muster::{
 };
 use muster_kube::{
     definitions::{KubeDefinitions, WatchHandle},
+    executions::KubeExecutionStore,
     policy::KubernetesPolicy,
     status::{StatusHandle, StatusWriter},
     store::KubeDefinitionStore,
@@ -57,11 +61,13 @@ pub(crate) async fn gateway(
     let status =
         StatusWriter::new(client.clone(), &namespace, replica_identity()).with_lease_duration(lease_duration());
     let definitions =
-        KubeDefinitions::new(client, &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
+        KubeDefinitions::new(client.clone(), &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
     let status = status.with_rejections(definitions.rejections());
     let store = KubeDefinitionStore::new(cluster, &namespace, config.kubernetes_writes.clone());
+    let executions = executions(client, &namespace).await;
     let registry = RegistryOptions::default()
         .with_supervision(supervision)
+        .with_executions(executions)
         .with_server_policy(Arc::new(KubernetesPolicy::new(&namespace)));
     let options = GatewayOptions::from(registry).with_definition_store(Arc::new(store));
     let gateway = Gateway::with_options(config, Vec::new(), Vec::new(), options)?;
@@ -111,4 +117,26 @@ fn lease_duration() -> std::time::Duration {
         .ok()
         .and_then(|d| muster::gateway::supervisor::parse_duration(&d))
         .unwrap_or(muster_kube::status::DEFAULT_LEASE_DURATION)
+}
+
+/// The run records as WorkflowExecutions of `namespace`, written with muster's own `client`,
+/// after marking failed the runs this replica left in progress when it stopped. Runs of the
+/// other replicas are theirs. An API server that does not answer yet is logged: the records
+/// are then written as the runs go, and this replica's old runs stay in progress.
+async fn executions(client: kube::Client, namespace: &str) -> Arc<dyn muster::workflow::record::ExecutionStore> {
+    use muster::workflow::record::{ExecutionStore, INTERRUPTED_ERROR};
+
+    let store = Arc::new(KubeExecutionStore::new(client, namespace));
+    let recovering = Arc::clone(&store);
+    // The store blocks on the API server: on a blocking thread, as the gateway calls it.
+    match tokio::task::spawn_blocking(move || recovering.recover_interrupted(chrono::Utc::now())).await {
+        Ok(Ok(ids)) => {
+            for id in ids {
+                tracing::warn!(execution_id = %id, replica = store.replica(), "{INTERRUPTED_ERROR}");
+            }
+        }
+        Ok(Err(e)) => tracing::error!(error = %e, "cannot mark this replica's interrupted workflow runs failed"),
+        Err(e) => tracing::error!(error = %e, "marking this replica's interrupted workflow runs failed did not finish"),
+    }
+    store
 }

@@ -19,6 +19,9 @@
 //!   subresource, only what changed) by the one replica holding the status Lease.
 //! - [`store`]: the core tools' writes as resources written with the caller's own identity (their
 //!   forwarded token, or impersonation), a `DefinitionStore`.
+//! - [`executions`]: workflow run records as WorkflowExecution resources written with muster's
+//!   own client, labelled by workflow, status and replica, an `ExecutionStore` every replica
+//!   shares.
 //!
 //! It builds on kube-rs (`kube` with its runtime, and `k8s-openapi`). As kube-rs asks of
 //! libraries, it enables no Kubernetes version feature of `k8s-openapi`: the binary does (the
@@ -36,6 +39,7 @@
 
 pub mod crd;
 pub mod definitions;
+pub mod executions;
 mod naming;
 pub mod policy;
 pub mod status;
