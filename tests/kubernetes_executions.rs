@@ -6,91 +6,24 @@
 
 mod common;
 
-use std::{path::Path, process::Command, time::Duration};
+use std::time::Duration;
 
-use common::{DemoHttp, call_meta, connect, envelope, eventually, gateway_binary, gateway_process::GatewayChild};
-use muster_kube::testing::ApiServerDouble;
-use rmcp::{RoleClient, service::RunningService};
-use serde_json::{Value, json};
-
-/// The gateway's ServiceAccount, as the double knows it.
-const GATEWAY_TOKEN: &str = "muster-serviceaccount-token";
-const GATEWAY_USER: &str = "system:serviceaccount:muster:muster";
-
-/// A config directory asking for Kubernetes mode in namespace `muster`, with a kubeconfig for
-/// the gateway's ServiceAccount on `double` beside it.
-fn replica_dir(double: &ApiServerDouble) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("a config directory");
-    std::fs::write(dir.path().join("config.yaml"), "kubernetes: true\nnamespace: muster\n").expect("config.yaml");
-    double
-        .write_kubeconfig(dir.path().join("kubeconfig"), GATEWAY_TOKEN, "muster")
-        .expect("a kubeconfig");
-    dir
-}
-
-/// `gateway serve` of `dir` on a free loopback port as pod `pod`, reaching the double through
-/// `KUBECONFIG`.
-fn spawn_replica(dir: &Path, pod: &str) -> GatewayChild {
-    let mut command = Command::new(gateway_binary());
-    command
-        .args(["serve", "--config-path"])
-        .arg(dir)
-        .args(["--port", &free_port().to_string()])
-        .env("KUBECONFIG", dir.join("kubeconfig"))
-        .env("POD_NAME", pod)
-        .env("MUSTER_MCPSERVER_INITIAL_BACKOFF", "1s")
-        .env("MUSTER_MCPSERVER_MAX_BACKOFF", "2s")
-        .env("RUST_LOG", "info");
-    GatewayChild::spawn(command)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// Calls `tool` through the meta-tool `call_tool`: whether it succeeded, and its answer (the
-/// structured content, else the first text item as JSON, else that text).
-async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> (bool, Value) {
-    let result = call_meta(client, "call_tool", json!({"name": tool, "arguments": args})).await;
-    let envelope = envelope(&result);
-    let answer = if let Some(content) = envelope.get("structuredContent") {
-        content.clone()
-    } else if let Some(text) = envelope["content"][0]["text"].as_str() {
-        serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
-    } else {
-        Value::String(common::text(&result))
-    };
-    let failed = result.is_error == Some(true) || envelope["isError"] == true;
-    (!failed, answer)
-}
-
-/// Waits until `list_tools` of `client` shows `tool`.
-async fn tool_shown(client: &RunningService<RoleClient, ()>, tool: &str, secs: u64) -> bool {
-    eventually(secs, || async {
-        let page = envelope(&call_meta(client, "list_tools", json!({"limit": 500})).await);
-        common::tool_names(&page).iter().any(|t| t == tool)
-    })
-    .await
-}
+use common::{
+    DemoHttp, connect,
+    kubernetes::{GATEWAY_USER, cluster, core as call, mcpserver, remote, spawn_replica, tool_shown},
+    replicas::free_port,
+};
+use serde_json::json;
 
 const STALE_OWN: &str = "00000000-0000-4000-8000-000000000001";
 const STALE_OTHER: &str = "00000000-0000-4000-8000-000000000002";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_through_one_replica_is_a_workflowexecution_the_other_replica_reads() {
-    let double = ApiServerDouble::start().await;
-    double.add_token(GATEWAY_TOKEN, GATEWAY_USER, &["system:serviceaccounts"]);
-    double.allow_all(GATEWAY_USER);
+    let (double, dir) = cluster("").await;
     let demo = DemoHttp::start();
     double
-        .put(json!({
-            "apiVersion": "muster.giantswarm.io/v1alpha1", "kind": "MCPServer",
-            "metadata": {"name": "demo", "namespace": "muster"},
-            "spec": {"type": "streamable-http", "url": demo.url, "timeout": 5},
-        }))
+        .put(mcpserver("muster", "demo", remote(&demo.url)))
         .expect("stored");
     double
         .put(json!({
@@ -118,12 +51,16 @@ async fn a_run_through_one_replica_is_a_workflowexecution_the_other_replica_read
             .expect("stored");
     }
 
-    let (one_dir, two_dir) = (replica_dir(&double), replica_dir(&double));
-    let one = spawn_replica(one_dir.path(), "muster-one");
-    let two = spawn_replica(two_dir.path(), "muster-two");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let one = spawn_replica(dir.path(), free_port(), &kubeconfig, "muster-one");
+    let two = spawn_replica(dir.path(), free_port(), &kubeconfig, "muster-two");
     let one_client = connect(&one.endpoint(Duration::from_secs(60)), &[], None).await;
     let two_client = connect(&two.endpoint(Duration::from_secs(60)), &[], None).await;
-    assert!(tool_shown(&one_client, "workflow_greet", 30).await, "{}", one.log());
+    assert!(
+        tool_shown(&one_client, "workflow_greet", true, 30).await,
+        "{}",
+        one.log()
+    );
 
     let status = |id: &str| {
         double

@@ -5,110 +5,20 @@
 
 mod common;
 
-use std::{path::Path, process::Command, time::Duration};
+use std::{path::Path, time::Duration};
 
 use common::{
-    DemoHttp, call_meta, connect, envelope, eventually, gateway_binary, gateway_process::GatewayChild, tool_names,
+    DemoHttp, connect, eventually,
+    gateway_process::GatewayChild,
+    kubernetes::{GATEWAY_USER, cluster, core, echo, listed, mcpserver, remote, spawn_replica, tool_shown},
+    replicas::free_port,
 };
 use muster_kube::testing::ApiServerDouble;
-use rmcp::{RoleClient, service::RunningService};
 use serde_json::{Value, json};
-
-/// The gateway's ServiceAccount, as the double knows it.
-const GATEWAY_TOKEN: &str = "muster-serviceaccount-token";
-const GATEWAY_USER: &str = "system:serviceaccount:muster:muster";
-
-/// A double, and a config directory asking for Kubernetes mode in namespace `muster` (plus
-/// `team`), with a kubeconfig for the gateway's ServiceAccount beside it.
-async fn cluster(extra_config: &str) -> (ApiServerDouble, tempfile::TempDir) {
-    let double = ApiServerDouble::start().await;
-    double.add_token(GATEWAY_TOKEN, GATEWAY_USER, &["system:serviceaccounts"]);
-    double.allow_all(GATEWAY_USER);
-    let dir = tempfile::tempdir().expect("a config directory");
-    let config = format!("kubernetes: true\nnamespace: muster\nadditionalNamespaces: [team]\n{extra_config}");
-    std::fs::write(dir.path().join("config.yaml"), config).expect("config.yaml");
-    double
-        .write_kubeconfig(dir.path().join("kubeconfig"), GATEWAY_TOKEN, "muster")
-        .expect("a kubeconfig");
-    (double, dir)
-}
 
 /// `gateway serve` of `dir` on `port`, reaching the double through `KUBECONFIG`.
 fn spawn_gateway(dir: &Path, port: u16) -> GatewayChild {
     spawn_replica(dir, port, &dir.join("kubeconfig"), "replica-1")
-}
-
-/// `gateway serve` of `dir` on `port` as replica `pod` (its `POD_NAME`), with `kubeconfig`.
-fn spawn_replica(dir: &Path, port: u16, kubeconfig: &Path, pod: &str) -> GatewayChild {
-    let mut command = Command::new(gateway_binary());
-    command
-        .args(["serve", "--config-path"])
-        .arg(dir)
-        .args(["--port", &port.to_string()])
-        .env("KUBECONFIG", kubeconfig)
-        .env("POD_NAME", pod)
-        .env("MUSTER_STATUS_LEASE_DURATION", "4s")
-        .env("MUSTER_MCPSERVER_INITIAL_BACKOFF", "1s")
-        .env("MUSTER_MCPSERVER_MAX_BACKOFF", "2s")
-        .env("RUST_LOG", "info");
-    GatewayChild::spawn(command)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn mcpserver(namespace: &str, name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": "muster.giantswarm.io/v1alpha1", "kind": "MCPServer",
-        "metadata": {"name": name, "namespace": namespace}, "spec": spec,
-    })
-}
-
-fn remote(url: &str) -> Value {
-    json!({"type": "streamable-http", "url": url, "timeout": 5})
-}
-
-/// The names `list_tools` shows.
-async fn listed(client: &RunningService<RoleClient, ()>) -> Vec<String> {
-    tool_names(&envelope(&call_meta(client, "list_tools", json!({"limit": 500})).await))
-}
-
-/// Waits until `list_tools` shows (or stops showing) `tool`.
-async fn tool_shown(client: &RunningService<RoleClient, ()>, tool: &str, shown: bool, secs: u64) -> bool {
-    eventually(secs, || async {
-        listed(client).await.iter().any(|t| t == tool) == shown
-    })
-    .await
-}
-
-async fn echo(client: &RunningService<RoleClient, ()>, tool: &str) -> Result<(), String> {
-    let result = call_meta(
-        client,
-        "call_tool",
-        json!({"name": tool, "arguments": {"message": "hi"}}),
-    )
-    .await;
-    if result.is_error == Some(true) {
-        Err(common::text(&result))
-    } else {
-        Ok(())
-    }
-}
-
-/// Calls core tool `tool`: whether it succeeded, and its answer (JSON, or the error's text).
-async fn core(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> (bool, Value) {
-    let result = call_meta(client, "call_tool", json!({"name": tool, "arguments": args})).await;
-    let envelope = envelope(&result);
-    let answer = match envelope.get("structuredContent") {
-        Some(content) => content.clone(),
-        None if envelope.is_null() => Value::String(common::text(&result)),
-        None => envelope,
-    };
-    (result.is_error != Some(true), answer)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

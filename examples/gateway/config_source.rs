@@ -129,15 +129,23 @@ impl ConfigSource {
     }
 
     /// The configuration of a config directory that asks for Kubernetes mode
-    /// (`kubernetes: true`): its definitions are then the cluster's, not the directory's.
-    pub(crate) fn kubernetes_config(&self) -> Option<MusterConfig> {
-        match self {
-            Self::Dir(dir) => muster::gateway::definitions::config_dir::load(dir)
-                .ok()
-                .map(|loaded| loaded.config)
-                .filter(|config| config.kubernetes),
-            Self::BuiltIn { .. } => None,
+    /// (`kubernetes: true`), and what was wrong with its `config.yaml`: its definitions are then
+    /// the cluster's, not the directory's. Only the `kubernetes` key is read to decide, so that
+    /// filesystem mode reads (and warns about) the directory once.
+    pub(crate) fn kubernetes_config(&self) -> Option<(MusterConfig, Vec<String>)> {
+        #[derive(serde::Deserialize)]
+        struct Mode {
+            #[serde(default)]
+            kubernetes: bool,
         }
+        let Self::Dir(dir) = self else { return None };
+        let text = std::fs::read_to_string(dir.join("config.yaml")).ok()?;
+        let mode: Mode = serde_saphyr::from_str(&text).ok()?;
+        if !mode.kubernetes {
+            return None;
+        }
+        let loaded = muster::gateway::definitions::config_dir::load(dir).ok()?;
+        Some((loaded.config, loaded.problems.iter().map(ToString::to_string).collect()))
     }
 
     /// What the `configuration loaded` log line names.

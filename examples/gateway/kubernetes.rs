@@ -30,7 +30,7 @@ use muster::{
 };
 use muster_kube::{
     definitions::{KubeDefinitions, WatchHandle},
-    executions::KubeExecutionStore,
+    executions::{KubeExecutionStore, replica_name},
     policy::KubernetesPolicy,
     status::{StatusHandle, StatusWriter},
     store::KubeDefinitionStore,
@@ -58,8 +58,7 @@ pub(crate) async fn gateway(
         |e: &dyn std::fmt::Display| format!("Kubernetes mode: no API server to read the definitions from ({e})");
     let cluster = kube::Config::infer().await.map_err(|e| no_cluster(&e))?;
     let client = kube::Client::try_from(cluster.clone()).map_err(|e| no_cluster(&e))?;
-    let status =
-        StatusWriter::new(client.clone(), &namespace, replica_identity()).with_lease_duration(lease_duration());
+    let status = StatusWriter::new(client.clone(), &namespace, replica_name()).with_lease_duration(lease_duration());
     let definitions =
         KubeDefinitions::new(client.clone(), &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
     let status = status.with_rejections(definitions.rejections());
@@ -94,21 +93,6 @@ pub(crate) async fn gateway(
             _status: status,
         },
     ))
-}
-
-/// This replica's name in the status Lease: its pod (`POD_NAME`, set by deploy/deployment.yaml),
-/// else its host.
-fn replica_identity() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .filter(|name| !name.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_owned())
-        })
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| format!("muster-{}", std::process::id()))
 }
 
 /// `MUSTER_STATUS_LEASE_DURATION` (e.g. `15s`), else the default.

@@ -381,9 +381,9 @@ async fn bind(args: BindArgs) -> Result<Bound, Box<dyn std::error::Error>> {
     let source = config_source::ConfigSource::resolve(config_path)?;
     let kubernetes = source.kubernetes_config();
     let (gateway, problems, kube_watch) = match kubernetes {
-        Some(config) => {
+        Some((config, problems)) => {
             let (gateway, watch) = kubernetes::gateway(config, SupervisorConfig::from_env()).await?;
-            (gateway, Vec::new(), Some(watch))
+            (gateway, problems, Some(watch))
         }
         None => {
             let (gateway, problems) = source.gateway(SupervisorConfig::from_env())?;

@@ -25,8 +25,8 @@
 //!   sorts newest first and applies `offset` and `limit` as [`ExecutionQuery`] says, so `total`
 //!   counts every matching record. Listing reads the whole matching records: with thousands of
 //!   large records that is a lot to read for one page (see "Not modelled").
-//! - **Retention**: `prune` removes records that began more than [`RETENTION_MAX_AGE_DAYS`]
-//!   ago and all but the newest [`RETENTION_MAX_COUNT`], as filesystem mode does. Every replica
+//! - **Retention**: `prune` removes records that began more than [`RETENTION_MAX_AGE_DAYS`](muster_workflow::record::RETENTION_MAX_AGE_DAYS)
+//!   ago and all but the newest [`RETENTION_MAX_COUNT`](muster_workflow::record::RETENTION_MAX_COUNT), as filesystem mode does. Every replica
 //!   runs it; a record another replica removed first (404) counts as gone.
 //! - **Replicas**: each record carries the replica running it: the label
 //!   `muster.giantswarm.io/replica` ([`label_value`] of the name) and the annotation of the same
@@ -88,15 +88,15 @@
 
 use std::{future::Future, io, path::PathBuf, time::Duration};
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use kube::{
     Api, Client,
     api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
 };
 use muster_core::crd::{ExecutionStatus, WORKFLOW_LABEL, WORKFLOW_STATUS_LABEL, WorkflowExecution};
 use muster_workflow::record::{
-    ExecutionPage, ExecutionQuery, ExecutionStore, ExecutionSummary, INTERRUPTED_ERROR, RETENTION_MAX_AGE_DAYS,
-    RETENTION_MAX_COUNT, RecordError, Result, guard_payload,
+    ExecutionPage, ExecutionQuery, ExecutionStore, ExecutionSummary, RecordError, Result, expired, guard_payload,
+    interrupted,
 };
 use tokio::runtime::Handle;
 
@@ -325,7 +325,7 @@ impl ExecutionStore for KubeExecutionStore {
     fn prune(&self, now: DateTime<Utc>) -> Result<usize> {
         let summaries: Vec<ExecutionSummary> = self.list_all("")?.iter().map(ExecutionSummary::of).collect();
         let mut removed = 0;
-        for id in expired(summaries, now) {
+        for id in expired(&summaries, now) {
             match self.delete(&id) {
                 // Gone already: another replica pruned it first.
                 Ok(_) => removed += 1,
@@ -392,42 +392,6 @@ fn from_object(object: DynamicObject) -> Result<WorkflowExecution> {
     serde_json::to_value(&object)
         .and_then(serde_json::from_value::<WorkflowExecution>)
         .map_err(|source| RecordError::Json { id, source })
-}
-
-/// The ids retention removes from `summaries` at `now`: older than the age limit, or past the
-/// newest [`RETENTION_MAX_COUNT`] (newest by `startedAt`, ties by id, as listings order them).
-fn expired(mut summaries: Vec<ExecutionSummary>, now: DateTime<Utc>) -> Vec<String> {
-    let cutoff = now - TimeDelta::days(RETENTION_MAX_AGE_DAYS);
-    summaries.sort_by(|a, b| {
-        b.started_at
-            .cmp(&a.started_at)
-            .then_with(|| a.execution_id.cmp(&b.execution_id))
-    });
-    summaries
-        .into_iter()
-        .enumerate()
-        .filter(|(rank, s)| *rank >= RETENTION_MAX_COUNT || s.started_at < cutoff)
-        .map(|(_, s)| s.execution_id)
-        .collect()
-}
-
-/// `execution` failed by interruption at `now`, as filesystem mode marks one.
-fn interrupted(mut execution: WorkflowExecution, now: DateTime<Utc>) -> WorkflowExecution {
-    let spec = &mut execution.spec;
-    spec.status = ExecutionStatus::Failed;
-    spec.error = Some(INTERRUPTED_ERROR.to_owned());
-    spec.result = None;
-    spec.completed_at = Some(now);
-    spec.duration_ms = (now - spec.started_at).num_milliseconds().max(0);
-    for step in &mut spec.steps {
-        if step.status == ExecutionStatus::InProgress {
-            step.status = ExecutionStatus::Failed;
-            step.error = Some(INTERRUPTED_ERROR.to_owned());
-            step.completed_at = Some(now);
-            step.duration_ms = (now - step.started_at).num_milliseconds().max(0);
-        }
-    }
-    execution
 }
 
 /// The most characters of a label value.

@@ -13,8 +13,8 @@
 //!   watched (kube-rs' watcher), each change handed to the registry as a snapshot, so only the
 //!   changed definitions are touched; the last ones known are served while the API server is
 //!   away.
-//! - [`policy`]: which MCPServers run in Kubernetes mode (no stdio server, no credential in a
-//!   definition, the namespace rules), a `ServerPolicy` for the registry.
+//! - [`policy`]: which MCPServers run in Kubernetes mode (no stdio server, the namespace
+//!   rules), a `ServerPolicy` for the registry.
 //! - [`status`]: the MCPServers' status written back (server-side apply on the status
 //!   subresource, only what changed) by the one replica holding the status Lease.
 //! - [`store`]: the core tools' writes as resources written with the caller's own identity (their

@@ -2,12 +2,13 @@
 //! the loader there. A refused server reads Failed with the reason in `status.lastError` and is
 //! not started; `core_mcpserver_create`, `_update` and `_validate` fail with the same reason.
 //!
+//! A credential in the definition (a value in an `Authorization`, `Proxy-Authorization`, `Cookie`
+//! or `X-API-Key` header, a user name or password in the URL) is not this policy's: every mode's
+//! validation (`MCPServer::validate`) refuses it before a definition is served.
+//!
 //! - **No stdio server.** It would start a command in muster's own pod under its
 //!   ServiceAccount; run the MCP server as its own workload and register it over
 //!   `streamable-http` or `sse`.
-//! - **No credential in the definition**, for a server written before the CRD refused one: a
-//!   value in an `Authorization`, `Proxy-Authorization`, `Cookie` or `X-API-Key` header, or a
-//!   user name or password in the URL. Everyone who can read the MCPServer could read it.
 //! - **A server outside muster's namespace** may not name a Secret of another namespace
 //!   (`clientCredentialsSecretRef.namespace`), since muster would send it to a host that
 //!   server names, nor receive provider App grants (`auth.providerApps`, muster's namespace
@@ -32,9 +33,6 @@
 
 use muster_core::crd::{ClientCredentialsSecretRef, MCPServer, ServerType};
 use muster_gateway::registry::ServerPolicy;
-
-/// Headers whose value is a credential.
-const CREDENTIAL_HEADERS: [&str; 4] = ["Authorization", "Proxy-Authorization", "Cookie", "X-API-Key"];
 
 /// The names of muster's namespace that belong to other namespaces' servers.
 const ORG_PREFIX: &str = "org-";
@@ -63,25 +61,6 @@ impl ServerPolicy for KubernetesPolicy {
                 "MCPServer {name} is a stdio server, which muster does not run in Kubernetes mode: \
                  it would start a command in muster's own pod under its ServiceAccount. Run the MCP \
                  server as its own workload and register it with type streamable-http or sse"
-            ));
-        }
-        if let Some(header) = spec
-            .headers
-            .iter()
-            .find(|(k, v)| !v.trim().is_empty() && CREDENTIAL_HEADERS.iter().any(|c| c.eq_ignore_ascii_case(k.trim())))
-            .map(|(k, _)| k)
-        {
-            return Some(format!(
-                "MCPServer {name} carries a credential in headers.{header}, which everyone who can read \
-                 it can read: put it in a Secret and name that in headersFrom"
-            ));
-        }
-        if let Some(url) = &spec.url
-            && url::Url::parse(url).is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
-        {
-            return Some(format!(
-                "MCPServer {name} carries a user name or password in its url, which everyone who can \
-                 read it can read: put the credential in a Secret and name that in headersFrom"
             ));
         }
         let namespace = server.metadata.namespace.as_deref().unwrap_or(&self.namespace);
@@ -154,23 +133,6 @@ mod tests {
     fn a_remote_server_runs() {
         assert_eq!(KubernetesPolicy::new("muster").refusal(&remote("api", "muster")), None);
         assert_eq!(KubernetesPolicy::new("muster").refusal(&remote("api", "team")), None);
-    }
-
-    #[test]
-    fn a_credential_in_the_definition_is_refused() {
-        let mut server = remote("api", "muster");
-        server.spec.headers.insert("authorization".into(), "Bearer x".into());
-        assert!(
-            refusal(&server).contains("headers.authorization"),
-            "{}",
-            refusal(&server)
-        );
-        let mut server = remote("api", "muster");
-        server.spec.headers.insert("Authorization".into(), String::new());
-        assert_eq!(refusal(&server), "", "an empty value is no credential");
-        let mut server = remote("api", "muster");
-        server.spec.url = Some("https://ada:pw@mcp.example.com/mcp".into());
-        assert!(refusal(&server).contains("user name or password"));
     }
 
     #[test]

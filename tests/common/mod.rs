@@ -5,6 +5,7 @@
 
 pub mod gateway_process;
 pub mod haproxy;
+pub mod kubernetes;
 pub mod oidc;
 pub mod progress;
 pub mod raw_session;

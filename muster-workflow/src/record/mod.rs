@@ -58,7 +58,7 @@ pub use query::{
 };
 pub use store::{
     EXECUTIONS_DIR, ExecutionStore, FsExecutionStore, INTERRUPTED_ERROR, MemoryExecutionStore, RETENTION_GC_INTERVAL,
-    RETENTION_MAX_AGE_DAYS, RETENTION_MAX_COUNT, RecordError, Result, sanitize_id,
+    RETENTION_MAX_AGE_DAYS, RETENTION_MAX_COUNT, RecordError, Result, expired, interrupted, sanitize_id,
 };
 
 impl From<muster_core::fs::WriteError> for RecordError {

@@ -86,8 +86,10 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug {
     fn recover_interrupted(&self, now: DateTime<Utc>) -> Result<Vec<String>>;
 }
 
-/// The ids retention removes from `summaries` at `now`.
-fn expired<'a>(summaries: impl IntoIterator<Item = &'a ExecutionSummary>, now: DateTime<Utc>) -> Vec<String> {
+/// The ids retention removes from `summaries` at `now`: begun more than
+/// [`RETENTION_MAX_AGE_DAYS`] ago, or past the newest [`RETENTION_MAX_COUNT`] (newest by
+/// `startedAt`, ties by id). For a store of another backend's [`ExecutionStore::prune`].
+pub fn expired<'a>(summaries: impl IntoIterator<Item = &'a ExecutionSummary>, now: DateTime<Utc>) -> Vec<String> {
     let cutoff = now - TimeDelta::days(RETENTION_MAX_AGE_DAYS);
     let mut all: Vec<&ExecutionSummary> = summaries.into_iter().collect();
     all.sort_by(|a, b| newest_first(a, b));
@@ -98,8 +100,10 @@ fn expired<'a>(summaries: impl IntoIterator<Item = &'a ExecutionSummary>, now: D
         .collect()
 }
 
-/// `execution` as failed by interruption at `now`.
-fn interrupted(mut execution: WorkflowExecution, now: DateTime<Utc>) -> WorkflowExecution {
+/// `execution` as failed by interruption at `now` ([`INTERRUPTED_ERROR`], the steps still in
+/// progress too), relabelled. For a store of another backend's
+/// [`ExecutionStore::recover_interrupted`].
+pub fn interrupted(mut execution: WorkflowExecution, now: DateTime<Utc>) -> WorkflowExecution {
     let spec = &mut execution.spec;
     spec.status = ExecutionStatus::Failed;
     spec.error = Some(INTERRUPTED_ERROR.to_owned());
