@@ -540,3 +540,81 @@ async fn workflow_status_says_whether_it_is_valid() {
         "says what is wrong where: {errors}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_that_appears_after_its_server_was_defined_is_read_when_it_connects() {
+    use base64::Engine;
+    const KEY: &str = "k3y-fr0m-the-secret";
+    let (double, dir) = cluster("").await;
+    double
+        .apply_manifests(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/admission-policy.yaml"))
+        .expect("the admission policy deploy/ installs");
+    let downstream = common::scripted::ScriptedServer::builder()
+        .tool("ping", true, |_| Ok(json!("pong")))
+        .serve_requiring("x-api-key", KEY)
+        .await;
+    let mut spec = remote(&downstream.url);
+    spec["headersFrom"] =
+        json!([{"name": "X-API-Key", "valueFrom": {"type": "Secret", "name": "keyed-api", "key": "token"}}]);
+    double.put(mcpserver("muster", "keyed", spec)).expect("stored");
+    let gateway = spawn_gateway(dir.path(), free_port());
+    let client = connect(&gateway.endpoint(Duration::from_secs(60)), &[], None).await;
+
+    // No Secret yet: Failed, naming it, in the core tools and in the status written back.
+    let failed = eventually(30, || async {
+        let (_, server) = core(&client, "core_mcpserver_get", json!({"name": "keyed"})).await;
+        server.to_string().contains("Secret muster/keyed-api not found")
+    })
+    .await;
+    let (_, server) = core(&client, "core_mcpserver_get", json!({"name": "keyed"})).await;
+    assert!(failed, "{server}\n{}", gateway.log());
+    assert!(
+        eventually(20, || async { state_held(&double, "keyed") == "Failed" }).await,
+        "{:?}",
+        double.get("mcpservers", Some("muster"), "keyed")
+    );
+    let status = double.get("mcpservers", Some("muster"), "keyed").expect("the resource")["status"].clone();
+    assert!(
+        status["lastError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("headersFrom X-API-Key: Secret muster/keyed-api not found"),
+        "{status}"
+    );
+    assert!(!listed(&client).await.iter().any(|t| t.starts_with("x_keyed_")));
+
+    // The Secret appears (with the trailing newline an editor leaves): the next attempt reads it.
+    let value = base64::engine::general_purpose::STANDARD.encode(format!("{KEY}\n"));
+    double
+        .put(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": "keyed-api", "namespace": "muster"}, "data": {"token": value}}))
+        .expect("stored");
+    assert!(
+        tool_shown(&client, "x_keyed_ping", true, 30).await,
+        "{:?}\n{}",
+        listed(&client).await,
+        gateway.log()
+    );
+    let (ok, answer) = core(&client, "x_keyed_ping", json!({})).await;
+    assert!(ok, "{answer}");
+    assert_eq!(
+        downstream
+            .headers_of("ping")
+            .last()
+            .and_then(|h| h.get("x-api-key").cloned())
+            .as_deref(),
+        Some(KEY),
+        "the value, without its newline, reached the server"
+    );
+    assert!(
+        eventually(20, || async { state_held(&double, "keyed") == "Connected" }).await,
+        "{:?}",
+        double.get("mcpservers", Some("muster"), "keyed")
+    );
+    // The value never enters the core tools' output, the resource or the log.
+    let (_, server) = core(&client, "core_mcpserver_get", json!({"name": "keyed"})).await;
+    assert!(!server.to_string().contains(KEY), "{server}");
+    let resource = double.get("mcpservers", Some("muster"), "keyed").expect("the resource");
+    assert!(!resource.to_string().contains(KEY), "{resource}");
+    assert!(!gateway.log().contains(KEY), "{}", gateway.log());
+}

@@ -10,6 +10,10 @@
 //!   last ones known are served while the API server is away;
 //! - `KubernetesPolicy` refuses what does not run in Kubernetes mode (a stdio server reads
 //!   Failed with the reason, and the core tools refuse to write one);
+//! - `KubeSecrets` reads the Secrets an MCPServer names (`headersFrom`,
+//!   `clientCredentialsSecretRef`) with muster's ServiceAccount, only while the admission policy
+//!   `secretBinding.admissionPolicyBinding` is in force, never muster's own
+//!   (`secretBinding.protectedSecrets`) nor of a type that holds something else;
 //! - `KubeDefinitionStore` writes the core tools' changes as resources, with the caller's own
 //!   identity (`kubernetesWrites`);
 //! - `StatusWriter` writes the MCPServers' and Workflows' status back, from the one replica
@@ -19,8 +23,7 @@
 //!   namespace, written with muster's own client and shared by every replica; at start, the
 //!   runs this replica (`POD_NAME`, else the host name) left in progress are marked failed.
 //!
-//! Not yet here: events as Kubernetes Events (they are kept in memory), and Secrets read from
-//! the cluster.
+//! Not yet here: events as Kubernetes Events (they are kept in memory).
 
 use std::sync::Arc;
 
@@ -32,6 +35,7 @@ use muster_kube::{
     definitions::{KubeDefinitions, WatchHandle},
     executions::{KubeExecutionStore, replica_name},
     policy::KubernetesPolicy,
+    secrets::KubeSecrets,
     status::{StatusHandle, StatusWriter},
     store::KubeDefinitionStore,
 };
@@ -63,10 +67,12 @@ pub(crate) async fn gateway(
         KubeDefinitions::new(client.clone(), &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
     let status = status.with_rejections(definitions.rejections());
     let store = KubeDefinitionStore::new(cluster, &namespace, config.kubernetes_writes.clone());
+    let secrets = KubeSecrets::new(client.clone(), &namespace, config.secret_binding.clone());
     let executions = executions(client, &namespace).await;
     let registry = RegistryOptions::default()
         .with_supervision(supervision)
         .with_executions(executions)
+        .with_secrets(Arc::new(secrets))
         .with_server_policy(Arc::new(KubernetesPolicy::new(&namespace)));
     let options = GatewayOptions::from(registry).with_definition_store(Arc::new(store));
     let gateway = Gateway::with_options(config, Vec::new(), Vec::new(), options)?;

@@ -37,7 +37,9 @@ mod limits;
 mod server_api;
 mod storage;
 
-pub use kubernetes::{KubernetesWritesConfig, UsernameClaim, WriteIdentity};
+pub use kubernetes::{
+    DEFAULT_ADMISSION_POLICY_BINDING, KubernetesWritesConfig, SecretBindingConfig, UsernameClaim, WriteIdentity,
+};
 pub use limits::{DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_REQUEST_BODY_BYTES, DEFAULT_MAX_REQUEST_HEAD_BYTES, Limits};
 pub use server_api::ServerApiConfig;
 pub use storage::{DEFAULT_VALKEY_KEY_PREFIX, StorageConfig, StorageType, ValkeyConfig};
@@ -359,6 +361,10 @@ pub struct MusterConfig {
     /// own token (the default) or muster's ServiceAccount impersonating the caller.
     #[serde(skip_serializing_if = "is_default_kubernetes_writes")]
     pub kubernetes_writes: KubernetesWritesConfig,
+    /// Kubernetes mode: the admission policy binding that must be in force before muster reads
+    /// a Secret an MCPServer names, and muster's own Secrets, which no MCPServer may name.
+    #[serde(skip_serializing_if = "is_default_secret_binding")]
+    pub secret_binding: SecretBindingConfig,
     /// Named toolsets (selected with `X-muster-Toolset: preset:<name>` or `filter_tools`'
     /// `toolset`), besides the built-in `read-only`, `none` and `full`. Each is the union of its
     /// `include` rules minus the union of its `exclude` rules; every rule sets exactly one key.
@@ -600,6 +606,10 @@ fn is_default_oauth(oauth: &OAuthConfig) -> bool {
 
 fn is_default_kubernetes_writes(writes: &KubernetesWritesConfig) -> bool {
     *writes == KubernetesWritesConfig::default()
+}
+
+fn is_default_secret_binding(binding: &SecretBindingConfig) -> bool {
+    *binding == SecretBindingConfig::default()
 }
 
 impl Default for AggregatorConfig {

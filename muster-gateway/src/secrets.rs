@@ -1,29 +1,94 @@
-//! Where the gateway reads the Secrets an MCPServer names (the client credentials of a token
-//! exchange, `auth.tokenExchange.clientCredentialsSecretRef`).
+//! Where the gateway reads the Secrets an MCPServer names: the values of its `headersFrom`
+//! headers, read each time it connects, and the client credentials of its token exchange
+//! (`auth.tokenExchange.clientCredentialsSecretRef`).
 //!
-//! In Kubernetes they are Secrets read with muster's ServiceAccount. Filesystem mode has no
-//! Secret reader of its own; a gateway may be given one ([`SecretSource`]): the config
-//! directory's `secrets/` folder ([`DirectorySecrets`], one Kubernetes-shaped Secret document per
-//! file, `secrets/<name>.yaml` with `stringData` or base64 `data`), or values handed over by
-//! the embedding program ([`StaticSecrets`]).
+//! In Kubernetes they are Secrets read with muster's ServiceAccount (`muster-kube`'s
+//! `KubeSecrets`). Filesystem mode has no Secret reader of its own; a gateway may be given one
+//! ([`SecretSource`]): the config directory's `secrets/` folder ([`DirectorySecrets`], one
+//! Kubernetes-shaped Secret document per file, `secrets/<name>.yaml` with `stringData` or base64
+//! `data`), or values handed over by the embedding program ([`StaticSecrets`]).
 //!
 //! ```
 //! use muster_gateway::secrets::{SecretSource, StaticSecrets};
 //!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
 //! let secrets = StaticSecrets::default().with("exchange-client", "client-id", "muster");
-//! assert_eq!(secrets.get(None, "exchange-client", "client-id").unwrap().expose(), "muster");
-//! let missing = secrets.get(None, "exchange-client", "client-secret").unwrap_err();
+//! assert_eq!(secrets.get(None, "exchange-client", "client-id").await.unwrap().expose(), "muster");
+//! let missing = secrets.get(None, "exchange-client", "client-secret").await.unwrap_err();
 //! assert!(missing.contains("client-secret"), "{missing}");
+//! # }
 //! ```
 
 use std::{collections::BTreeMap, path::PathBuf};
 
+use futures::future::BoxFuture;
 use muster_auth::Secret;
+use muster_core::crd::MCPServer;
 
-/// A reader of Secrets by namespace, name and key. Errors name what is missing, never a value.
+/// What a Secret reader that reads only while an admission policy guards the references
+/// answers when that policy is not in force (followed by `: ` and why).
+pub const POLICY_NOT_IN_FORCE: &str = "MCPServer Secret reference policy is not in force";
+
+/// A reader of Secrets by namespace, name and key. Errors name what is missing or refused,
+/// never a value.
 pub trait SecretSource: Send + Sync + std::fmt::Debug {
-    /// The value under `key` of Secret `name` (in `namespace`, when given).
-    fn get(&self, namespace: Option<&str>, name: &str, key: &str) -> Result<Secret, String>;
+    /// The value under `key` of Secret `name` (in `namespace`, when given; else where the
+    /// source's own Secrets are).
+    fn get<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Secret, String>>;
+}
+
+/// Whose connection a server's `headersFrom` values are read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeadersFor {
+    /// The gateway's own connection: every entry.
+    Gateway,
+    /// A person's session connection, which sends its own `Authorization`: every other entry.
+    Session,
+}
+
+/// `server` with its `headersFrom` values read from `secrets` (in the server's namespace) into
+/// `spec.headers`, where an entry wins over a header of the same name (in any case). One
+/// trailing newline (`\n` or `\r\n`) of a value is dropped. An error names the header and the
+/// Secret, never a value.
+pub(crate) async fn with_secret_headers(
+    secrets: &dyn SecretSource,
+    mut server: MCPServer,
+    connection: HeadersFor,
+) -> Result<MCPServer, String> {
+    let namespace = server.metadata.namespace.clone();
+    for entry in std::mem::take(&mut server.spec.headers_from) {
+        if connection == HeadersFor::Session && entry.name.eq_ignore_ascii_case("authorization") {
+            continue;
+        }
+        let reference = &entry.value_from;
+        let value = secrets
+            .get(namespace.as_deref(), &reference.name, &reference.key)
+            .await
+            .map_err(|e| format!("headersFrom {}: {e}", entry.name))?;
+        let value = value.expose();
+        let value = value
+            .strip_suffix("\r\n")
+            .or_else(|| value.strip_suffix('\n'))
+            .unwrap_or(value);
+        if http::HeaderValue::from_str(value).is_err() {
+            return Err(format!(
+                "headersFrom {}: key {} of Secret {} is not a valid HTTP header value",
+                entry.name, reference.key, reference.name
+            ));
+        }
+        server
+            .spec
+            .headers
+            .retain(|name, _| !name.eq_ignore_ascii_case(&entry.name));
+        server.spec.headers.insert(entry.name.clone(), value.to_owned());
+    }
+    Ok(server)
 }
 
 /// No Secret reader: every read fails naming the Secret (filesystem mode without `secrets/`).
@@ -31,10 +96,15 @@ pub trait SecretSource: Send + Sync + std::fmt::Debug {
 pub struct NoSecrets;
 
 impl SecretSource for NoSecrets {
-    fn get(&self, _namespace: Option<&str>, name: &str, key: &str) -> Result<Secret, String> {
-        Err(format!(
+    fn get<'a>(
+        &'a self,
+        _namespace: Option<&'a str>,
+        name: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Secret, String>> {
+        Box::pin(std::future::ready(Err(format!(
             "Secret {name} (key {key}) cannot be read: this gateway has no Secret reader (put it in the config directory's secrets/{name}.yaml)"
-        ))
+        ))))
     }
 }
 
@@ -54,11 +124,18 @@ impl StaticSecrets {
 }
 
 impl SecretSource for StaticSecrets {
-    fn get(&self, _namespace: Option<&str>, name: &str, key: &str) -> Result<Secret, String> {
-        self.values
-            .get(&(name.to_owned(), key.to_owned()))
-            .cloned()
-            .ok_or_else(|| format!("Secret {name} has no key {key}"))
+    fn get<'a>(
+        &'a self,
+        _namespace: Option<&'a str>,
+        name: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Secret, String>> {
+        Box::pin(std::future::ready(
+            self.values
+                .get(&(name.to_owned(), key.to_owned()))
+                .cloned()
+                .ok_or_else(|| format!("Secret {name} has no key {key}")),
+        ))
     }
 }
 
@@ -86,7 +163,19 @@ struct SecretDocument {
 }
 
 impl SecretSource for DirectorySecrets {
-    fn get(&self, _namespace: Option<&str>, name: &str, key: &str) -> Result<Secret, String> {
+    fn get<'a>(
+        &'a self,
+        _namespace: Option<&'a str>,
+        name: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Secret, String>> {
+        // A few small files: read where the gateway asks, as a config file is.
+        Box::pin(std::future::ready(self.read(name, key)))
+    }
+}
+
+impl DirectorySecrets {
+    fn read(&self, name: &str, key: &str) -> Result<Secret, String> {
         if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
             return Err(format!("Secret name {name:?} is not a valid name"));
         }
@@ -118,7 +207,105 @@ impl SecretSource for DirectorySecrets {
 
 #[cfg(test)]
 mod tests {
+    use muster_core::crd::{HeaderValueFrom, HeaderValueSourceType, MCPServerHeaderFrom, MCPServerSpec, ServerType};
+
     use super::*;
+
+    fn get(secrets: &dyn SecretSource, name: &str, key: &str) -> Result<Secret, String> {
+        futures::executor::block_on(secrets.get(None, name, key))
+    }
+
+    fn server_with(headers: &[(&str, &str)], from: &[(&str, &str, &str)]) -> MCPServer {
+        MCPServer::new(
+            "api",
+            MCPServerSpec {
+                server_type: Some(ServerType::StreamableHttp),
+                url: Some("https://mcp.example.com/mcp".into()),
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                headers_from: from
+                    .iter()
+                    .map(|(header, secret, key)| MCPServerHeaderFrom {
+                        name: (*header).to_owned(),
+                        value_from: HeaderValueFrom {
+                            source_type: Some(HeaderValueSourceType::Secret),
+                            name: (*secret).to_owned(),
+                            key: (*key).to_owned(),
+                        },
+                    })
+                    .collect(),
+                ..MCPServerSpec::default()
+            },
+        )
+    }
+
+    fn headers(
+        secrets: &StaticSecrets,
+        server: MCPServer,
+        connection: HeadersFor,
+    ) -> Result<Vec<(String, String)>, String> {
+        futures::executor::block_on(with_secret_headers(secrets, server, connection))
+            .map(|s| s.spec.headers.into_iter().collect())
+    }
+
+    #[test]
+    fn header_values_come_from_their_secrets_and_win_over_headers_of_the_same_name() {
+        let secrets = StaticSecrets::default()
+            .with("api-token", "token", "Bearer s3cr3t\n")
+            .with("api-token", "tenant", "blue\r\n");
+        let server = server_with(
+            &[("authorization", ""), ("X-Trace", "on")],
+            &[
+                ("Authorization", "api-token", "token"),
+                ("X-Tenant", "api-token", "tenant"),
+            ],
+        );
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        };
+        assert_eq!(
+            headers(&secrets, server.clone(), HeadersFor::Gateway).expect("read"),
+            pairs(&[
+                ("Authorization", "Bearer s3cr3t"),
+                ("X-Tenant", "blue"),
+                ("X-Trace", "on")
+            ])
+        );
+        // A person's session connection sends its own Authorization: that entry is not read.
+        assert_eq!(
+            headers(&secrets, server, HeadersFor::Session).expect("read"),
+            pairs(&[("X-Tenant", "blue"), ("X-Trace", "on"), ("authorization", "")])
+        );
+    }
+
+    #[test]
+    fn only_one_trailing_newline_is_dropped_and_a_value_that_cannot_be_a_header_is_refused_unseen() {
+        let secrets = StaticSecrets::default().with("t", "two", "abc\n\n");
+        let error = headers(
+            &secrets,
+            server_with(&[], &[("X-Key", "t", "two")]),
+            HeadersFor::Gateway,
+        )
+        .expect_err("a newline is left");
+        assert_eq!(
+            error,
+            "headersFrom X-Key: key two of Secret t is not a valid HTTP header value"
+        );
+        assert!(!error.contains("abc"), "{error}");
+    }
+
+    #[test]
+    fn a_missing_secret_fails_naming_the_header_and_the_secret() {
+        let error = headers(
+            &StaticSecrets::default(),
+            server_with(&[], &[("X-Key", "vault", "key")]),
+            HeadersFor::Gateway,
+        )
+        .expect_err("missing");
+        assert_eq!(error, "headersFrom X-Key: Secret vault has no key key");
+    }
 
     #[test]
     fn a_directory_secret_reads_string_data_and_base64_data() {
@@ -129,25 +316,23 @@ mod tests {
         )
         .expect("write");
         let secrets = DirectorySecrets::new(dir.path());
-        assert_eq!(secrets.get(None, "client", "client-id").expect("id").expose(), "muster");
+        assert_eq!(get(&secrets, "client", "client-id").expect("id").expose(), "muster");
         assert_eq!(
-            secrets.get(None, "client", "client-secret").expect("secret").expose(),
+            get(&secrets, "client", "client-secret").expect("secret").expose(),
             "s3cr3t"
         );
-        let missing = secrets.get(None, "client", "other").expect_err("no key");
+        let missing = get(&secrets, "client", "other").expect_err("no key");
         assert!(missing.contains("no key other"), "{missing}");
-        let absent = secrets.get(None, "nope", "x").expect_err("no file");
+        let absent = get(&secrets, "nope", "x").expect_err("no file");
         assert!(absent.contains("Secret nope not found"), "{absent}");
-        assert!(secrets.get(None, "../etc/passwd", "x").is_err());
+        assert!(get(&secrets, "../etc/passwd", "x").is_err());
     }
 
     #[test]
     fn errors_never_carry_a_value() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("bad.yaml"), "stringData: [not, a, map, hunter2]\n").expect("write");
-        let error = DirectorySecrets::new(dir.path())
-            .get(None, "bad", "k")
-            .expect_err("bad");
+        let error = get(&DirectorySecrets::new(dir.path()), "bad", "k").expect_err("bad");
         assert!(!error.contains("hunter2"), "{error}");
     }
 }

@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::{
     events::{Event, EventDetails, reasons},
     registry::{Change, Command, Key, Registry, Unsupervised},
+    secrets::{HeadersFor, with_secret_headers},
     upstream::{Egress, ListChanged, UpstreamConnection, UpstreamError},
 };
 
@@ -164,10 +165,36 @@ pub(crate) async fn supervise(
         let Some(egress) = with_registry(&registry, |r| Egress::of(&definition, &r.config().aggregator)) else {
             return;
         };
+        // The values of its headersFrom, read from their Secrets each time it connects.
+        let Some(secrets) = with_registry(&registry, |r| Arc::clone(r.secrets())) else {
+            return;
+        };
+        let connecting = match secret_references(&*secrets, &definition).await {
+            Ok(connecting) => connecting,
+            Err((class, problem)) => {
+                failures += 1;
+                tracing::warn!(server = %key.name, %problem, "cannot read the server's Secret references");
+                let retry = fail_until_retry(
+                    &registry,
+                    &key,
+                    class,
+                    &problem,
+                    failures,
+                    config,
+                    &mut first_attempt,
+                    &mut commands,
+                );
+                match retry.await {
+                    None => return,
+                    Some(run) => want_running = run,
+                }
+                continue;
+            }
+        };
         let (changes_tx, mut changes) = mpsc::unbounded_channel();
         let attempt = tokio::select! {
             result = tracing::Instrument::instrument(
-                UpstreamConnection::connect(&definition, Some(changes_tx), egress),
+                UpstreamConnection::connect(&connecting, Some(changes_tx), egress),
                 tracing::info_span!("upstream_connect", server = %key.name),
             ) => Some(result),
             command = commands.recv() => {
@@ -190,36 +217,6 @@ pub(crate) async fn supervise(
                 }
                 Err(e) => matches!(e, UpstreamError::AuthRequired { .. }),
             };
-            // A token exchange whose client credentials cannot be read fails every caller alike.
-            let credentials = with_registry(&registry, |r| {
-                crate::auth::sso::credentials_problem(&**r.secrets(), &definition)
-            })
-            .flatten();
-            if let (true, Some(problem)) = (reachable, credentials) {
-                failures += 1;
-                let delay = config.backoff(failures);
-                let at =
-                    Utc::now() + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::seconds(120));
-                with_registry(&registry, |r| {
-                    r.fail_shared(&key.name, "TokenExchangeCredentials", &problem);
-                    r.mark(&key, |rt| {
-                        rt.consecutive_failures = failures;
-                        rt.next_retry_after = Some(at);
-                    });
-                });
-                if let Some(tx) = first_attempt.take() {
-                    let _ = tx.send(());
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    command = commands.recv() => match command {
-                        Some(Command::Stop) => want_running = false,
-                        Some(Command::Start | Command::Restart) => {}
-                        None => return,
-                    }
-                }
-                continue;
-            }
             if reachable {
                 failures = 0;
                 let note = crate::auth::sso::served_per_session(&definition);
@@ -433,6 +430,74 @@ async fn watch(
                 Some(Command::Restart) => return Outcome::Commanded,
                 None => return Outcome::Gone,
             },
+        }
+    }
+}
+
+/// The Ready reason of a server whose Secret references cannot be read.
+const SECRET_REFERENCE: &str = "SecretReference";
+
+/// The Ready reason of a server whose Secrets are not read because the admission policy that
+/// guards them is not in force.
+const SECRET_REFERENCE_POLICY: &str = "SecretReferencePolicyNotInForce";
+
+/// `definition` as the gateway connects to it, its `headersFrom` values read from `secrets`;
+/// else why it cannot connect (a Ready reason and the problem). A token exchange whose client
+/// credentials cannot be read fails every caller alike, and so fails here too.
+async fn secret_references(
+    secrets: &dyn crate::secrets::SecretSource,
+    definition: &muster_core::crd::MCPServer,
+) -> Result<muster_core::crd::MCPServer, (&'static str, String)> {
+    let classify = |problem: String, class: &'static str| {
+        if problem.contains(crate::secrets::POLICY_NOT_IN_FORCE) {
+            (SECRET_REFERENCE_POLICY, problem)
+        } else {
+            (class, problem)
+        }
+    };
+    let connecting = with_secret_headers(secrets, definition.clone(), HeadersFor::Gateway)
+        .await
+        .map_err(|problem| classify(problem, SECRET_REFERENCE))?;
+    if definition.uses_callers_identity()
+        && let Some(problem) = crate::auth::sso::credentials_problem(secrets, definition).await
+    {
+        return Err(classify(problem, "TokenExchangeCredentials"));
+    }
+    Ok(connecting)
+}
+
+/// Marks the server of `key` Failed for `problem`, which stops every attempt before it is
+/// made (a Secret that cannot be read), and waits its backoff: `None` when the registry is
+/// gone, else whether to keep running (`false` after a stop).
+#[allow(clippy::too_many_arguments)]
+async fn fail_until_retry(
+    registry: &Weak<Registry>,
+    key: &Key,
+    class: &str,
+    problem: &str,
+    failures: u32,
+    config: SupervisorConfig,
+    first_attempt: &mut Option<oneshot::Sender<()>>,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+) -> Option<bool> {
+    let delay = config.backoff(failures);
+    let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::seconds(120));
+    with_registry(registry, |r| {
+        r.fail_shared(&key.name, class, problem);
+        r.mark(key, |rt| {
+            rt.consecutive_failures = failures;
+            rt.next_retry_after = Some(at);
+        });
+    })?;
+    if let Some(tx) = first_attempt.take() {
+        let _ = tx.send(());
+    }
+    tokio::select! {
+        () = tokio::time::sleep(delay) => Some(true),
+        command = commands.recv() => match command {
+            Some(Command::Stop) => Some(false),
+            Some(Command::Start | Command::Restart) => Some(true),
+            None => None,
         }
     }
 }

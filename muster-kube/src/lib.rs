@@ -15,6 +15,9 @@
 //!   away.
 //! - [`policy`]: which MCPServers run in Kubernetes mode (no stdio server, the namespace
 //!   rules), a `ServerPolicy` for the registry.
+//! - [`secrets`]: the Secrets MCPServers name (`headersFrom`, `clientCredentialsSecretRef`),
+//!   read with muster's ServiceAccount only while the admission policy that guards them is in
+//!   force, never muster's own nor of a type that holds something else, a `SecretSource`.
 //! - [`status`]: the MCPServers' status written back (server-side apply on the status
 //!   subresource, only what changed) by the one replica holding the status Lease.
 //! - [`store`]: the core tools' writes as resources written with the caller's own identity (their
@@ -42,6 +45,7 @@ pub mod definitions;
 pub mod executions;
 mod naming;
 pub mod policy;
+pub mod secrets;
 pub mod status;
 pub mod store;
 /// A Kubernetes API server double for tests (feature `test-util`).

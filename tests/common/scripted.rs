@@ -24,7 +24,8 @@ use serde_json::{Map, Value};
 /// `Err(text)` an error result with that text.
 pub type Script = Arc<dyn Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync>;
 
-/// The credentials headers a call arrived with (`authorization`, `x-muster-id-token`).
+/// The credentials headers a call arrived with (`authorization`, `x-muster-id-token`,
+/// `x-api-key`).
 pub type CallHeaders = BTreeMap<String, String>;
 
 #[derive(Clone, Default)]
@@ -64,23 +65,33 @@ impl ScriptedBuilder {
 
     /// Serves the tools on a loopback port.
     pub async fn serve(self) -> ScriptedServer {
-        self.serve_inner(None).await
+        self.serve_inner(None, None).await
+    }
+
+    /// Serves the tools on a loopback port, answering 403 to a request without `header` set to
+    /// `value` (a key a gateway reads from a Secret).
+    pub async fn serve_requiring(self, header: &'static str, value: &str) -> ScriptedServer {
+        self.serve_inner(None, Some((header, value.to_owned()))).await
     }
 
     /// Serves the tools as an OAuth protected resource of `issuer`: `/mcp` wants a bearer JWT
     /// of that issuer for this server's URL, and RFC 9728 metadata names the issuer.
     pub async fn serve_protected(self, issuer: &str) -> ScriptedServer {
-        self.serve_inner(Some((issuer.to_owned(), None))).await
+        self.serve_inner(Some((issuer.to_owned(), None)), None).await
     }
 
     /// As [`Self::serve_protected`], accepting tokens for `audience` instead of this server's
     /// URL (a token forwarded from the gateway's front door is for the gateway).
     pub async fn serve_protected_for(self, issuer: &str, audience: &str) -> ScriptedServer {
-        self.serve_inner(Some((issuer.to_owned(), Some(audience.to_owned()))))
+        self.serve_inner(Some((issuer.to_owned(), Some(audience.to_owned()))), None)
             .await
     }
 
-    async fn serve_inner(self, issuer: Option<(String, Option<String>)>) -> ScriptedServer {
+    async fn serve_inner(
+        self,
+        issuer: Option<(String, Option<String>)>,
+        required: Option<(&'static str, String)>,
+    ) -> ScriptedServer {
         let handler = Scripted {
             tools: Arc::new(self.tools),
             calls: Arc::default(),
@@ -106,6 +117,26 @@ impl ScriptedBuilder {
             app = app
                 .layer(BearerAuthLayer::new(validator, &resource))
                 .merge(resource.metadata_route());
+        }
+        if let Some((header, value)) = required {
+            app = app.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let allowed = request
+                        .headers()
+                        .get(header)
+                        .is_some_and(|v| v.as_bytes() == value.as_bytes());
+                    async move {
+                        if allowed {
+                            next.run(request).await
+                        } else {
+                            axum::response::IntoResponse::into_response((
+                                http::StatusCode::FORBIDDEN,
+                                format!("{header} is missing or wrong"),
+                            ))
+                        }
+                    }
+                },
+            ));
         }
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -183,7 +214,7 @@ impl ServerHandler for Scripted {
             .extensions
             .get::<http::request::Parts>()
             .map(|parts| {
-                ["authorization", "x-muster-id-token"]
+                ["authorization", "x-muster-id-token", "x-api-key"]
                     .into_iter()
                     .filter_map(|name| {
                         let value = parts.headers.get(name)?.to_str().ok()?;

@@ -1,4 +1,5 @@
-//! `kubernetesWrites`: whose identity the core tools write definitions with in Kubernetes mode.
+//! Kubernetes mode's settings: `kubernetesWrites`, whose identity the core tools write
+//! definitions with, and `secretBinding`, the guards on the Secrets an MCPServer names.
 //!
 //! `core_mcpserver_*`, `core_workflow_*` and `core_service_start`/`_stop`/`_restart` write
 //! MCPServer and Workflow resources as their caller, never as muster's ServiceAccount, so that
@@ -16,6 +17,15 @@
 //! Without a caller the front door authenticated there is no identity to write with, and the
 //! write is refused.
 //!
+//! `secretBinding`: muster reads the Secrets an MCPServer names (`headersFrom`,
+//! `clientCredentialsSecretRef`) with its own ServiceAccount, so it reads none unless the
+//! admission policy that admits only writers who may get them is in force: the
+//! ValidatingAdmissionPolicyBinding `admissionPolicyBinding` (default
+//! `muster-mcpserver-secret-references`, as `deploy/` names it) denies, matches every MCPServer
+//! and its policy fails closed. `protectedSecrets` are muster's own Secrets (its OAuth client,
+//! its encryption key, its Valkey password), `<name>` in muster's namespace or
+//! `<namespace>/<name>`: no MCPServer may name them.
+//!
 //! ```
 //! use muster_core::config::{MusterConfig, UsernameClaim, WriteIdentity};
 //!
@@ -25,6 +35,7 @@
 //! }))?;
 //! assert_eq!(config.kubernetes_writes.identity, WriteIdentity::Impersonate);
 //! assert_eq!(config.kubernetes_writes.username_claim, UsernameClaim::Email);
+//! assert_eq!(config.secret_binding.admission_policy_binding, "muster-mcpserver-secret-references");
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
@@ -90,6 +101,44 @@ impl KubernetesWritesConfig {
     }
 }
 
+/// The ValidatingAdmissionPolicyBinding `deploy/` installs.
+pub const DEFAULT_ADMISSION_POLICY_BINDING: &str = "muster-mcpserver-secret-references";
+
+/// `secretBinding`: the guards on the Secrets an MCPServer names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[non_exhaustive]
+pub struct SecretBindingConfig {
+    /// The ValidatingAdmissionPolicyBinding that must be in force (its validationActions
+    /// include `Deny`, it has no matchResources, and its policy has `failurePolicy: Fail`)
+    /// before muster reads any Secret an MCPServer names.
+    pub admission_policy_binding: String,
+    /// muster's own Secrets, which it never reads for an MCPServer: `<name>` (muster's
+    /// namespace) or `<namespace>/<name>`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub protected_secrets: Vec<String>,
+}
+
+impl Default for SecretBindingConfig {
+    fn default() -> Self {
+        Self {
+            admission_policy_binding: DEFAULT_ADMISSION_POLICY_BINDING.to_owned(),
+            protected_secrets: Vec::new(),
+        }
+    }
+}
+
+impl SecretBindingConfig {
+    /// Whether Secret `name` of `namespace` is one of muster's own, with muster in
+    /// `muster_namespace`.
+    pub fn protects(&self, muster_namespace: &str, namespace: &str, name: &str) -> bool {
+        self.protected_secrets.iter().any(|entry| match entry.split_once('/') {
+            Some((ns, n)) => ns == namespace && n == name,
+            None => namespace == muster_namespace && entry == name,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +170,17 @@ mod tests {
             ..KubernetesWritesConfig::default()
         };
         assert_eq!(bare.username(issuer, "ada", None).as_deref(), Some("ada"));
+    }
+
+    #[test]
+    fn protected_secrets_are_named_in_musters_namespace_or_with_their_own() {
+        let binding: SecretBindingConfig =
+            serde_json::from_value(serde_json::json!({"protectedSecrets": ["muster-oauth", "vault/valkey"]}))
+                .expect("valid");
+        assert_eq!(binding.admission_policy_binding, DEFAULT_ADMISSION_POLICY_BINDING);
+        assert!(binding.protects("muster", "muster", "muster-oauth"));
+        assert!(!binding.protects("muster", "team-a", "muster-oauth"));
+        assert!(binding.protects("muster", "vault", "valkey"));
+        assert!(!binding.protects("muster", "muster", "valkey"));
     }
 }

@@ -210,7 +210,7 @@ impl SignInService {
             ));
         }
         let egress = Egress::of(&view.definition, &registry.config().aggregator);
-        let conn = connect_as(view.definition, &completed.grant, None, egress)
+        let conn = connect_as(&**registry.secrets(), view.definition, &completed.grant, None, egress)
             .await
             .map_err(|e| format!("signed in, but the connection to {} failed: {e}", completed.server))?;
         let generation = self
@@ -357,12 +357,18 @@ impl SignInService {
         }
         // Boxed, as the refresh above: connecting is rare, and every call's future would carry it.
         let egress = Egress::of(&view.definition, &registry.config().aggregator);
-        let conn = Box::pin(connect_as(view.definition, &held.grant, identity.as_ref(), egress))
-            .await
-            .map_err(|reason| ToolError::ServerUnavailable {
-                server: server.to_owned(),
-                reason,
-            })?;
+        let conn = Box::pin(connect_as(
+            &**registry.secrets(),
+            view.definition,
+            &held.grant,
+            identity.as_ref(),
+            egress,
+        ))
+        .await
+        .map_err(|reason| ToolError::ServerUnavailable {
+            server: server.to_owned(),
+            reason,
+        })?;
         let conn = registry.limited(conn);
         if registry.session_connection(&ctx.session, server).is_some() {
             registry.replace_session_connection(&ctx.session, server, conn);
@@ -537,15 +543,19 @@ impl SignInService {
     }
 }
 
-/// A connection to `definition`'s server carrying `grant`'s access token, and `identity` (the
-/// caller's validated bearer) in `X-Muster-Id-Token` when the server asks for it
-/// (`forwardIdentity`), on connections `egress` allows.
+/// A connection to `definition`'s server carrying `grant`'s access token, its `headersFrom`
+/// values but `Authorization` read from `secrets`, and `identity` (the caller's validated
+/// bearer) in `X-Muster-Id-Token` when the server asks for it (`forwardIdentity`), on
+/// connections `egress` allows.
 async fn connect_as(
-    mut definition: muster_core::crd::MCPServer,
+    secrets: &dyn crate::secrets::SecretSource,
+    definition: muster_core::crd::MCPServer,
     grant: &Grant,
     identity: Option<&muster_auth::Secret>,
     egress: Egress,
 ) -> Result<UpstreamConnection, String> {
+    let mut definition =
+        crate::secrets::with_secret_headers(secrets, definition, crate::secrets::HeadersFor::Session).await?;
     definition.spec.headers.insert(
         "Authorization".to_owned(),
         format!("Bearer {}", grant.access_token.expose()),

@@ -37,7 +37,7 @@ use muster_core::{
 use crate::{
     events::{Event, reasons},
     registry::{Registry, ServerView},
-    secrets::SecretSource,
+    secrets::{HeadersFor, SecretSource, with_secret_headers},
     upstream::{Egress, UpstreamConnection},
 };
 
@@ -177,7 +177,12 @@ impl SsoService {
         if registry.session_connection(session, &name).is_some() && self.used_by(&key) == Some(print) {
             return Ok(());
         }
-        let mut definition = view.definition.clone();
+        let mut definition = with_secret_headers(&*self.secrets, view.definition.clone(), HeadersFor::Session)
+            .await
+            .map_err(|reason| ToolError::ServerUnavailable {
+                server: name.clone(),
+                reason,
+            })?;
         definition
             .spec
             .headers
@@ -239,7 +244,7 @@ impl SsoService {
         bearer: &Secret,
     ) -> Result<Secret, ToolError> {
         let name = view.definition.metadata.name.as_str();
-        let exchange = match exchange_of(&*self.secrets, &view.definition) {
+        let exchange = match exchange_of(&*self.secrets, &view.definition).await {
             Ok(exchange) => exchange,
             Err(reason) => {
                 registry.fail_shared(name, "TokenExchangeCredentials", &reason);
@@ -299,16 +304,16 @@ impl SsoService {
 
 /// Why `server`'s token exchange cannot run for anyone (its client credentials Secret cannot be
 /// read from `secrets`), if that is so.
-pub fn credentials_problem(secrets: &dyn SecretSource, server: &MCPServer) -> Option<String> {
+pub async fn credentials_problem(secrets: &dyn SecretSource, server: &MCPServer) -> Option<String> {
     let exchange = server.spec.auth.as_ref()?.token_exchange.as_ref()?;
     if !exchange.enabled || exchange.client_credentials_secret_ref.is_none() {
         return None;
     }
-    exchange_of(secrets, server).err()
+    exchange_of(secrets, server).await.err()
 }
 
 /// The exchange `server` configures, with its client credentials read from their Secret.
-fn exchange_of(secrets: &dyn SecretSource, server: &MCPServer) -> Result<TokenExchange, String> {
+async fn exchange_of(secrets: &dyn SecretSource, server: &MCPServer) -> Result<TokenExchange, String> {
     let auth = server.spec.auth.as_ref().ok_or("no auth")?;
     let config = auth.token_exchange.as_ref().ok_or("no tokenExchange")?;
     let endpoint = config
@@ -326,9 +331,14 @@ fn exchange_of(secrets: &dyn SecretSource, server: &MCPServer) -> Result<TokenEx
         exchange = exchange.with_expected_issuer(issuer.clone());
     }
     if let Some(reference) = &config.client_credentials_secret_ref {
-        let namespace = reference.namespace.as_deref();
-        let id = secrets.get(namespace, &reference.name, &reference.client_id_key)?;
-        let secret = secrets.get(namespace, &reference.name, &reference.client_secret_key)?;
+        // A reference without a namespace names a Secret of the server's own.
+        let namespace = reference.namespace.as_deref().or(server.metadata.namespace.as_deref());
+        let id = secrets
+            .get(namespace, &reference.name, &reference.client_id_key)
+            .await?;
+        let secret = secrets
+            .get(namespace, &reference.name, &reference.client_secret_key)
+            .await?;
         exchange = exchange.with_client_credentials(id.expose().to_owned(), secret);
     }
     Ok(exchange)

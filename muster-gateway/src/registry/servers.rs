@@ -270,6 +270,7 @@ impl ServerTable {
         };
         runtime.health = MCPServerHealth::Healthy;
         runtime.last_error = None;
+        runtime.failure_class = None;
         runtime.consecutive_failures = 0;
         runtime.last_failure_http_status = None;
         runtime.next_retry_after = None;

@@ -157,6 +157,9 @@ pub enum DoubleError {
     /// No served type has this name (`plural` or `plural.group`).
     #[error("no resource type {0:?} is served")]
     UnknownResource(String),
+    /// A manifest file could not be read as YAML documents.
+    #[error("manifest {0}")]
+    Manifest(String),
     /// The double refused the write, with the Status an HTTP client would get.
     #[error("{message} ({code} {reason})")]
     Refused {
@@ -447,6 +450,25 @@ impl ApiServerDouble {
     /// without a namespace goes to `default`. A registered schema still applies.
     pub fn put(&self, object: Value) -> Result<Value, DoubleError> {
         Ok(write::put_raw(&mut lock(&self.shared.store), object, now())?)
+    }
+
+    /// Stores every document of the manifest file at `path` (multi-document YAML, as
+    /// `kubectl apply -f` reads it) with [`put`](Self::put); the stored objects.
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read or is not YAML, or a document the store refuses.
+    pub fn apply_manifests(&self, path: impl AsRef<Path>) -> Result<Vec<Value>, DoubleError> {
+        let path = path.as_ref();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| DoubleError::Manifest(format!("{}: {e}", path.display())))?;
+        let documents: Vec<Value> = serde_saphyr::from_multiple(&text)
+            .map_err(|e| DoubleError::Manifest(format!("{}: {e}", path.display())))?;
+        documents
+            .into_iter()
+            .filter(|document| !document.is_null())
+            .map(|document| self.put(document))
+            .collect()
     }
 
     fn key(&self, store: &Store, resource: &str, namespace: Option<&str>, name: &str) -> Option<Key> {

@@ -118,7 +118,9 @@ impl ResourceType {
     }
 
     /// The table a new double starts with: core `v1` `secrets`, `events.k8s.io/v1` `events`,
-    /// `coordination.k8s.io/v1` `leases`, and in `muster.giantswarm.io/v1alpha1`
+    /// `coordination.k8s.io/v1` `leases`, the cluster-scoped
+    /// `admissionregistration.k8s.io/v1` `validatingadmissionpolicies` and
+    /// `validatingadmissionpolicybindings`, and in `muster.giantswarm.io/v1alpha1`
     /// `mcpservers` (status subresource), `workflows` (status subresource) and
     /// `workflowexecutions` (none).
     pub fn defaults() -> Vec<ResourceType> {
@@ -139,6 +141,22 @@ impl ResourceType {
                     "type",
                 ]),
             ResourceType::new("coordination.k8s.io", "v1", "leases", "Lease").builtin(),
+            ResourceType::new(
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingadmissionpolicies",
+                "ValidatingAdmissionPolicy",
+            )
+            .cluster_scoped()
+            .builtin(),
+            ResourceType::new(
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingadmissionpolicybindings",
+                "ValidatingAdmissionPolicyBinding",
+            )
+            .cluster_scoped()
+            .builtin(),
             ResourceType::new(MUSTER, "v1alpha1", "mcpservers", "MCPServer").with_status_subresource(),
             ResourceType::new(MUSTER, "v1alpha1", "workflows", "Workflow").with_status_subresource(),
             ResourceType::new(MUSTER, "v1alpha1", "workflowexecutions", "WorkflowExecution"),
