@@ -440,3 +440,84 @@ async fn a_subject_grant_follows_the_person_into_every_session_until_they_sign_o
     }
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_pinned_authorization_servers_client_registered_out_of_band_comes_from_its_secret() {
+    const CLIENT_SECRET: &str = "pinned-cl1ent-s3cret";
+    let idp = OidcProvider::start_with_env(&[
+        ("OIDC_STATIC_CLIENT_ID", "muster-pinned"),
+        ("OIDC_STATIC_CLIENT_SECRET", CLIENT_SECRET),
+        // A native client's loopback redirect URI matches on any port (RFC 8252).
+        ("OIDC_STATIC_REDIRECT_URI", "http://127.0.0.1/oauth/proxy/callback"),
+    ]);
+    let issuer = idp.issuer().to_owned();
+    let secrets_dir = tempfile::tempdir().expect("a secrets directory");
+    let secrets = Arc::new(muster::gateway::secrets::DirectorySecrets::new(secrets_dir.path()));
+    let gw = SignInGateway::start_with_secrets(
+        &idp,
+        secrets,
+        |server| {
+            server.spec.auth = Some(
+                serde_json::from_value(json!({"authorizationServer": {
+                    "issuer": issuer, "clientCredentialsSecretRef": {"name": "pinned-app"}}}))
+                .expect("an auth section"),
+            )
+        },
+        |base| AggregatorConfig::default().with_mcp_client(McpClientConfig::enabled_at(base)),
+    )
+    .await;
+    let mcp = format!("{}/mcp", gw.base);
+    let frank = client(&mcp, &[], None).await;
+
+    // No Secret yet: the sign-in says which one it needs, and no link is issued.
+    let refused = call_meta(
+        &frank,
+        "call_tool",
+        json!({"name": "core_auth_login", "arguments": {"server": "protected"}}),
+    )
+    .await;
+    let said = text(&refused);
+    assert!(
+        said.contains("auth.authorizationServer.clientCredentialsSecretRef")
+            && said.contains("Secret pinned-app not found"),
+        "{said}"
+    );
+
+    std::fs::write(
+        secrets_dir.path().join("pinned-app.yaml"),
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: pinned-app}}\nstringData:\n  client-id: muster-pinned\n  client-secret: {CLIENT_SECRET}\n"),
+    )
+    .expect("the Secret");
+    let login = core(&frank, "core_auth_login", json!({"server": "protected"})).await;
+    let link = login["authUrl"].as_str().expect("a link").to_owned();
+    // The link sends the browser to the provider as the client registered out of band.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let start = no_redirects.get(&link).send().await.expect("the link answers");
+    let location = start
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|l| l.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let authorize = url::Url::parse(&location).expect("a redirect to the provider");
+    assert!(
+        authorize
+            .query_pairs()
+            .any(|(k, v)| k == "client_id" && v == "muster-pinned"),
+        "{location}"
+    );
+    // The code is exchanged with the client's secret (client_secret_basic): a wrong one is
+    // invalid_client, and the sign-in would fail.
+    sign_in(&idp, &link, "frank").await;
+    assert_eq!(
+        idp.token_requests("authorization_code"),
+        (1, 0),
+        "one code exchanged, none refused"
+    );
+    assert_eq!(core(&frank, "x_protected_whoami", json!({})).await, json!("you are in"));
+    let _ = frank.cancel().await;
+    gw.stop().await;
+}

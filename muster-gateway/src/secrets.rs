@@ -1,6 +1,7 @@
 //! Where the gateway reads the Secrets an MCPServer names: the values of its `headersFrom`
-//! headers, read each time it connects, and the client credentials of its token exchange
-//! (`auth.tokenExchange.clientCredentialsSecretRef`).
+//! headers, read each time it connects, the client credentials of its token exchange
+//! (`auth.tokenExchange.clientCredentialsSecretRef`) and of the client registered out of band
+//! with its pinned authorization server (`auth.authorizationServer.clientCredentialsSecretRef`).
 //!
 //! In Kubernetes they are Secrets read with muster's ServiceAccount (`muster-kube`'s
 //! `KubeSecrets`). Filesystem mode has no Secret reader of its own; a gateway may be given one
@@ -24,7 +25,7 @@ use std::{collections::BTreeMap, path::PathBuf};
 
 use futures::future::BoxFuture;
 use muster_auth::Secret;
-use muster_core::crd::MCPServer;
+use muster_core::crd::{ClientCredentialsSecretRef, MCPServer};
 
 /// What a Secret reader that reads only while an admission policy guards the references
 /// answers when that policy is not in force (followed by `: ` and why).
@@ -89,6 +90,23 @@ pub(crate) async fn with_secret_headers(
         server.spec.headers.insert(entry.name.clone(), value.to_owned());
     }
     Ok(server)
+}
+
+/// The client id and secret a `clientCredentialsSecretRef` of `server` names, read from
+/// `secrets`. A reference without a namespace names a Secret of the server's own.
+pub(crate) async fn client_credentials(
+    secrets: &dyn SecretSource,
+    server: &MCPServer,
+    reference: &ClientCredentialsSecretRef,
+) -> Result<(String, Secret), String> {
+    let namespace = reference.namespace.as_deref().or(server.metadata.namespace.as_deref());
+    let id = secrets
+        .get(namespace, &reference.name, &reference.client_id_key)
+        .await?;
+    let secret = secrets
+        .get(namespace, &reference.name, &reference.client_secret_key)
+        .await?;
+    Ok((id.expose().trim().to_owned(), secret))
 }
 
 /// No Secret reader: every read fails naming the Secret (filesystem mode without `secrets/`).

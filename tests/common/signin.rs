@@ -20,6 +20,7 @@ pub struct SignInGateway {
     protected: std::sync::Arc<ScriptedServer>,
     definition: MCPServer,
     reaping: SessionReaping,
+    secrets: Option<std::sync::Arc<dyn muster::gateway::secrets::SecretSource>>,
 }
 
 impl SignInGateway {
@@ -44,13 +45,33 @@ impl SignInGateway {
         define: impl FnOnce(&mut MCPServer),
         configure: impl FnOnce(String) -> AggregatorConfig,
     ) -> Self {
+        Self::start_full(idp, reaping, None, define, configure).await
+    }
+
+    /// As [`Self::start_defining`], reading the Secrets servers name from `secrets`.
+    pub async fn start_with_secrets(
+        idp: &OidcProvider,
+        secrets: std::sync::Arc<dyn muster::gateway::secrets::SecretSource>,
+        define: impl FnOnce(&mut MCPServer),
+        configure: impl FnOnce(String) -> AggregatorConfig,
+    ) -> Self {
+        Self::start_full(idp, SessionReaping::default(), Some(secrets), define, configure).await
+    }
+
+    async fn start_full(
+        idp: &OidcProvider,
+        reaping: SessionReaping,
+        secrets: Option<std::sync::Arc<dyn muster::gateway::secrets::SecretSource>>,
+        define: impl FnOnce(&mut MCPServer),
+        configure: impl FnOnce(String) -> AggregatorConfig,
+    ) -> Self {
         let protected = ScriptedServer::builder()
             .tool("whoami", true, |_| Ok(json!("you are in")))
             .serve_protected(idp.issuer())
             .await;
         let mut definition = remote("protected", &protected.url);
         define(&mut definition);
-        Self::serve(std::sync::Arc::new(protected), definition, reaping, configure).await
+        Self::serve(std::sync::Arc::new(protected), definition, reaping, secrets, configure).await
     }
 
     /// Another gateway (on a port of its own) in front of the same protected server, as a
@@ -60,6 +81,7 @@ impl SignInGateway {
             std::sync::Arc::clone(&self.protected),
             self.definition.clone(),
             self.reaping,
+            self.secrets.clone(),
             configure,
         )
         .await
@@ -70,21 +92,25 @@ impl SignInGateway {
     pub async fn restart(self, configure: impl FnOnce(String) -> AggregatorConfig) -> Self {
         self.gateway.shutdown().await;
         self.server.abort();
-        Self::serve(self.protected, self.definition, self.reaping, configure).await
+        Self::serve(self.protected, self.definition, self.reaping, self.secrets, configure).await
     }
 
     async fn serve(
         protected: std::sync::Arc<ScriptedServer>,
         definition: MCPServer,
         reaping: SessionReaping,
+        secrets: Option<std::sync::Arc<dyn muster::gateway::secrets::SecretSource>>,
         configure: impl FnOnce(String) -> AggregatorConfig,
     ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let config = MusterConfig::default().with_aggregator(configure(base.clone()));
-        let options = RegistryOptions::default()
+        let mut options = RegistryOptions::default()
             .with_supervision(fast_supervision())
             .with_session_reaping(reaping);
+        if let Some(secrets) = &secrets {
+            options = options.with_secrets(std::sync::Arc::clone(secrets));
+        }
         let gateway =
             Gateway::with_options(config, vec![definition.clone()], Vec::new(), options).expect("valid configuration");
         gateway.start().await;
@@ -99,6 +125,7 @@ impl SignInGateway {
             protected,
             definition,
             reaping,
+            secrets,
         }
     }
 

@@ -37,7 +37,7 @@ use muster_core::{
 use crate::{
     events::{Event, reasons},
     registry::{Registry, ServerView},
-    secrets::{HeadersFor, SecretSource, with_secret_headers},
+    secrets::{HeadersFor, SecretSource, client_credentials, with_secret_headers},
     upstream::{Egress, UpstreamConnection},
 };
 
@@ -331,15 +331,8 @@ async fn exchange_of(secrets: &dyn SecretSource, server: &MCPServer) -> Result<T
         exchange = exchange.with_expected_issuer(issuer.clone());
     }
     if let Some(reference) = &config.client_credentials_secret_ref {
-        // A reference without a namespace names a Secret of the server's own.
-        let namespace = reference.namespace.as_deref().or(server.metadata.namespace.as_deref());
-        let id = secrets
-            .get(namespace, &reference.name, &reference.client_id_key)
-            .await?;
-        let secret = secrets
-            .get(namespace, &reference.name, &reference.client_secret_key)
-            .await?;
-        exchange = exchange.with_client_credentials(id.expose().to_owned(), secret);
+        let (id, secret) = client_credentials(secrets, server, reference).await?;
+        exchange = exchange.with_client_credentials(id, secret);
     }
     Ok(exchange)
 }
