@@ -126,6 +126,10 @@ async fn a_stdio_resource_is_refused_and_another_namespaces_server_is_named_for_
     double
         .put(mcpserver("team", "docs", remote(&demo.url)))
         .expect("stored");
+    // Written before the CRD's rules refused a credential in a header.
+    let mut leaky = remote(&demo.url);
+    leaky["headers"] = json!({"Authorization": "Bearer ghp_l3aked"});
+    double.put(mcpserver("muster", "leaky", leaky)).expect("stored");
     let gateway = spawn_gateway(dir.path(), free_port());
     let client = connect(&gateway.endpoint(Duration::from_secs(60)), &[], None).await;
 
@@ -147,6 +151,23 @@ async fn a_stdio_resource_is_refused_and_another_namespaces_server_is_named_for_
         .unwrap_or_default();
     assert_eq!(state, "Failed", "{local}");
     assert!(local.to_string().contains("streamable-http or sse"), "{local}");
+    let (ok, leaky) = core(&client, "core_mcpserver_get", json!({"name": "leaky"})).await;
+    assert!(ok, "{leaky}");
+    assert!(leaky.to_string().contains("breaks muster's rules"), "{leaky}");
+    assert!(!listed(&client).await.iter().any(|t| t.starts_with("x_leaky_")));
+    assert!(
+        eventually(20, || async {
+            let held = double.get("mcpservers", Some("muster"), "leaky").unwrap_or_default();
+            held["status"]["state"] == "Failed"
+                && held["status"]["lastError"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("spec.headers"))
+        })
+        .await,
+        "{:?}",
+        double.get("mcpservers", Some("muster"), "leaky")
+    );
+    assert!(!gateway.log().contains("ghp_l3aked"), "{}", gateway.log());
     let (ok, team) = core(&client, "core_mcpserver_get", json!({"name": "team_docs"})).await;
     assert!(ok, "the other namespace's server is team_docs: {team}");
 

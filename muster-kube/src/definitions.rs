@@ -253,12 +253,13 @@ impl KubeDefinitions {
             for (name, object) in objects {
                 let origin = Origin::Other(format!("{} {namespace}/{name}", kind_name(*kind)));
                 match kind {
-                    Kind::MCPServer => match read::<MCPServer>(object).and_then(valid_server) {
+                    // One that breaks muster's rules is held too: the policy reads it Failed.
+                    Kind::MCPServer => match read::<MCPServer>(object) {
                         Ok(server) => snapshot
                             .servers
                             .push(Sourced::new(self.naming.server_for_gateway(server), origin)),
                         Err(error) => {
-                            tracing::warn!(%origin, %error, "an MCPServer muster cannot serve; keeping its last good definition");
+                            tracing::warn!(%origin, %error, "an MCPServer muster cannot read; keeping its last good definition");
                             snapshot.kept_servers.insert(self.naming.gateway_name(namespace, name));
                         }
                     },
@@ -288,12 +289,6 @@ fn read<T: DeserializeOwned>(object: &DynamicObject) -> Result<T, String> {
         object.remove("status");
     }
     serde_json::from_value(value).map_err(|e| e.to_string())
-}
-
-/// `server`, if it keeps the documented rules (as a config directory's file must).
-fn valid_server(server: MCPServer) -> Result<MCPServer, String> {
-    server.validate().map_err(|e| e.to_lines().join("; "))?;
-    Ok(server)
 }
 
 /// `workflow`, if it compiles: the rules, its templates and its jq programs; else why not.
@@ -443,7 +438,14 @@ mod tests {
             "broken",
             json!({"steps": [{"id": "a", "tool": "t", "args": {"x": "{{ .input.x "}}]}),
         );
-        let broken_server = object(Kind::MCPServer, "team", "bad", json!({"type": "sse"}));
+        let broken_server = object(
+            Kind::MCPServer,
+            "team",
+            "bad",
+            json!({"type": "sse", "timeout": "soon"}),
+        );
+        // Read, but breaking a rule (no url): held, for the policy to read it Failed.
+        let rule_breaker = object(Kind::MCPServer, "team", "nourl", json!({"type": "sse"}));
         let held = BTreeMap::from([
             (
                 key(Kind::Workflow, "muster"),
@@ -451,11 +453,17 @@ mod tests {
             ),
             (
                 key(Kind::MCPServer, "team"),
-                BTreeMap::from([("bad".to_owned(), broken_server)]),
+                BTreeMap::from([("bad".to_owned(), broken_server), ("nourl".to_owned(), rule_breaker)]),
             ),
         ]);
         let snapshot = definitions.snapshot(&held);
-        assert!(snapshot.workflows.is_empty() && snapshot.servers.is_empty());
+        assert!(snapshot.workflows.is_empty());
+        let served: Vec<_> = snapshot
+            .servers
+            .iter()
+            .map(|s| s.definition.metadata.name.as_str())
+            .collect();
+        assert_eq!(served, ["team_nourl"]);
         assert_eq!(snapshot.kept_workflows, BTreeSet::from(["broken".to_owned()]));
         assert_eq!(snapshot.kept_servers, BTreeSet::from(["team_bad".to_owned()]));
         let rejected = definitions.rejections().workflows();

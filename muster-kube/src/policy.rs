@@ -2,10 +2,10 @@
 //! the loader there. A refused server reads Failed with the reason in `status.lastError` and is
 //! not started; `core_mcpserver_create`, `_update` and `_validate` fail with the same reason.
 //!
-//! A credential in the definition (a value in an `Authorization`, `Proxy-Authorization`, `Cookie`
-//! or `X-API-Key` header, a user name or password in the URL) is not this policy's: every mode's
-//! validation (`MCPServer::validate`) refuses it before a definition is served.
-//!
+//! - **The documented rules** (`MCPServer::validate`), which the CRD's schema and CEL rules
+//!   enforce at admission: a resource written before a rule existed (a credential in a header
+//!   or in the URL, say) reads Failed with every violation, as the reference says, instead of
+//!   being served.
 //! - **No stdio server.** It would start a command in muster's own pod under its
 //!   ServiceAccount; run the MCP server as its own workload and register it over
 //!   `streamable-http` or `sse`.
@@ -54,6 +54,20 @@ impl KubernetesPolicy {
 
 impl ServerPolicy for KubernetesPolicy {
     fn refusal(&self, server: &MCPServer) -> Option<String> {
+        self.placement_refusal(server).or_else(|| {
+            let errors = server.validate().err()?;
+            Some(format!(
+                "MCPServer {} breaks muster's rules: {}",
+                server.metadata.name,
+                errors.to_lines().join("; ")
+            ))
+        })
+    }
+}
+
+impl KubernetesPolicy {
+    /// Why `server` may not run where it is, whatever it says otherwise.
+    fn placement_refusal(&self, server: &MCPServer) -> Option<String> {
         let spec = &server.spec;
         let name = &server.metadata.name;
         if matches!(spec.server_type, Some(ServerType::Stdio) | None) {
@@ -130,6 +144,26 @@ mod tests {
     }
 
     #[test]
+    fn a_server_written_before_a_rule_is_refused_with_every_violation() {
+        let mut server = remote("github", "muster");
+        assert_eq!(KubernetesPolicy::new("muster").refusal(&server), None);
+        server
+            .spec
+            .headers
+            .insert("Authorization".into(), "Bearer ghp_s3cret".into());
+        server.spec.url = Some("https://user:pass@mcp.example.com/mcp".into());
+        let refused = refusal(&server);
+        assert!(
+            refused.starts_with("MCPServer github breaks muster's rules: "),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("spec.headers") && refused.contains("spec.url"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn a_remote_server_runs() {
         assert_eq!(KubernetesPolicy::new("muster").refusal(&remote("api", "muster")), None);
         assert_eq!(KubernetesPolicy::new("muster").refusal(&remote("api", "team")), None);
@@ -159,6 +193,8 @@ mod tests {
                     namespace: Some("muster".into()),
                     ..ClientCredentialsSecretRef::default()
                 }),
+                dex_token_endpoint: Some("https://dex.example.com/token".into()),
+                connector_id: Some("cluster-b".into()),
                 ..TokenExchangeConfig::default()
             }),
             ..MCPServerAuth::default()
