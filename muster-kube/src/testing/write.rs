@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     apply::{self, Writer},
-    cel,
+    cel, event_rules,
     patch::{self, PatchKind},
     resource::ResourceType,
     status::{ApiError, FieldError},
@@ -371,6 +371,9 @@ pub(crate) fn create(store: &mut Store, req: &WriteRequest<'_>, mut body: Value)
         }
     };
     check_name(&rt, &name)?;
+    if event_rules::applies(&rt) {
+        event_rules::check_create(&rt, &name, &body)?;
+    }
     let key = req.key(&name);
     if store.get(&key).is_some() {
         return Err(ApiError::already_exists(&rt, &name));
