@@ -38,7 +38,10 @@ pub(crate) fn check_create(rt: &ResourceType, name: &str, body: &Value) -> Resul
     }
     let controller = text("reportingController");
     if controller.is_empty() {
-        errors.push(FieldError::required("reportingController", "reportingController is required"));
+        errors.push(FieldError::required(
+            "reportingController",
+            "reportingController is required",
+        ));
     } else if !is_qualified_name(controller) {
         errors.push(FieldError::invalid(
             "reportingController",
@@ -128,13 +131,33 @@ mod tests {
         assert!(check_create(&events(), "x.1", &valid()).is_ok());
         for (field, value, expected) in [
             ("eventTime", json!(null), "eventTime: Required value"),
-            ("type", json!("Error"), "type: Invalid value: \"\": has invalid value: Error"),
-            ("reportingController", json!("muster/"), "reportingController: Invalid value"),
-            ("reportingController", json!("Bad_Prefix/x"), "reportingController: Invalid value"),
+            (
+                "type",
+                json!("Error"),
+                "type: Invalid value: \"\": has invalid value: Error",
+            ),
+            (
+                "reportingController",
+                json!("muster/"),
+                "reportingController: Invalid value",
+            ),
+            (
+                "reportingController",
+                json!("Bad_Prefix/x"),
+                "reportingController: Invalid value",
+            ),
             ("reportingInstance", json!(""), "reportingInstance: Required value"),
-            ("action", json!("a".repeat(129)), "action: Invalid value: \"\": can have at most 128"),
+            (
+                "action",
+                json!("a".repeat(129)),
+                "action: Invalid value: \"\": can have at most 128",
+            ),
             ("reason", json!(null), "reason: Required value"),
-            ("note", json!("é".repeat(513)), "note: Invalid value: \"\": can have at most 1024"),
+            (
+                "note",
+                json!("é".repeat(513)),
+                "note: Invalid value: \"\": can have at most 1024",
+            ),
         ] {
             let mut body = valid();
             body[field] = value;
