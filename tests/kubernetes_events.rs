@@ -7,12 +7,9 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{
-    DemoHttp, connect, eventually,
-    kubernetes::{cluster, core as call, mcpserver, remote, spawn_replica, tool_shown},
-    replicas::free_port,
+    DemoHttp, eventually,
+    kubernetes::{cluster, core as call, greet_workflow, mcpserver, remote, tool_shown, two_replicas},
 };
 use muster_kube::testing::ApiServerDouble;
 use serde_json::{Value, json};
@@ -59,22 +56,9 @@ async fn events_are_kubernetes_events_on_their_resource_that_every_replica_reads
     double
         .put(mcpserver("team", "helper", remote(&demo.url)))
         .expect("stored");
-    double
-        .put(json!({
-            "apiVersion": "muster.giantswarm.io/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": "greet", "namespace": "muster"},
-            "spec": {
-                "args": {"who": {"type": "string", "required": true}},
-                "steps": [{"id": "say", "tool": "x_demo_echo", "args": {"message": "hello {{ .input.who }}"}}],
-            },
-        }))
-        .expect("stored");
+    double.put(greet_workflow()).expect("stored");
 
-    let kubeconfig = dir.path().join("kubeconfig");
-    let one = spawn_replica(dir.path(), free_port(), &kubeconfig, "muster-one");
-    let two = spawn_replica(dir.path(), free_port(), &kubeconfig, "muster-two");
-    let one_client = connect(&one.endpoint(Duration::from_secs(60)), &[], None).await;
-    let two_client = connect(&two.endpoint(Duration::from_secs(60)), &[], None).await;
+    let ((one, one_client), (two, two_client)) = two_replicas(dir.path()).await;
     assert!(
         tool_shown(&one_client, "workflow_greet", true, 30).await,
         "{}",

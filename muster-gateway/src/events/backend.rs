@@ -1,18 +1,8 @@
 //! [`EventBackend`]: where an [`EventLog`] records its events besides its own memory, and where
 //! `core_events` reads them back from.
 //!
-//! A log made with [`EventLog::with_backend`] still keeps the newest events in memory and
-//! still broadcasts each to this process's followers; it also hands each event to the backend
-//! ([`EventBackend::record`], which must not block), and [`EventLog::query_recorded`] (what
-//! `core_events` answers with) asks the backend rather than the memory, so that replicas
-//! sharing a backend see each other's events. When the backend cannot answer (its store is
-//! away), the answer comes from this process's memory and a warning is logged: `core_events`
-//! then shows this replica's events only. Following (`core_events` with `follow: true`) stays
-//! with the process: a follower sees the events of the replica it is connected to.
-//!
-//! muster-kube's `KubeEvents` is the backend of Kubernetes mode (each event an `events.k8s.io`
-//! Event on the object it concerns). The synchronous [`EventLog::query`] and
-//! [`core_events_result`](super::core_events_result) keep answering from memory.
+//! The trait's documentation says what a log with a backend does; here, two logs (two
+//! replicas) sharing one backend:
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
@@ -57,7 +47,20 @@ use muster_core::BoxError;
 use super::{Event, EventQuery, EventQueryResult};
 
 /// A store an [`EventLog`](super::EventLog) records every event in, and answers `core_events`
-/// from; see the [module documentation](self).
+/// from.
+///
+/// A log made with [`EventLog::with_backend`](super::EventLog::with_backend) still keeps the newest events in memory and
+/// still broadcasts each to this process's followers; it also hands each event to the backend
+/// ([`EventBackend::record`], which must not block), and [`EventLog::query_recorded`](super::EventLog::query_recorded) (what
+/// `core_events` answers with) asks the backend rather than the memory, so that replicas
+/// sharing a backend see each other's events. When the backend cannot answer (its store is
+/// away), the answer comes from this process's memory and a warning is logged: `core_events`
+/// then shows this replica's events only. Following (`core_events` with `follow: true`) stays
+/// with the process: a follower sees the events of the replica it is connected to.
+///
+/// muster-kube's `KubeEvents` is the backend of Kubernetes mode (each event an `events.k8s.io`
+/// Event on the object it concerns). The synchronous [`EventLog::query`](super::EventLog::query) and
+/// [`core_events_result`](super::core_events_result) keep answering from memory.
 pub trait EventBackend: Send + Sync + 'static {
     /// Adjusts `event` to what the backend will keep of it, before the log keeps, broadcasts
     /// and records it, so that this process's memory, its followers and the backend hold the

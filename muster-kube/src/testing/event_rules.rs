@@ -90,18 +90,7 @@ fn is_qualified_name(value: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|label| {
-                !label.is_empty()
-                    && label
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-            })
-    });
+    let prefix_ok = prefix.is_none_or(crate::executions::is_resource_name);
     name_ok && prefix_ok
 }
 

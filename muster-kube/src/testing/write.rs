@@ -111,16 +111,7 @@ fn writer<'a>(req: &'a WriteRequest<'_>, api_version: &'a str) -> Writer<'a> {
 }
 
 fn check_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
-    let valid = name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-    if valid {
+    if crate::executions::is_resource_name(name) {
         return Ok(());
     }
     let detail = if name.len() > 253 {
