@@ -9,7 +9,7 @@ mod common;
 
 use common::{
     DemoHttp, eventually,
-    kubernetes::{cluster, core as call, greet_workflow, mcpserver, remote, tool_shown, two_replicas},
+    kubernetes::{GATEWAY_USER, cluster, core as call, greet_workflow, mcpserver, remote, tool_shown, two_replicas},
 };
 use muster_kube::testing::ApiServerDouble;
 use serde_json::{Value, json};
@@ -90,6 +90,16 @@ async fn events_are_kubernetes_events_on_their_resource_that_every_replica_reads
     );
     assert_eq!(event["regarding"]["uid"], server["metadata"]["uid"], "{event}");
     assert_eq!(event["metadata"]["namespace"], "muster", "{event}");
+    // Written with muster's own identity, created and never changed.
+    let audit = double.audit_log();
+    let writes: Vec<_> = audit.iter().filter(|e| e.resource == "events").collect();
+    assert!(!writes.is_empty(), "{audit:?}");
+    assert!(
+        writes
+            .iter()
+            .all(|e| e.user == GATEWAY_USER && e.impersonated_by.is_none() && e.verb == "create"),
+        "{writes:?}"
+    );
 
     // core_events about it answers with those Events.
     let (ok, answer) = call(
