@@ -6,12 +6,9 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{
-    DemoHttp, connect,
-    kubernetes::{GATEWAY_USER, cluster, core as call, mcpserver, remote, spawn_replica, tool_shown},
-    replicas::free_port,
+    DemoHttp,
+    kubernetes::{GATEWAY_USER, cluster, core as call, greet_workflow, mcpserver, remote, tool_shown, two_replicas},
 };
 use serde_json::json;
 
@@ -25,16 +22,7 @@ async fn a_run_through_one_replica_is_a_workflowexecution_the_other_replica_read
     double
         .put(mcpserver("muster", "demo", remote(&demo.url)))
         .expect("stored");
-    double
-        .put(json!({
-            "apiVersion": "muster.giantswarm.io/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": "greet", "namespace": "muster"},
-            "spec": {
-                "args": {"who": {"type": "string", "required": true}},
-                "steps": [{"id": "say", "tool": "x_demo_echo", "args": {"message": "hello {{ .input.who }}"}}],
-            },
-        }))
-        .expect("stored");
+    double.put(greet_workflow()).expect("stored");
 
     // Runs a previous process of replica one left in progress, and one of a replica that is
     // not here: replica one fails its own at start; nobody touches the other.
@@ -51,11 +39,7 @@ async fn a_run_through_one_replica_is_a_workflowexecution_the_other_replica_read
             .expect("stored");
     }
 
-    let kubeconfig = dir.path().join("kubeconfig");
-    let one = spawn_replica(dir.path(), free_port(), &kubeconfig, "muster-one");
-    let two = spawn_replica(dir.path(), free_port(), &kubeconfig, "muster-two");
-    let one_client = connect(&one.endpoint(Duration::from_secs(60)), &[], None).await;
-    let two_client = connect(&two.endpoint(Duration::from_secs(60)), &[], None).await;
+    let ((one, one_client), (two, two_client)) = two_replicas(dir.path()).await;
     assert!(
         tool_shown(&one_client, "workflow_greet", true, 30).await,
         "{}",

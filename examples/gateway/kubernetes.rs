@@ -21,18 +21,26 @@
 //!   Lease lasts `MUSTER_STATUS_LEASE_DURATION`, default 15s);
 //! - `KubeExecutionStore` keeps each workflow run's record as a WorkflowExecution of muster's
 //!   namespace, written with muster's own client and shared by every replica; at start, the
-//!   runs this replica (`POD_NAME`, else the host name) left in progress are marked failed.
+//!   runs this replica (`POD_NAME`, else the host name) left in progress are marked failed;
+//! - `KubeEvents` writes each event as an `events.k8s.io/v1` Event on the MCPServer or Workflow
+//!   it concerns (reported by this replica), and `core_events` reads every replica's back; while
+//!   the API server does not answer, `core_events` answers with this replica's own events.
 //!
-//! Not yet here: events as Kubernetes Events (they are kept in memory).
 
 use std::sync::Arc;
 
 use muster::{
     core::config::MusterConfig,
-    gateway::{Gateway, GatewayOptions, registry::RegistryOptions, supervisor::SupervisorConfig},
+    gateway::{
+        Gateway, GatewayOptions,
+        events::{EventLog, EventLogOptions},
+        registry::RegistryOptions,
+        supervisor::SupervisorConfig,
+    },
 };
 use muster_kube::{
     definitions::{KubeDefinitions, WatchHandle},
+    events::KubeEvents,
     executions::{KubeExecutionStore, replica_name},
     policy::KubernetesPolicy,
     secrets::KubeSecrets,
@@ -68,9 +76,12 @@ pub(crate) async fn gateway(
     let status = status.with_rejections(definitions.rejections());
     let store = KubeDefinitionStore::new(cluster, &namespace, config.kubernetes_writes.clone());
     let secrets = KubeSecrets::new(client.clone(), &namespace, config.secret_binding.clone());
+    let events =
+        KubeEvents::new(client.clone(), &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
     let executions = executions(client, &namespace).await;
     let registry = RegistryOptions::default()
         .with_supervision(supervision)
+        .with_events(EventLog::with_backend(Arc::new(events), EventLogOptions::default()))
         .with_executions(executions)
         .with_secrets(Arc::new(secrets))
         .with_server_policy(Arc::new(KubernetesPolicy::new(&namespace)));

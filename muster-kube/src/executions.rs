@@ -444,7 +444,7 @@ fn is_label_value(value: &str) -> bool {
 }
 
 /// 64-bit FNV-1a: a hash that is the same in every process and Rust version.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
     })
@@ -453,7 +453,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// Whether `name` can name a resource: a DNS subdomain (at most 253 characters of lowercase
 /// letters, digits, `-` and `.`, each part beginning and ending with a letter or digit), as an
 /// execution UUID is.
-fn is_resource_name(name: &str) -> bool {
+pub(crate) fn is_resource_name(name: &str) -> bool {
     name.len() <= 253
         && name.split('.').all(|part| {
             !part.is_empty()
@@ -479,7 +479,7 @@ pub fn replica_name() -> String {
 
 /// Why a request to the API server failed.
 #[derive(Debug, thiserror::Error)]
-enum ApiFailure {
+pub(crate) enum ApiFailure {
     /// The API server answered with an error Status.
     #[error("the API server answered {code} {reason}: {message}")]
     Refused { code: u16, reason: String, message: String },

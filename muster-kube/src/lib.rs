@@ -25,6 +25,9 @@
 //! - [`executions`]: workflow run records as WorkflowExecution resources written with muster's
 //!   own client, labelled by workflow, status and replica, an `ExecutionStore` every replica
 //!   shares.
+//! - [`events`]: the gateway's events as Kubernetes Events (`events.k8s.io/v1`) on the object
+//!   they concern, written with muster's own client and read back by `core_events` on every
+//!   replica, an `EventBackend`.
 //!
 //! It builds on kube-rs (`kube` with its runtime, and `k8s-openapi`). As kube-rs asks of
 //! libraries, it enables no Kubernetes version feature of `k8s-openapi`: the binary does (the
@@ -42,6 +45,7 @@
 
 pub mod crd;
 pub mod definitions;
+pub mod events;
 pub mod executions;
 mod naming;
 pub mod policy;

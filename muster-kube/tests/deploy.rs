@@ -258,6 +258,10 @@ fn the_service_account_may_do_what_kubernetes_mode_needs_and_no_more() {
             );
         }
     }
+    // Events are created and listed, never changed or removed (the API server expires them).
+    for verb in ["update", "patch", "delete", "deletecollection"] {
+        assert!(!may("events.k8s.io", "events", verb), "the gateway may {verb} Events");
+    }
     // Definitions are written with the caller's identity, never the gateway's.
     for verb in ["create", "update", "patch", "delete"] {
         assert!(

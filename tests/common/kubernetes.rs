@@ -3,7 +3,7 @@
 //! Kubernetes mode with a kubeconfig beside it, replicas of `gateway serve` reaching the double
 //! through `KUBECONFIG`, and the calls the tests make through the meta-tools.
 
-use std::{path::Path, process::Command};
+use std::{path::Path, process::Command, time::Duration};
 
 use muster_kube::testing::ApiServerDouble;
 use rmcp::{RoleClient, service::RunningService};
@@ -46,6 +46,33 @@ pub fn spawn_replica(dir: &Path, port: u16, kubeconfig: &Path, pod: &str) -> Gat
         .env("MUSTER_MCPSERVER_MAX_BACKOFF", "2s")
         .env("RUST_LOG", "info");
     GatewayChild::spawn(command)
+}
+
+/// A replica of [`two_replicas`], with a client connected to it.
+pub type Replica = (GatewayChild, RunningService<RoleClient, ()>);
+
+/// Replicas `muster-one` and `muster-two` of `dir` (Kubernetes mode, on free ports, through the
+/// kubeconfig beside it), each with a client connected.
+pub async fn two_replicas(dir: &Path) -> (Replica, Replica) {
+    let kubeconfig = dir.join("kubeconfig");
+    let one = spawn_replica(dir, super::replicas::free_port(), &kubeconfig, "muster-one");
+    let two = spawn_replica(dir, super::replicas::free_port(), &kubeconfig, "muster-two");
+    let one_client = super::connect(&one.endpoint(Duration::from_secs(60)), &[], None).await;
+    let two_client = super::connect(&two.endpoint(Duration::from_secs(60)), &[], None).await;
+    ((one, one_client), (two, two_client))
+}
+
+/// The Workflow `greet` of muster's namespace: it takes `who` and calls the demo server's
+/// `x_demo_echo` with `hello <who>`.
+pub fn greet_workflow() -> Value {
+    json!({
+        "apiVersion": "muster.giantswarm.io/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "greet", "namespace": "muster"},
+        "spec": {
+            "args": {"who": {"type": "string", "required": true}},
+            "steps": [{"id": "say", "tool": "x_demo_echo", "args": {"message": "hello {{ .input.who }}"}}],
+        },
+    })
 }
 
 /// An MCPServer resource.

@@ -466,7 +466,8 @@ impl CoreTools {
             CoreTool::McpServerDetect => mcpservers::detect(registry, args).await?,
             CoreTool::Events => {
                 let query = crate::events::EventQuery::from_args(args).map_err(ToolError::invalid_arguments)?;
-                let answer = query.answer(registry.events());
+                // From where the events are recorded: every replica's in Kubernetes mode.
+                let answer = query.answer_recorded(registry.events()).await;
                 // `follow: true` also pushes the matching events from now on to the caller's session.
                 if query.follow
                     && !call.ctx.session.is_anonymous()

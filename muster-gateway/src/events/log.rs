@@ -16,7 +16,7 @@ use std::{
 use chrono::{NaiveDate, Utc};
 use tokio::sync::broadcast;
 
-use super::{Event, EventQuery, EventQueryResult};
+use super::{Event, EventBackend, EventQuery, EventQueryResult};
 
 /// The folder of the event files inside the config directory.
 pub const EVENTS_DIR: &str = "events";
@@ -85,6 +85,7 @@ struct Inner {
     capacity: usize,
     followers: broadcast::Sender<Event>,
     writer: Option<WriterHandle>,
+    backend: Option<Arc<dyn EventBackend>>,
 }
 
 struct WriterHandle {
@@ -105,6 +106,7 @@ impl std::fmt::Debug for EventLog {
             .field("events", &self.len())
             .field("capacity", &self.inner.capacity)
             .field("dir", &self.dir())
+            .field("backend", &self.inner.backend.is_some())
             .finish()
     }
 }
@@ -117,7 +119,14 @@ impl EventLog {
 
     /// A log kept in memory only.
     pub fn in_memory_with(options: EventLogOptions) -> Self {
-        Self::build(VecDeque::new(), options.capacity, None)
+        Self::build(VecDeque::new(), options.capacity, None, None)
+    }
+
+    /// A log kept in memory that also records every event with `backend` and answers
+    /// [`query_recorded`](Self::query_recorded) (and so `core_events`) from it; see
+    /// [`EventBackend`]. Kubernetes mode's log, with muster-kube's `KubeEvents`.
+    pub fn with_backend(backend: Arc<dyn EventBackend>, options: EventLogOptions) -> Self {
+        Self::build(VecDeque::new(), options.capacity, None, Some(backend))
     }
 
     /// The log of the config directory `config_dir`, with the default options: creates
@@ -147,10 +156,15 @@ impl EventLog {
             dropping: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
         };
-        Ok(Self::build(window, capacity, Some(writer)))
+        Ok(Self::build(window, capacity, Some(writer), None))
     }
 
-    fn build(window: VecDeque<Event>, capacity: usize, writer: Option<WriterHandle>) -> Self {
+    fn build(
+        window: VecDeque<Event>,
+        capacity: usize,
+        writer: Option<WriterHandle>,
+        backend: Option<Arc<dyn EventBackend>>,
+    ) -> Self {
         let (followers, _) = broadcast::channel(BROADCAST_CAPACITY);
         Self {
             inner: Arc::new(Inner {
@@ -158,13 +172,19 @@ impl EventLog {
                 capacity: capacity.max(1),
                 followers,
                 writer,
+                backend,
             }),
         }
     }
 
-    /// Records `event`: into the window, to every follower, and (for a log on disk) to the
-    /// writer. Never blocks on I/O; callable from any thread or task.
-    pub fn emit(&self, event: Event) {
+    /// Records `event`: into the window, to every follower, (for a log on disk) to the
+    /// writer, and to the backend ([`EventLog::with_backend`]), as the backend
+    /// [prepared](EventBackend::prepare) it. Never blocks on I/O; callable from any thread or
+    /// task.
+    pub fn emit(&self, mut event: Event) {
+        if let Some(backend) = &self.inner.backend {
+            backend.prepare(&mut event);
+        }
         tracing::debug!(
             kind = %event.involved_object.kind,
             name = %event.involved_object.name,
@@ -177,6 +197,9 @@ impl EventLog {
         // same order.
         if let Some(writer) = &self.inner.writer {
             writer.send(&event);
+        }
+        if let Some(backend) = &self.inner.backend {
+            backend.record(&event);
         }
         let _no_followers = self.inner.followers.send(event.clone());
         if window.len() >= self.inner.capacity {
@@ -198,18 +221,27 @@ impl EventLog {
 
     /// [`EventLog::query`] together with the number of matches before the limit.
     pub fn query_with_total(&self, query: &EventQuery) -> EventQueryResult {
-        let mut matches: Vec<Event> = self
-            .window()
-            .iter()
-            .rev()
-            .filter(|event| query.matches(event))
-            .cloned()
-            .collect();
-        // Newest first by time; the stable sort keeps later-emitted first among equal times.
-        matches.sort_by_key(|event| std::cmp::Reverse(event.timestamp));
-        let total = matches.len();
-        matches.truncate(query.limit.max(1));
-        EventQueryResult { events: matches, total }
+        // Newest emitted first, so later-emitted come first among equal times; filtered before
+        // it is cloned.
+        let window = self.window();
+        EventQueryResult::from_matches(window.iter().rev().filter(|e| query.matches(e)).cloned(), query)
+    }
+
+    /// The events `query` selects where this log records them: from its
+    /// [backend](EventLog::with_backend) when it has one (the events of every process recording
+    /// there), else from its memory ([`EventLog::query_with_total`]). When the backend fails to
+    /// answer, the answer comes from memory and a warning says why.
+    pub async fn query_recorded(&self, query: &EventQuery) -> EventQueryResult {
+        let Some(backend) = &self.inner.backend else {
+            return self.query_with_total(query);
+        };
+        match backend.query(query).await {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the recorded events; answering with this replica's own");
+                self.query_with_total(query)
+            }
+        }
     }
 
     /// How many events the window holds.

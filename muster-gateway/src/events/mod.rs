@@ -13,6 +13,10 @@
 //! [`EventQuery`] reads the `core_events` arguments and [`core_events_result`] produces the
 //! answer, a JSON array of events, newest first, shaped as Go muster shows them.
 //!
+//! A log may also record every event elsewhere, with an [`EventBackend`] that `core_events`
+//! then reads them back from ([`EventLog::with_backend`]): Kubernetes mode records them as
+//! Kubernetes Events, which every replica sees. See [`EventBackend`] for what stays local.
+//!
 //! ```
 //! use muster_gateway::events::{Event, EventLog, EventQuery, core_events_result, reasons};
 //! use serde_json::json;
@@ -35,12 +39,14 @@
 //! # Ok(()) }
 //! ```
 
+mod backend;
 mod event;
 mod follow;
 mod log;
 mod query;
 pub mod reasons;
 
+pub use backend::EventBackend;
 pub use event::{
     Author, DEFAULT_NAMESPACE, Event, EventDetails, EventType, InvolvedObject, KIND_MCP_SERVER, KIND_WORKFLOW, SOURCE,
 };

@@ -193,6 +193,20 @@ pub struct EventQueryResult {
     pub total: usize,
 }
 
+impl EventQueryResult {
+    /// The events of `candidates` that `query` selects: the newest `query.limit` of them,
+    /// newest first, and how many matched. Among events of the same time, the one earlier in
+    /// `candidates` comes first.
+    pub fn from_matches(candidates: impl IntoIterator<Item = Event>, query: &EventQuery) -> Self {
+        let mut events: Vec<Event> = candidates.into_iter().filter(|event| query.matches(event)).collect();
+        // A stable sort: equal times keep the order of `candidates`.
+        events.sort_by_key(|event| std::cmp::Reverse(event.timestamp));
+        let total = events.len();
+        events.truncate(query.limit.max(1));
+        Self { events, total }
+    }
+}
+
 /// Answers `core_events`: the arguments read by [`EventQuery::from_args`], the answer the
 /// document Go muster returns, a JSON array of [`Event::to_display_json`] entries, newest first:
 ///
@@ -207,10 +221,22 @@ pub fn core_events_result(log: &EventLog, args: &Map<String, Value>) -> Result<V
 }
 
 impl EventQuery {
-    /// The `core_events` answer to this query over `log` (see [`core_events_result`]).
+    /// The `core_events` answer to this query over `log`'s memory (see [`core_events_result`]).
     pub fn answer(&self, log: &EventLog) -> Value {
-        Value::Array(log.query(self).iter().map(Event::to_display_json).collect())
+        display(&log.query(self))
     }
+
+    /// The `core_events` answer to this query over where `log` records its events: its
+    /// [backend](super::EventBackend) when it has one (the events of every replica), else its
+    /// memory ([`EventLog::query_recorded`]).
+    pub async fn answer_recorded(&self, log: &EventLog) -> Value {
+        display(&log.query_recorded(self).await.events)
+    }
+}
+
+/// The `core_events` answer listing `events`.
+fn display(events: &[Event]) -> Value {
+    Value::Array(events.iter().map(Event::to_display_json).collect())
 }
 
 /// A string argument; empty is absent.

@@ -9,7 +9,8 @@
 //! preconditions), merge and JSON patches and server-side apply with field ownership and
 //! conflicts; the status subresource; `uid`, `resourceVersion`, `generation`,
 //! `creationTimestamp` and `managedFields`; bearer tokens, RBAC-style rules, impersonation;
-//! and, for a type given a schema, CEL admission. Errors are `Status` bodies worded as the API
+//! the validation of `events.k8s.io` Events at create; and, for a type given a schema, CEL
+//! admission. Errors are `Status` bodies worded as the API
 //! server words them, so `kube::Error::Api` carries the same code, reason and message.
 //!
 //! Tests steer it directly: [`compact`](crate::testing::ApiServerDouble::compact) the history,
@@ -62,6 +63,7 @@
 mod apply;
 mod auth;
 mod cel;
+mod event_rules;
 mod http;
 mod patch;
 mod resource;

@@ -132,9 +132,12 @@ impl ResourceType {
             ResourceType::new("events.k8s.io", "v1", "events", "Event")
                 .builtin()
                 .with_selectable_fields([
+                    "regarding.apiVersion",
+                    "regarding.fieldPath",
                     "regarding.kind",
                     "regarding.name",
                     "regarding.namespace",
+                    "regarding.resourceVersion",
                     "regarding.uid",
                     "reason",
                     "reportingController",

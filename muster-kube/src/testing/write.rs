@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     apply::{self, Writer},
-    cel,
+    cel, event_rules,
     patch::{self, PatchKind},
     resource::ResourceType,
     status::{ApiError, FieldError},
@@ -111,16 +111,7 @@ fn writer<'a>(req: &'a WriteRequest<'_>, api_version: &'a str) -> Writer<'a> {
 }
 
 fn check_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
-    let valid = name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-    if valid {
+    if crate::executions::is_resource_name(name) {
         return Ok(());
     }
     let detail = if name.len() > 253 {
@@ -371,6 +362,9 @@ pub(crate) fn create(store: &mut Store, req: &WriteRequest<'_>, mut body: Value)
         }
     };
     check_name(&rt, &name)?;
+    if event_rules::applies(&rt) {
+        event_rules::check_create(&rt, &name, &body)?;
+    }
     let key = req.key(&name);
     if store.get(&key).is_some() {
         return Err(ApiError::already_exists(&rt, &name));
