@@ -249,9 +249,10 @@ async fn create_as(endpoint: &str, token: String, name: &str, url: &str) -> (boo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_go_as_the_caller_impersonated_and_rbac_decides() {
-    let idp = common::oidc::OidcProvider::start();
+    // Dora's tokens name her groups; the API server would prefix them with `oidc:`.
+    let idp = common::oidc::OidcProvider::start_with_env(&[("OIDC_GROUPS", "dora=platform|ops")]);
     let port = free_port();
-    let writes = "kubernetesWrites:\n  identity: impersonate\n";
+    let writes = "kubernetesWrites:\n  identity: impersonate\n  groupsPrefix: \"oidc:\"\n";
     let (double, dir) = cluster(&format!("{}{writes}", front_door(port, idp.issuer()))).await;
     // Bob may write MCPServers in muster's namespace; Alice may not.
     let bob = format!("{}#bob", idp.issuer());
@@ -306,6 +307,26 @@ async fn writes_go_as_the_caller_impersonated_and_rbac_decides() {
             .iter()
             .any(|e| e.resource == "mcpservers" && e.user == GATEWAY_USER && e.impersonated_by.is_none())
     );
+
+    // Dora has no right of her own; her group has: RBAC bound to groups applies.
+    double.allow(
+        "oidc:platform",
+        &["get", "create", "update", "delete"],
+        "muster.giantswarm.io",
+        "mcpservers",
+        Some("muster"),
+    );
+    let (ok, created) = create_as(&endpoint, idp.token_for(&endpoint, "dora").await, "by-dora", &demo.url).await;
+    assert!(ok, "{created}");
+    assert!(double.get("mcpservers", Some("muster"), "by-dora").is_some());
+    let (ok, refused) = create_as(
+        &endpoint,
+        idp.token_for(&endpoint, "alice").await,
+        "by-alice",
+        &demo.url,
+    )
+    .await;
+    assert!(!ok, "a group's right is not everyone's: {refused}");
 
     // The watch brings it back as a definition: its tools are served.
     let client = connect(&endpoint, &[], Some(idp.token_for(&endpoint, "bob").await)).await;

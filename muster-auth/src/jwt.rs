@@ -157,6 +157,10 @@ pub struct Claims {
     /// The actor chain (RFC 8693 `act`), when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub act: Option<Value>,
+    /// The groups (`groups`, one or several), when present: what the Kubernetes API server
+    /// reads as `--oidc-groups-claim groups`.
+    #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
 }
 
 fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {

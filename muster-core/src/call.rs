@@ -114,6 +114,8 @@ pub struct Principal {
     pub authorized_party: Option<String>,
     /// The actor chain (RFC 8693 `act`), when the token carried one, as JSON.
     pub actor: Option<String>,
+    /// The groups the token named (its `groups` claim).
+    pub groups: Vec<String>,
 }
 
 impl Principal {
@@ -125,7 +127,14 @@ impl Principal {
             email: None,
             authorized_party: None,
             actor: None,
+            groups: Vec::new(),
         }
+    }
+
+    /// Sets the groups.
+    pub fn with_groups(mut self, groups: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.groups = groups.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Sets the authorized party.

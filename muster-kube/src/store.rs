@@ -9,7 +9,8 @@
 //! - `forwardToken`: the caller's bearer token, which the front door validated, is the request's
 //!   credential;
 //! - `impersonate`: muster's own credential, with `Impersonate-User` naming the caller as the
-//!   API server would name them from their token.
+//!   API server would name them from their token, and `Impersonate-Group` for each group of
+//!   their `groups` claim.
 //!
 //! `core_service_stop`, `_start` and `_restart` are writes too: of `spec.suspended` and
 //! `spec.restartRequestedAt` (the one-shot restart request), as their caller.
@@ -119,6 +120,9 @@ impl KubeDefinitionStore {
                         ),
                     })?;
                 config.auth_info.impersonate = Some(user);
+                if !principal.groups.is_empty() {
+                    config.auth_info.impersonate_groups = Some(self.writes.groups(&principal.groups));
+                }
             }
         }
         Client::try_from(config).map_err(|e| DefinitionStoreError::failed("cannot reach the Kubernetes API server", e))

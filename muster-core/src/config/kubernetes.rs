@@ -12,7 +12,9 @@
 //!   the `impersonate` right on users, which lets it act as anyone; use it only where the API
 //!   server does not trust the front door's issuer. The user name is built as the API server
 //!   would build it from the token (`usernameClaim`, `usernamePrefix`, as its
-//!   `--oidc-username-claim` and `--oidc-username-prefix`), so the same RBAC bindings apply.
+//!   `--oidc-username-claim` and `--oidc-username-prefix`), and so are the groups (the
+//!   `groups` claim, with `groupsPrefix` as its `--oidc-groups-prefix`), so the same RBAC
+//!   bindings apply.
 //!
 //! Without a caller the front door authenticated there is no identity to write with, and the
 //! write is refused.
@@ -58,6 +60,11 @@ pub struct KubernetesWritesConfig {
     /// nothing for `email`; `-` puts nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub username_prefix: Option<String>,
+    /// With `impersonate`: put in front of each group of the caller's `groups` claim, as the
+    /// API server's `--oidc-groups-prefix` (the API server's default is none). The groups go
+    /// to the API server as `Impersonate-Group`, so RBAC bound to groups applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups_prefix: Option<String>,
 }
 
 /// Whose identity the core tools' writes reach the API server with.
@@ -98,6 +105,12 @@ impl KubernetesWritesConfig {
             None => default_prefix,
         };
         Some(format!("{prefix}{claim}"))
+    }
+
+    /// The groups the API server would give a caller whose `groups` claim is `groups`.
+    pub fn groups(&self, groups: &[String]) -> Vec<String> {
+        let prefix = self.groups_prefix.as_deref().unwrap_or_default();
+        groups.iter().map(|group| format!("{prefix}{group}")).collect()
     }
 }
 
@@ -170,6 +183,11 @@ mod tests {
             ..KubernetesWritesConfig::default()
         };
         assert_eq!(bare.username(issuer, "ada", None).as_deref(), Some("ada"));
+        let groups = vec!["platform".to_owned(), "ops".to_owned()];
+        assert_eq!(sub.groups(&groups), groups, "no prefix unless one is set");
+        let prefixed: KubernetesWritesConfig =
+            serde_json::from_value(serde_json::json!({"groupsPrefix": "oidc:"})).expect("valid");
+        assert_eq!(prefixed.groups(&groups), ["oidc:platform", "oidc:ops"]);
     }
 
     #[test]

@@ -192,6 +192,9 @@ pub fn call_context(ctx: &RequestContext<RoleServer>) -> (CallContext, Option<Pr
         if let Some(actor) = &claims.act {
             principal = principal.with_actor(actor.to_string());
         }
+        if !claims.groups.is_empty() {
+            principal = principal.with_groups(claims.groups.iter().cloned());
+        }
         call_ctx = call_ctx.with_principal(principal);
         if let Some(bearer) = parts.and_then(|p| p.extensions.get::<muster_auth::resource::ValidatedBearer>()) {
             call_ctx.extensions.insert(bearer.clone());
