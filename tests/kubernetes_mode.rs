@@ -391,6 +391,10 @@ fn state_held(double: &ApiServerDouble, name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_lease_holder_writes_status_and_another_replica_takes_over() {
     let (double, dir) = cluster("").await;
+    // The empty Lease deploy/ creates: the replicas take it over (elsewhere they create it).
+    double
+        .apply_manifests(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/lease.yaml"))
+        .expect("deploy/lease.yaml applies");
     // Two replicas, each its own ServiceAccount token, so the audit log tells them apart.
     let kubeconfigs: Vec<_> = ["replica-a", "replica-b"]
         .iter()

@@ -13,6 +13,7 @@ use std::{
 use k8s_openapi::api::{
     admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
     apps::v1::Deployment,
+    coordination::v1::Lease,
     core::v1::{ConfigMap, Namespace, Service, ServiceAccount},
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
@@ -73,6 +74,7 @@ fn unknown_fields(doc: &Value) -> Result<Vec<String>, String> {
         ("v1", "ConfigMap") => read_as::<ConfigMap>(doc)?.1,
         ("v1", "Service") => read_as::<Service>(doc)?.1,
         ("apps/v1", "Deployment") => read_as::<Deployment>(doc)?.1,
+        ("coordination.k8s.io/v1", "Lease") => read_as::<Lease>(doc)?.1,
         ("rbac.authorization.k8s.io/v1", "Role") => read_as::<Role>(doc)?.1,
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => read_as::<RoleBinding>(doc)?.1,
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => read_as::<ClusterRole>(doc)?.1,
@@ -145,6 +147,7 @@ fn every_manifest_reads_into_the_kubernetes_types_with_no_unknown_field() {
         "Role",
         "RoleBinding",
         "ConfigMap",
+        "Lease",
         "Kustomization",
     ] {
         assert!(kinds.contains(kind), "no {kind} in deploy/: {kinds:?}");
@@ -225,6 +228,21 @@ fn the_gateway_runs_in_kubernetes_mode_with_two_replicas_as_its_service_account(
         .flatten()
         .find(|p| p.name.as_deref() == Some("http"));
     assert_eq!(port.map(|p| p.container_port), Some(i32::from(config.aggregator.port)));
+}
+
+#[test]
+fn the_lease_is_the_one_the_replicas_elect_the_status_writer_with_and_holds_nothing_they_write() {
+    let leases: Vec<Lease> = manifests("lease.yaml", "Lease");
+    assert_eq!(leases.len(), 1);
+    assert_eq!(
+        leases[0].metadata.name.as_deref(),
+        Some(muster_kube::status::STATUS_LEASE)
+    );
+    assert!(
+        leases[0].spec.as_ref().is_none_or(|s| *s == Default::default()),
+        "a re-apply must not take the Lease from its holder: {:?}",
+        leases[0].spec
+    );
 }
 
 #[test]
