@@ -42,6 +42,7 @@
 //! - [`headers`]: the streamable-HTTP transport's header names.
 
 mod answer_text;
+mod busy;
 mod call_answers;
 pub mod egress;
 mod error;
@@ -90,7 +91,10 @@ use progress::ProgressInOrder;
 use relay::CallRelay;
 use stdio::lane::StdioLane;
 
-use crate::limits::{CallLimiter, CallSlot};
+use crate::{
+    busy::Busy,
+    limits::{CallLimiter, CallSlot},
+};
 
 /// A live MCP connection to one downstream server, with what it offered.
 #[derive(Debug)]
@@ -104,6 +108,8 @@ pub struct UpstreamConnection {
     cancel: CancellationToken,
     closed: watch::Receiver<Option<String>>,
     relay: CallRelay,
+    /// The requests in flight (shared by the refreshed copies).
+    busy: Arc<Busy>,
     limiter: Option<Arc<CallLimiter>>,
     tools: Vec<CompactTool>,
     resources: Vec<Resource>,
@@ -258,6 +264,7 @@ impl UpstreamConnection {
             cancel,
             closed,
             relay,
+            busy: Arc::default(),
             limiter: None,
             tools: Vec::new(),
             resources: Vec::new(),
@@ -293,6 +300,7 @@ impl UpstreamConnection {
             cancel: self.cancel.clone(),
             closed: self.closed.clone(),
             relay: self.relay.clone(),
+            busy: Arc::clone(&self.busy),
             limiter: self.limiter.clone(),
             tools,
             resources,
@@ -442,6 +450,7 @@ impl UpstreamConnection {
         arguments: JsonObject,
         ctx: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
+        let _busy = self.busy.enter();
         let _slot = self.slot(ctx).await?;
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         // The call's trace context goes down in `_meta` (SEP-414), and over streamable HTTP as
@@ -637,6 +646,7 @@ impl UpstreamConnection {
     }
 
     async fn run<T>(&self, ctx: &CallContext, fut: impl Future<Output = T>) -> Result<T, ToolError> {
+        let _busy = self.busy.enter();
         let _slot = self.slot(ctx).await?;
         let budget = match ctx.deadline {
             Some(deadline) => self
@@ -668,6 +678,31 @@ impl UpstreamConnection {
     /// Closes the connection (a stdio server's process is stopped).
     pub fn close(&self) {
         self.cancel.cancel();
+    }
+
+    /// Closes the connection once the requests it carries have ended, or after `grace` at
+    /// the latest: for a connection that was just replaced (a session's fresh grant), so that
+    /// its calls in flight finish instead of being cut. New requests should no longer reach
+    /// it. Outside a tokio runtime it closes at once.
+    pub fn close_when_idle(&self, grace: Duration) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.close();
+            return;
+        };
+        if self.busy.count() == 0 {
+            self.close();
+            return;
+        }
+        let (busy, cancel) = (Arc::clone(&self.busy), self.cancel.clone());
+        runtime.spawn(async move {
+            let _ = tokio::time::timeout(grace, busy.idle()).await;
+            cancel.cancel();
+        });
+    }
+
+    /// The longest a request on this connection may run (`progress.maxDuration`).
+    pub fn max_duration(&self) -> Duration {
+        self.max_duration
     }
 }
 

@@ -60,14 +60,16 @@ impl SessionConnections {
         read(&self.connections).values().any(|c| c.contains_key(server))
     }
 
-    /// Makes `conn` the connection `session` holds to `server`, closing the one it replaces.
+    /// Makes `conn` the connection `session` holds to `server`; the one it replaces is closed
+    /// once the calls it carries have ended.
     pub(crate) fn put(&self, session: &SessionId, server: &str, conn: SharedConnection) {
         let previous = write(&self.connections)
             .entry(session.as_str().to_owned())
             .or_default()
             .insert(server.to_owned(), conn);
         if let Some(previous) = previous {
-            previous.close();
+            // The calls it carries finish (each is bounded by the server's maxDuration).
+            previous.close_when_idle(previous.max_duration());
         }
     }
 
