@@ -182,6 +182,7 @@ impl KubeEvents {
                 replica: self.replica.clone(),
                 timeout: self.timeout,
                 written: 0,
+                uids: BTreeMap::new(),
             };
             runtime.spawn(writer.run(receiver));
             *queue = Some(sender);
@@ -311,7 +312,16 @@ struct Writer {
     timeout: Duration,
     /// Events written (or tried), which makes each name unique within the replica.
     written: u64,
+    /// The uids read lately, by kind, namespace and name, with when: a run's many step events
+    /// read the Workflow once. One kept across a delete names the object that was deleted.
+    uids: BTreeMap<(Kind, String, String), (Option<String>, std::time::Instant)>,
 }
+
+/// How long a uid read is reused.
+const UID_REUSE: Duration = Duration::from_secs(30);
+
+/// Most uids kept; past it they are all read again.
+const UIDS_KEPT: usize = 4096;
 
 impl Writer {
     async fn run(mut self, mut queue: mpsc::Receiver<Event>) {
@@ -352,8 +362,9 @@ impl Writer {
         }
     }
 
-    /// The uid of resource `namespace`/`name` of `kind`, when it exists and can be read.
-    async fn uid(&self, kind: &str, namespace: &str, name: &str) -> Option<String> {
+    /// The uid of resource `namespace`/`name` of `kind`, when it exists and can be read (read
+    /// again after [`UID_REUSE`]).
+    async fn uid(&mut self, kind: &str, namespace: &str, name: &str) -> Option<String> {
         let kind = match kind {
             KIND_MCP_SERVER => Kind::MCPServer,
             KIND_WORKFLOW => Kind::Workflow,
@@ -362,15 +373,26 @@ impl Writer {
         if !is_resource_name(name) {
             return None;
         }
+        let key = (kind, namespace.to_owned(), name.to_owned());
+        if let Some((uid, at)) = self.uids.get(&key)
+            && at.elapsed() < UID_REUSE
+        {
+            return uid.clone();
+        }
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, &kind.resource());
-        match tokio::time::timeout(self.timeout, api.get_opt(name)).await {
+        let uid = match tokio::time::timeout(self.timeout, api.get_opt(name)).await {
             Ok(Ok(object)) => object.and_then(|o| o.metadata.uid),
             Ok(Err(error)) => {
                 tracing::debug!(%error, namespace, name, "cannot read the resource of an Event; no uid");
-                None
+                return None;
             }
-            Err(_elapsed) => None,
+            Err(_elapsed) => return None,
+        };
+        if self.uids.len() >= UIDS_KEPT {
+            self.uids.clear();
         }
+        self.uids.insert(key, (uid.clone(), std::time::Instant::now()));
+        uid
     }
 
     /// `<name>.<16 hex digits>`: a hash of the replica, the time and a count, so no two events
@@ -516,6 +538,7 @@ mod tests {
             replica: replica.to_owned(),
             timeout: DEFAULT_TIMEOUT,
             written: 0,
+            uids: BTreeMap::new(),
         }
     }
 

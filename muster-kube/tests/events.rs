@@ -362,3 +362,30 @@ async fn an_api_server_away_fails_queries_and_never_holds_up_emit() {
         "what did not fit the queue was dropped: {written}"
     );
 }
+
+#[tokio::test]
+async fn the_uid_of_a_resource_is_read_once_for_a_burst_of_its_events() {
+    let double = ApiServerDouble::start().await;
+    let uid = put_server(&double, NS, "git");
+    let log = log(&backend(&double, "muster-0"));
+    double.clear_logs();
+    for step in 0..5 {
+        log.emit(Event::mcp_server(
+            "git",
+            reasons::MCP_SERVER_TOOLS_CHANGED,
+            format!("MCPServer git changed its tools ({step})"),
+        ));
+    }
+    let stored = events_stored(&double, Some(NS), 5).await;
+    assert_eq!(stored.len(), 5);
+    assert!(
+        stored.iter().all(|e| e["regarding"]["uid"] == uid.as_str()),
+        "{stored:?}"
+    );
+    let reads = double
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("/mcpservers/git"))
+        .count();
+    assert_eq!(reads, 1, "one read of the resource for five Events");
+}
