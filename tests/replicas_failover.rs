@@ -1,8 +1,10 @@
 //! One of three gateway processes killed (SIGKILL) behind haproxy while fifty clients call a
 //! tool through it: every call is answered, after the client's retry where its replica died
-//! under it. A client whose session was on the killed replica gets 404 from the replica haproxy
-//! sends it to instead, and rmcp's client opens a new session there by itself; a call cut off
-//! mid-flight is sent again by the client (at most five tries).
+//! under it. Sessionful (2025-11-25, rmcp's client): a client whose session was on the killed
+//! replica gets 404 from the replica haproxy sends it to instead, and rmcp's client opens a new
+//! session there by itself. Stateless (2026-07-28, the official Python SDK,
+//! `tests/clients/stateless_load.py`): each request may go to any replica. Either way a call cut
+//! off mid-flight is sent again by the client (at most five tries).
 //!
 //! Needs `haproxy` (Debian package) and the gateway example (`cargo build --examples`); skipped
 //! without haproxy, failed under `CI=true`.
@@ -25,20 +27,26 @@ use serde_json::json;
 const CLIENTS: usize = 50;
 const CALLS: usize = 6;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_call_of_fifty_clients_is_answered_when_a_replica_is_killed() {
+/// Three replicas serving an echo server as `plain`, behind haproxy (`None`: no haproxy here).
+async fn cluster() -> Option<(ScriptedServer, Replicas, Haproxy)> {
     let echo = ScriptedServer::builder()
         .tool("echo", true, |args| Ok(args.get("text").cloned().unwrap_or_default()))
         .serve()
         .await;
     let settings = ReplicaSettings::default().with_http_server("plain", &echo.url, None);
-    let mut replicas = Replicas::start(3, &settings);
-    let Some(haproxy) = Haproxy::start(&replicas.backends()) else {
-        return;
-    };
+    let replicas = Replicas::start(3, &settings);
+    let haproxy = Haproxy::start(&replicas.backends())?;
     for (name, _) in replicas.backends() {
         haproxy.await_server(&name, true, Duration::from_secs(10));
     }
+    Some((echo, replicas, haproxy))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_of_fifty_clients_is_answered_when_a_replica_is_killed() {
+    let Some((_echo, mut replicas, haproxy)) = cluster().await else {
+        return;
+    };
 
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
@@ -88,4 +96,51 @@ async fn every_call_of_fifty_clients_is_answered_when_a_replica_is_killed() {
     for client in clients {
         let _ = client.cancel().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_of_fifty_stateless_clients_is_answered_when_a_replica_is_killed() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: scripts/test creates it from requirements.txt",
+        python.display()
+    );
+    let Some((_echo, mut replicas, haproxy)) = cluster().await else {
+        return;
+    };
+    let mut client = tokio::process::Command::new(python)
+        .arg(root.join("tests/clients/stateless_load.py"))
+        .arg(haproxy.mcp())
+        .args(["--clients", &CLIENTS.to_string(), "--calls", &CALLS.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the Python clients");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(client.stdout.take().expect("stdout")));
+    let mut next = async || -> serde_json::Value {
+        let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("the Python clients report within 120 s")
+            .expect("reads their output")
+            .expect("they report before they end (their stderr is above)");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not an event: {line:?}: {e}"))
+    };
+    let ready = next().await;
+    assert_eq!(ready["event"], "ready", "{ready}");
+    assert_eq!(ready["protocol"], "2026-07-28", "{ready}");
+
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    replicas[0].kill();
+    let done = next().await;
+    assert_eq!(done["event"], "done", "{done}");
+    assert_eq!(done["unanswered"], json!([]), "every call answered: {done}");
+    assert_eq!(done["answered"], json!(CLIENTS * CALLS), "{done}");
+    eprintln!(
+        "stateless: {} calls answered, {} retries; first errors: {}",
+        done["answered"], done["retries"], done["errors"]
+    );
+    haproxy.await_server("r1", false, Duration::from_secs(10));
+    let _ = client.wait().await;
 }
