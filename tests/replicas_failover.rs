@@ -27,13 +27,17 @@ use serde_json::json;
 const CLIENTS: usize = 50;
 const CALLS: usize = 6;
 
-/// Three replicas serving an echo server as `plain`, behind haproxy (`None`: no haproxy here).
-async fn cluster() -> Option<(ScriptedServer, Replicas, Haproxy)> {
+/// Three replicas serving an echo server as `plain` (and `slow`, the demo server at `slow`,
+/// when given), behind haproxy (`None`: no haproxy here).
+async fn cluster(slow: Option<&str>) -> Option<(ScriptedServer, Replicas, Haproxy)> {
     let echo = ScriptedServer::builder()
         .tool("echo", true, |args| Ok(args.get("text").cloned().unwrap_or_default()))
         .serve()
         .await;
-    let settings = ReplicaSettings::default().with_http_server("plain", &echo.url, None);
+    let mut settings = ReplicaSettings::default().with_http_server("plain", &echo.url, None);
+    if let Some(url) = slow {
+        settings = settings.with_http_server("slow", url, None);
+    }
     let replicas = Replicas::start(3, &settings);
     let haproxy = Haproxy::start(&replicas.backends())?;
     for (name, _) in replicas.backends() {
@@ -44,7 +48,7 @@ async fn cluster() -> Option<(ScriptedServer, Replicas, Haproxy)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_of_fifty_clients_is_answered_when_a_replica_is_killed() {
-    let Some((_echo, mut replicas, haproxy)) = cluster().await else {
+    let Some((_echo, mut replicas, haproxy)) = cluster(None).await else {
         return;
     };
 
@@ -107,13 +111,16 @@ async fn every_call_of_fifty_stateless_clients_is_answered_when_a_replica_is_kil
         "{} is missing: scripts/test creates it from requirements.txt",
         python.display()
     );
-    let Some((_echo, mut replicas, haproxy)) = cluster().await else {
+    // Calls that take a while (the demo server's sleep), so that the kill cuts some.
+    let demo = common::DemoHttp::start();
+    let Some((_echo, mut replicas, haproxy)) = cluster(Some(&demo.url)).await else {
         return;
     };
     let mut client = tokio::process::Command::new(python)
         .arg(root.join("tests/clients/stateless_load.py"))
         .arg(haproxy.mcp())
         .args(["--clients", &CLIENTS.to_string(), "--calls", &CALLS.to_string()])
+        .args(["--tool", "x_slow_sleep", "--seconds", "0.3"])
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -131,12 +138,16 @@ async fn every_call_of_fifty_stateless_clients_is_answered_when_a_replica_is_kil
     assert_eq!(ready["event"], "ready", "{ready}");
     assert_eq!(ready["protocol"], "2026-07-28", "{ready}");
 
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     replicas[0].kill();
     let done = next().await;
     assert_eq!(done["event"], "done", "{done}");
     assert_eq!(done["unanswered"], json!([]), "every call answered: {done}");
     assert_eq!(done["answered"], json!(CLIENTS * CALLS), "{done}");
+    assert!(
+        done["retries"].as_u64() > Some(0),
+        "the kill cut calls in flight: {done}"
+    );
     eprintln!(
         "stateless: {} calls answered, {} retries; first errors: {}",
         done["answered"], done["retries"], done["errors"]
