@@ -24,7 +24,7 @@ use common::{
     oidc::OidcProvider,
     signin::{SignInGateway, client, core, tools_of},
     tls::TestCa,
-    valkey::{ValkeyServer, write_state_key},
+    valkey::{ValkeyServer, publish_until_heard, write_state_key},
 };
 use muster::{
     auth::{
@@ -42,6 +42,14 @@ const PROMPT: Duration = Duration::from_secs(10);
 /// A TLS-only server presenting a certificate for `names` from `ca`, with `extra` arguments.
 fn tls_server(ca: &TestCa, names: &[&str], extra: &[&str]) -> Option<ValkeyServer> {
     ValkeyServer::start_tls(ca.issue(names).args(), extra)
+}
+
+/// A test CA and a TLS-only server presenting a certificate it issued for `names`; `None` (with
+/// a note) without openssl or redis-server.
+fn ca_and_server(names: &[&str], extra: &[&str]) -> Option<(TestCa, ValkeyServer)> {
+    let ca = TestCa::new("muster test CA")?;
+    let server = tls_server(&ca, names, extra)?;
+    Some((ca, server))
 }
 
 fn ca_pem(ca: &TestCa) -> Vec<u8> {
@@ -90,10 +98,7 @@ async fn refused(store: &ValkeyStore, address: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_tls_the_store_keeps_the_contract_and_its_notices_trusting_the_ca_it_is_given() {
-    let Some(ca) = TestCa::new("muster test CA") else {
-        return;
-    };
-    let Some(server) = tls_server(&ca, &["valkey.test", "127.0.0.1"], &[]) else {
+    let Some((ca, server)) = ca_and_server(&["valkey.test", "127.0.0.1"], &[]) else {
         return;
     };
     let options = ValkeyOptions::new(server.url()).with_tls_ca(ca_pem(&ca));
@@ -106,25 +111,13 @@ async fn over_tls_the_store_keeps_the_contract_and_its_notices_trusting_the_ca_i
     let (told, heard) = (one.notices(), two.notices());
     let mut heard = heard.subscribe();
     let notice = SignInNotice::signed_in("session-1", "subject-1", "github", "state-1");
-    let received = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            told.publish(notice.clone()).await.expect("publish over TLS");
-            if let Ok(Ok(got)) = tokio::time::timeout(Duration::from_millis(200), heard.recv()).await {
-                return got;
-            }
-        }
-    })
-    .await
-    .expect("the other store hears the notice over TLS");
+    let received = publish_until_heard(&told, &mut heard, &notice).await;
     assert_eq!(received, notice);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_certificate_is_checked_for_the_tls_server_name_while_the_urls_host_is_dialled() {
-    let Some(ca) = TestCa::new("muster test CA") else {
-        return;
-    };
-    let Some(server) = tls_server(&ca, &["valkey.test"], &[]) else {
+    let Some((ca, server)) = ca_and_server(&["valkey.test"], &[]) else {
         return;
     };
     let options = || ValkeyOptions::new(server.url()).with_tls_ca(ca_pem(&ca));
@@ -182,10 +175,7 @@ async fn a_certificate_from_another_ca_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_text_to_a_tls_only_server_fails_promptly_naming_the_store() {
-    let Some(ca) = TestCa::new("muster test CA") else {
-        return;
-    };
-    let Some(server) = tls_server(&ca, &["valkey.test", "127.0.0.1"], &[]) else {
+    let Some((ca, server)) = ca_and_server(&["valkey.test", "127.0.0.1"], &[]) else {
         return;
     };
     let plain = format!("redis://127.0.0.1:{}", server.port());
@@ -226,10 +216,7 @@ async fn a_server_that_never_answers_fails_the_store_in_bounded_time_with_or_wit
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_password_is_sent_over_tls() {
-    let Some(ca) = TestCa::new("muster test CA") else {
-        return;
-    };
-    let Some(server) = tls_server(&ca, &["127.0.0.1"], &["--requirepass", "tls-s3cret"]) else {
+    let Some((ca, server)) = ca_and_server(&["127.0.0.1"], &["--requirepass", "tls-s3cret"]) else {
         return;
     };
     let options = || ValkeyOptions::new(server.url()).with_tls_ca(ca_pem(&ca));
@@ -263,10 +250,7 @@ fn replica(base: String, valkey: ValkeyConfig, key_file: &std::path::Path) -> Ag
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_configured_for_tls_completes_a_sign_in_through_valkey() {
-    let Some(ca) = TestCa::new("muster test CA") else {
-        return;
-    };
-    let Some(server) = tls_server(&ca, &["valkey.test"], &["--requirepass", "gw-s3cret"]) else {
+    let Some((ca, server)) = ca_and_server(&["valkey.test"], &["--requirepass", "gw-s3cret"]) else {
         return;
     };
     let dir = tempfile::tempdir().expect("a temporary directory");

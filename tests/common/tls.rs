@@ -35,25 +35,12 @@ impl TestCa {
             return None;
         }
         let dir = tempfile::tempdir().expect("a temporary directory");
-        openssl(
+        request(
             dir.path(),
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN={name}"),
-            ],
+            &["-x509", "-days", "2"],
+            "ca",
+            "ca.crt",
+            &format!("/CN={name}"),
         );
         Some(Self { dir })
     }
@@ -80,24 +67,7 @@ impl TestCa {
             alt_names.join(",")
         );
         std::fs::write(dir.join("ext.cnf"), extensions).expect("writes the extensions");
-        openssl(
-            &dir,
-            &[
-                "req",
-                "-new",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                "server.key",
-                "-out",
-                "server.csr",
-                "-subj",
-                &format!("/CN={}", names[0]),
-            ],
-        );
+        request(&dir, &["-new"], "server", "server.csr", &format!("/CN={}", names[0]));
         let ca = self.cert();
         let ca_key = self.dir.path().join("ca.key");
         openssl(
@@ -156,6 +126,17 @@ fn has_openssl() -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// `openssl req` with `first` arguments: a new P-256 key in `<key>.key`, and `out` (a
+/// certificate request, or with `-x509` a self-signed certificate) for `subject`.
+fn request(dir: &Path, first: &[&str], key: &str, out: &str, subject: &str) {
+    let key = format!("{key}.key");
+    let mut args = vec!["req"];
+    args.extend_from_slice(first);
+    args.extend_from_slice(&["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]);
+    args.extend_from_slice(&["-keyout", &key, "-out", out, "-subj", subject]);
+    openssl(dir, &args);
 }
 
 fn openssl(dir: &Path, args: &[&str]) {

@@ -16,6 +16,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use muster::auth::state::{SignInNotice, SignInNotices};
+use tokio::sync::broadcast;
+
 /// How long a server may take to answer its first PING.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -25,6 +28,25 @@ pub fn write_state_key(dir: &Path) -> PathBuf {
     let path = dir.join("state.key");
     std::fs::write(&path, "q0bS1u7m4mJg3Yl9o0Jc2m8b0l0Q9k3dYb1a2c3d4e8=\n").expect("writes the key");
     path
+}
+
+/// Publishes `notice` through `told` until `heard` receives one (the subscription is made in the
+/// background), within ten seconds; what `heard` received.
+pub async fn publish_until_heard(
+    told: &dyn SignInNotices,
+    heard: &mut broadcast::Receiver<SignInNotice>,
+    notice: &SignInNotice,
+) -> SignInNotice {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            told.publish(notice.clone()).await.expect("publish");
+            if let Ok(Ok(got)) = tokio::time::timeout(Duration::from_millis(200), heard.recv()).await {
+                return got;
+            }
+        }
+    })
+    .await
+    .expect("the other store hears the notice")
 }
 
 /// A running redis-server on `127.0.0.1`.
