@@ -212,6 +212,24 @@ async fn a_server_that_never_answers_fails_the_store_in_bounded_time_with_or_wit
     )
     .await;
     assert!(message.contains("no connection within"), "{message}");
+
+    // Commands that wait for the same attempt fail with it, not one attempt after another.
+    let store = std::sync::Arc::new(store(ValkeyOptions::new(format!("redis://{address}"))));
+    let started = Instant::now();
+    let waiting: Vec<_> = (0..8)
+        .map(|_| {
+            let store = std::sync::Arc::clone(&store);
+            tokio::spawn(async move { round_trip(&store).await.is_err() })
+        })
+        .collect();
+    for command in waiting {
+        assert!(command.await.expect("the command ran"), "refused");
+    }
+    assert!(
+        started.elapsed() < PROMPT,
+        "eight commands at once fail within {PROMPT:?}: {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,9 +11,17 @@
 //! A command that fails because the connection broke (an I/O error, a dropped connection, a
 //! timeout) fails, and the next command connects again, as the connection manager did. Connecting
 //! (TCP, TLS, `AUTH`/`SELECT`) is bounded by [`Target::timeout`], so a server that speaks
-//! something else (plain text to a TLS port) fails the command in that time instead of hanging.
+//! something else (plain text to a TLS port) or nothing fails the command in that time instead of
+//! hanging; the commands that waited for the same attempt fail with it.
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use redis::{
     AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value,
@@ -123,16 +131,29 @@ impl Target {
 #[derive(Debug, Clone)]
 pub(super) struct Link {
     target: Arc<Target>,
-    /// The connection and its number (a failure forgets only the connection it happened on).
-    current: Arc<Mutex<Option<(u64, MultiplexedConnection)>>>,
+    slot: Arc<Mutex<Slot>>,
+    /// How many attempts to connect have failed (read before waiting for the slot).
+    failed_attempts: Arc<AtomicU64>,
 }
+
+#[derive(Debug, Default)]
+struct Slot {
+    /// The connection and its number (a failure forgets only the connection it happened on).
+    connection: Option<(u64, MultiplexedConnection)>,
+    /// Why the last attempt to connect failed.
+    failure: Option<RedisError>,
+}
+
+/// Numbers the connections of every link.
+static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
 impl Link {
     /// A link to `target`; connects on first use.
     pub(super) fn new(target: Target) -> Self {
         Self {
             target: Arc::new(target),
-            current: Arc::new(Mutex::new(None)),
+            slot: Arc::default(),
+            failed_attempts: Arc::default(),
         }
     }
 
@@ -141,31 +162,45 @@ impl Link {
         &self.target
     }
 
-    /// The connection, made now if there is none (one attempt at a time).
+    /// The connection, made now if there is none. One attempt at a time: the commands that
+    /// waited for an attempt that failed fail with it, so that a server that never answers
+    /// holds each command for one attempt at most, not one per command ahead of it.
     async fn connection(&self) -> RedisResult<(u64, MultiplexedConnection)> {
-        let mut current = self.current.lock().await;
-        if let Some(connection) = current.as_ref() {
+        let failed_before = self.failed_attempts.load(Ordering::Acquire);
+        let mut slot = self.slot.lock().await;
+        if let Some(connection) = slot.connection.as_ref() {
             return Ok(connection.clone());
         }
-        let number = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let connection = (number, self.target.connect().await?);
-        *current = Some(connection.clone());
-        Ok(connection)
+        if self.failed_attempts.load(Ordering::Acquire) != failed_before
+            && let Some(failure) = &slot.failure
+        {
+            return Err(failure.clone());
+        }
+        match self.target.connect().await {
+            Ok(connection) => {
+                let connection = (CONNECTIONS.fetch_add(1, Ordering::Relaxed), connection);
+                slot.connection = Some(connection.clone());
+                slot.failure = None;
+                Ok(connection)
+            }
+            Err(e) => {
+                slot.failure = Some(e.clone());
+                self.failed_attempts.fetch_add(1, Ordering::Release);
+                Err(e)
+            }
+        }
     }
 
     /// Forgets connection `number` when `error` says it broke.
     async fn check(&self, number: u64, error: &RedisError) {
         if error.is_io_error() || error.is_unrecoverable_error() || error.is_timeout() {
-            let mut current = self.current.lock().await;
-            if current.as_ref().is_some_and(|(n, _)| *n == number) {
-                *current = None;
+            let mut slot = self.slot.lock().await;
+            if slot.connection.as_ref().is_some_and(|(n, _)| *n == number) {
+                slot.connection = None;
             }
         }
     }
 }
-
-/// Numbers the connections of every link.
-static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl ConnectionLike for Link {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
