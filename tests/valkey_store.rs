@@ -18,7 +18,7 @@ use std::{
 };
 
 use chrono::Utc;
-use common::valkey::ValkeyServer;
+use common::valkey::{ValkeyServer, publish_until_heard};
 use muster::auth::{
     Secret,
     oauth::{flow::PendingSignIn, registration::ClientRegistration, store::GrantStoreKey},
@@ -265,17 +265,7 @@ async fn a_notice_published_by_one_replica_is_heard_by_the_other_and_only_under_
     let (told, heard, elsewhere) = (one.notices(), two.notices(), other_prefix.notices());
     let (mut heard, mut elsewhere) = (heard.subscribe(), elsewhere.subscribe());
     let notice = SignInNotice::signed_in("session-9", "subject-9", "github", "state-9");
-    // The subscription is made in the background: publish until the other replica hears.
-    let received = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            told.publish(notice.clone()).await.expect("publish");
-            if let Ok(Ok(got)) = tokio::time::timeout(Duration::from_millis(200), heard.recv()).await {
-                return got;
-            }
-        }
-    })
-    .await
-    .expect("the other replica hears the notice");
+    let received = publish_until_heard(&told, &mut heard, &notice).await;
     assert_eq!(received, notice);
     assert!(
         elsewhere.try_recv().is_err(),

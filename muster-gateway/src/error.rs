@@ -77,6 +77,15 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
+    /// The file of the CA certificates Valkey's TLS trusts cannot be read.
+    #[error("cannot read aggregator.oauth.server.storage.valkey.tlsCaFile {path}: {source}")]
+    TlsCaFile {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The Valkey options describe no server.
     #[error("aggregator.oauth.server.storage.valkey: {0}")]
     Valkey(#[source] muster_auth::state::ValkeyOptionsError),

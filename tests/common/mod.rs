@@ -12,6 +12,7 @@ pub mod raw_session;
 pub mod replicas;
 pub mod scripted;
 pub mod signin;
+pub mod tls;
 pub mod valkey;
 
 use std::{

@@ -2,6 +2,9 @@
 //! too): started on a free loopback port with a temporary directory and no persistence, stopped
 //! and started again on the same port, killed on drop.
 //!
+//! [`ValkeyServer::start_tls`] starts one that speaks only TLS (no plain-text port), with the
+//! certificate of [`tls::ServerCertificate`](super::tls::ServerCertificate).
+//!
 //! Without the binary a test skips, with a note naming the package; under `CI=true` it fails
 //! (`scripts/test` installs the package when it runs as root or in CI).
 
@@ -12,6 +15,9 @@ use std::{
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
+
+use muster::auth::state::{SignInNotice, SignInNotices};
+use tokio::sync::broadcast;
 
 /// How long a server may take to answer its first PING.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,6 +30,25 @@ pub fn write_state_key(dir: &Path) -> PathBuf {
     path
 }
 
+/// Publishes `notice` through `told` until `heard` receives one (the subscription is made in the
+/// background), within ten seconds; what `heard` received.
+pub async fn publish_until_heard(
+    told: &dyn SignInNotices,
+    heard: &mut broadcast::Receiver<SignInNotice>,
+    notice: &SignInNotice,
+) -> SignInNotice {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            told.publish(notice.clone()).await.expect("publish");
+            if let Ok(Ok(got)) = tokio::time::timeout(Duration::from_millis(200), heard.recv()).await {
+                return got;
+            }
+        }
+    })
+    .await
+    .expect("the other store hears the notice")
+}
+
 /// A running redis-server on `127.0.0.1`.
 #[derive(Debug)]
 pub struct ValkeyServer {
@@ -31,12 +56,27 @@ pub struct ValkeyServer {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// The TLS arguments of a server that speaks only TLS.
+    tls: Option<Vec<String>>,
 }
 
 impl ValkeyServer {
     /// A server on a free loopback port; `None` (with a note) when no server binary is installed,
     /// a panic under `CI=true` then.
     pub fn start() -> Option<Self> {
+        Self::start_with(None)
+    }
+
+    /// A server that speaks only TLS on a free loopback port, with `tls` (`--tls-cert-file`
+    /// and so on, see [`ServerCertificate::args`](super::tls::ServerCertificate::args)) and
+    /// `extra` arguments (`--requirepass`); `None` as [`ValkeyServer::start`].
+    pub fn start_tls(tls: Vec<String>, extra: &[&str]) -> Option<Self> {
+        let mut args = tls;
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        Self::start_with(Some(args))
+    }
+
+    fn start_with(tls: Option<Vec<String>>) -> Option<Self> {
         let Some(binary) = find_binary() else {
             let note = "no redis-server (or valkey-server) on PATH: install the Debian package \
                         `redis-server` (apt-get install redis-server) to run the Valkey tests";
@@ -52,6 +92,7 @@ impl ValkeyServer {
                 port,
                 dir,
                 child: None,
+                tls: tls.clone(),
             };
             if server.try_start() {
                 return Some(server);
@@ -61,9 +102,15 @@ impl ValkeyServer {
         panic!("redis-server did not start on a free loopback port in five tries");
     }
 
-    /// The URL the store is given.
+    /// The URL the store is given (`rediss://` for a TLS server).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The port it listens on (TLS only, for a TLS server).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `127.0.0.1:<port>`, as the store names the server.
@@ -138,8 +185,20 @@ impl ValkeyServer {
     }
 
     fn try_start(&mut self) -> bool {
-        let child = Command::new(&self.binary)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+        let port = self.port.to_string();
+        let log = self.dir.path().join("redis.log");
+        let _ = std::fs::remove_file(&log);
+        let mut command = Command::new(&self.binary);
+        match &self.tls {
+            None => command.args(["--port", &port]),
+            Some(tls) => command
+                .args(["--port", "0", "--tls-port", &port])
+                .args(tls)
+                .arg("--logfile")
+                .arg(&log),
+        };
+        let child = command
+            .args(["--bind", "127.0.0.1", "--save", ""])
             .args(["--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no"])
             .arg("--dir")
             .arg(self.dir.path())
@@ -155,7 +214,12 @@ impl ValkeyServer {
                 self.child = None;
                 return false; // exited: the port is taken
             }
-            if ping(self.port) {
+            let ready = match &self.tls {
+                None => ping(self.port),
+                // Plain text gets no answer from a TLS port: its log says when it listens.
+                Some(_) => std::fs::read_to_string(&log).is_ok_and(|l| l.contains("Ready to accept connections")),
+            };
+            if ready {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));

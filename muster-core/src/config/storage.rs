@@ -20,6 +20,8 @@
 //!           url: valkey.muster:6379                 # or redis://..., rediss://...
 //!           passwordFile: /etc/muster/valkey-password
 //!           tlsEnabled: true
+//!           tlsServerName: valkey.muster            # when the url's host is not the certificate's name
+//!           tlsCaFile: /etc/muster/valkey-ca.crt    # a private CA (this project's addition)
 //!           keyPrefix: "muster:"                    # the default
 //!           db: 0
 //! ```
@@ -173,10 +175,15 @@ pub struct ValkeyConfig {
     pub password_file: Option<String>,
     /// Whether to speak TLS to it (as a `rediss://` url does). Default false.
     pub tls_enabled: bool,
-    /// The name its certificate must carry: the url's host (the only name the connection
-    /// checks), so give the url by the certificate's name.
+    /// The name its certificate must carry (and the SNI sent), when it is not the url's host:
+    /// the gateway still dials the url's host. Needs TLS.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_server_name: Option<String>,
+    /// A PEM file of the CA certificates to trust for its certificate, instead of the system's
+    /// roots: a server whose certificate comes from a private CA. Needs TLS. This project's
+    /// addition (Go muster trusts the system's roots only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<String>,
     /// What every key starts with. Default `muster:`.
     pub key_prefix: String,
     /// The database number. Default 0.
@@ -191,6 +198,7 @@ impl Default for ValkeyConfig {
             password_file: None,
             tls_enabled: false,
             tls_server_name: None,
+            tls_ca_file: None,
             key_prefix: DEFAULT_VALKEY_KEY_PREFIX.to_owned(),
             db: 0,
         }
@@ -206,6 +214,7 @@ impl std::fmt::Debug for ValkeyConfig {
             .field("password_file", &self.password_file)
             .field("tls_enabled", &self.tls_enabled)
             .field("tls_server_name", &self.tls_server_name)
+            .field("tls_ca_file", &self.tls_ca_file)
             .field("key_prefix", &self.key_prefix)
             .field("db", &self.db)
             .finish()
@@ -267,6 +276,18 @@ impl ValkeyConfig {
         self.tls_enabled = tls;
         self
     }
+
+    /// Sets `tlsServerName`.
+    pub fn with_tls_server_name(mut self, name: impl Into<String>) -> Self {
+        self.tls_server_name = Some(name.into());
+        self
+    }
+
+    /// Sets `tlsCaFile`.
+    pub fn with_tls_ca_file(mut self, path: impl Into<String>) -> Self {
+        self.tls_ca_file = Some(path.into());
+        self
+    }
 }
 
 #[cfg(test)]
@@ -291,7 +312,7 @@ aggregator:
       encryptionKeyFile: /etc/muster/state.key
       storage:
         type: valkey
-        valkey: {url: "valkey:6379", passwordFile: /run/pw, tlsEnabled: true, tlsServerName: valkey, db: 3}
+        valkey: {url: "valkey:6379", passwordFile: /run/pw, tlsEnabled: true, tlsServerName: valkey, tlsCaFile: /run/ca.crt, db: 3}
 "#,
         );
         let server = &config.aggregator.oauth.server;
@@ -302,6 +323,7 @@ aggregator:
         assert_eq!(valkey.password_file.as_deref(), Some("/run/pw"));
         assert!(valkey.tls_enabled);
         assert_eq!(valkey.tls_server_name.as_deref(), Some("valkey"));
+        assert_eq!(valkey.tls_ca_file.as_deref(), Some("/run/ca.crt"));
         assert_eq!(valkey.key_prefix, "muster:", "the default prefix");
         assert_eq!(valkey.db, 3);
         assert!(config.validate_config().is_ok());

@@ -53,6 +53,13 @@ fn valkey_options(valkey: &ValkeyConfig) -> Result<ValkeyOptions, StorageError> 
     if let Some(password) = &valkey.password {
         options = options.with_password(Secret::new(password.clone()));
     }
+    if let Some(path) = &valkey.tls_ca_file {
+        let pem = std::fs::read(path).map_err(|source| StorageError::TlsCaFile {
+            path: path.clone(),
+            source,
+        })?;
+        options = options.with_tls_ca(pem);
+    }
     if let Some(path) = &valkey.password_file {
         let password = std::fs::read_to_string(path).map_err(|source| StorageError::PasswordFile {
             path: path.clone(),

@@ -9,7 +9,9 @@
 
 use std::{sync::LazyLock, time::Duration};
 
-use redis::{Script, aio::ConnectionManager};
+use redis::Script;
+
+use super::link::Link;
 
 use super::unavailable;
 use crate::state::{RefreshGuard, Result};
@@ -40,7 +42,7 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
 
 /// Waits until `key`'s lock is free and takes it; the guard renews it while held and releases
 /// it when dropped.
-pub(super) async fn acquire(mut conn: ConnectionManager, store: &str, key: String) -> Result<RefreshGuard> {
+pub(super) async fn acquire(mut conn: Link, store: &str, key: String) -> Result<RefreshGuard> {
     let token = random_token();
     let mut wait = FIRST_RETRY;
     loop {
@@ -69,7 +71,7 @@ pub(super) async fn acquire(mut conn: ConnectionManager, store: &str, key: Strin
 }
 
 /// Renews the lock every [`RENEW_EVERY`] until it is no longer this holder's.
-async fn renew(mut conn: ConnectionManager, key: String, token: String) {
+async fn renew(mut conn: Link, key: String, token: String) {
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
         let renewed: redis::RedisResult<i64> = RENEW
@@ -91,7 +93,7 @@ async fn renew(mut conn: ConnectionManager, key: String, token: String) {
 
 /// A held lock: released (if still this holder's) when dropped.
 struct HeldLock {
-    conn: ConnectionManager,
+    conn: Link,
     key: String,
     token: String,
     renewal: tokio::task::JoinHandle<()>,

@@ -30,8 +30,10 @@
 //! - [`ValkeyStore::notices`] tells the replica holding a session that its sign-in completed on
 //!   another, through pub/sub ([`SignInNotices`](super::SignInNotices)).
 //!
-//! The connection is the `redis` crate's connection manager: it connects on first use and
-//! reconnects by itself. While Valkey cannot be reached, every operation fails with
+//! The connection (the `link` module's) connects on first use and again after it broke, over
+//! TCP or TLS (the certificate checked for [`ValkeyOptions::with_tls_server_name`] or the URL's
+//! host, against [`ValkeyOptions::with_tls_ca`] or the system's roots; never plain text when TLS
+//! was asked for). While Valkey cannot be reached, every operation fails with
 //! [`SignInStoreError::Unavailable`] naming the store (`valkey at valkey.muster:6379`), never a
 //! token or the key; once Valkey is back, the same store answers again. A value that does not open
 //! with the store's key (written by a gateway with another key) fails the same way, saying so.
@@ -58,13 +60,11 @@
 use std::{fmt, sync::LazyLock, time::Duration};
 
 use async_trait::async_trait;
-use redis::{
-    Client, ConnectionAddr, ConnectionInfo, Script,
-    aio::{ConnectionManager, ConnectionManagerConfig},
-};
+use redis::Script;
 
 use self::{
     keys::Keys,
+    link::Link,
     record::{CLIENT, ClientValue, EXCHANGE, ExchangeRecord, GRANT, GrantValue, PENDING, PendingRecord, Sealed},
 };
 use super::{Attempt, ExchangeEntry, HeldGrant, RefreshGuard, Result, SignInStore, SignInStoreError};
@@ -76,6 +76,7 @@ use crate::oauth::{
 };
 
 mod keys;
+mod link;
 mod lock;
 mod notices;
 mod options;
@@ -158,8 +159,7 @@ static PUT_EXCHANGE: LazyLock<Script> = LazyLock::new(|| {
 /// prefix, database and key. See the [module docs](self).
 #[derive(Clone)]
 pub struct ValkeyStore {
-    client: Client,
-    conn: ConnectionManager,
+    conn: Link,
     /// `valkey at <host>:<port>`, for errors.
     name: String,
     keys: Keys,
@@ -190,25 +190,10 @@ impl ValkeyStore {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ValkeyOptionsError::NoRuntime);
         }
-        let info = options.connection_info()?;
-        let name = store_name(&info);
-        let client = Client::open(info).map_err(|e| ValkeyOptionsError::Client {
-            store: name.clone(),
-            source: e.into(),
-        })?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = client
-            .get_connection_manager_lazy(config)
-            .map_err(|e| ValkeyOptionsError::Client {
-                store: name.clone(),
-                source: e.into(),
-            })?;
+        let target = options.target(TIMEOUT)?;
+        let name = format!("valkey at {}:{}", target.host, target.port);
+        let conn = Link::new(target);
         Ok(Self {
-            client,
             conn,
             name,
             keys: Keys::new(options.key_prefix(), key),
@@ -220,13 +205,7 @@ impl ValkeyStore {
     /// The sign-in notices of the replicas that share this store, through Valkey's pub/sub
     /// (each call subscribes anew: make it once per gateway).
     pub fn notices(&self) -> ValkeyNotices {
-        ValkeyNotices::new(
-            self.client.clone(),
-            self.conn(),
-            self.name.clone(),
-            self.keys.notices(),
-            self.sealed.clone(),
-        )
+        ValkeyNotices::new(self.conn(), self.name.clone(), self.keys.notices(), self.sealed.clone())
     }
 
     /// The time to live (ms) of `owner`'s grants: a transport session's, none for a person's or
@@ -235,7 +214,7 @@ impl ValkeyStore {
         (!super::is_durable_owner(owner)).then(|| lock::millis(self.session_grant_ttl))
     }
 
-    fn conn(&self) -> ConnectionManager {
+    fn conn(&self) -> Link {
         self.conn.clone()
     }
 
@@ -308,16 +287,6 @@ impl ValkeyStore {
             Ok(runtime) => drop(runtime.spawn(run)),
             Err(_) => tracing::warn!("{what} outside a runtime: the entries expire by themselves"),
         }
-    }
-}
-
-/// `valkey at <host>:<port>` (or the socket's path).
-fn store_name(info: &ConnectionInfo) -> String {
-    match info.addr() {
-        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-            format!("valkey at {host}:{port}")
-        }
-        other => format!("valkey at {other}"),
     }
 }
 

@@ -12,10 +12,10 @@ use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use redis::{Client, aio::ConnectionManager};
 use tokio::sync::broadcast;
 
 use super::{
+    link::{Link, Target},
     record::{NOTICE, Sealed},
     unavailable,
 };
@@ -37,7 +37,7 @@ pub struct ValkeyNotices {
 
 #[derive(Debug)]
 struct Inner {
-    conn: ConnectionManager,
+    conn: Link,
     store: String,
     channel: String,
     sealed: Sealed,
@@ -52,9 +52,14 @@ impl Drop for Inner {
 }
 
 impl ValkeyNotices {
-    pub(super) fn new(client: Client, conn: ConnectionManager, store: String, channel: String, sealed: Sealed) -> Self {
+    pub(super) fn new(conn: Link, store: String, channel: String, sealed: Sealed) -> Self {
         let sender = broadcast::channel(BACKLOG).0;
-        let subscription = tokio::spawn(subscribe(client, channel.clone(), sealed.clone(), sender.clone()));
+        let subscription = tokio::spawn(subscribe(
+            Arc::clone(conn.target()),
+            channel.clone(),
+            sealed.clone(),
+            sender.clone(),
+        ));
         Self {
             inner: Arc::new(Inner {
                 conn,
@@ -92,10 +97,10 @@ impl SignInNotices for ValkeyNotices {
 
 /// Reads the channel for as long as the notices live, subscribing again when the connection
 /// drops.
-async fn subscribe(client: Client, channel: String, sealed: Sealed, sender: broadcast::Sender<SignInNotice>) {
+async fn subscribe(target: Arc<Target>, channel: String, sealed: Sealed, sender: broadcast::Sender<SignInNotice>) {
     let mut first = true;
     loop {
-        match client.get_async_pubsub().await {
+        match target.pubsub().await {
             Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
                 Ok(()) => {
                     if !std::mem::take(&mut first) {

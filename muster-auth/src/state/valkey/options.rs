@@ -1,9 +1,13 @@
 //! [`ValkeyOptions`]: which Valkey server, database and key prefix a [`ValkeyStore`](super::ValkeyStore)
 //! uses, with muster's names for them (`aggregator.oauth.server.storage.valkey`).
 
-use muster_core::BoxError;
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
+use std::time::Duration;
 
+use muster_core::BoxError;
+use redis::{ConnectionAddr, IntoConnectionInfo};
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+
+use super::link::{Target, Tls};
 use crate::Secret;
 
 pub use muster_core::config::DEFAULT_VALKEY_KEY_PREFIX as DEFAULT_KEY_PREFIX;
@@ -34,6 +38,7 @@ pub struct ValkeyOptions {
     password: Option<Secret>,
     tls: bool,
     tls_server_name: Option<String>,
+    tls_ca: Option<Vec<u8>>,
     key_prefix: String,
     db: i64,
     session_grant_ttl: std::time::Duration,
@@ -48,6 +53,7 @@ impl ValkeyOptions {
             password: None,
             tls: false,
             tls_server_name: None,
+            tls_ca: None,
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             db: 0,
             session_grant_ttl: DEFAULT_SESSION_GRANT_TTL,
@@ -61,17 +67,26 @@ impl ValkeyOptions {
     }
 
     /// Speaks TLS to the server (as a `rediss://` URL does), checking its certificate against
-    /// the system's roots.
+    /// the system's roots (`SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured) or the CA of
+    /// [`with_tls_ca`](Self::with_tls_ca).
     pub fn with_tls(mut self, tls: bool) -> Self {
         self.tls = tls;
         self
     }
 
-    /// The name the server's certificate must carry. The connection checks the certificate
-    /// against the URL's host, so this must be that host: a different name is refused (give the
-    /// URL by the certificate's name instead).
+    /// The name the server's certificate must carry (sent as SNI too), when it is not the URL's
+    /// host: the store still dials the URL's host (`rediss://127.0.0.1:6380` with the name
+    /// `valkey.test`). Needs TLS.
     pub fn with_tls_server_name(mut self, name: impl Into<String>) -> Self {
         self.tls_server_name = Some(name.into());
+        self
+    }
+
+    /// Trusts the CA certificates in `pem` (one or more, PEM) for the server's certificate,
+    /// instead of the system's roots: a server whose certificate comes from a private CA. Needs
+    /// TLS.
+    pub fn with_tls_ca(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_ca = Some(pem.into());
         self
     }
 
@@ -108,8 +123,9 @@ impl ValkeyOptions {
         self.session_grant_ttl
     }
 
-    /// The connection these options describe.
-    pub(super) fn connection_info(&self) -> Result<ConnectionInfo, ValkeyOptionsError> {
+    /// The server these options describe and how to speak to it, each connection and answer
+    /// bounded by `timeout`.
+    pub(super) fn target(&self, timeout: Duration) -> Result<Target, ValkeyOptionsError> {
         let url = self.url.trim();
         let url = match url.split_once("://") {
             Some(("redis" | "valkey", rest)) => format!("redis://{rest}"),
@@ -148,24 +164,19 @@ impl ValkeyOptions {
                 });
             }
         };
-        if let Some(name) = &self.tls_server_name
-            && (!tls || !name.eq_ignore_ascii_case(&host))
-        {
+        let tls = if tls {
+            Some(self.tls(&host)?)
+        } else if let Some(name) = &self.tls_server_name {
             return Err(ValkeyOptionsError::TlsServerName {
                 name: name.clone(),
-                host,
-                tls,
+                problem: "it needs TLS (tlsEnabled, or a rediss:// url)",
             });
-        }
-        let addr = if tls {
-            ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure: false,
-                tls_params: None,
-            }
+        } else if self.tls_ca.is_some() {
+            return Err(ValkeyOptionsError::TlsCa {
+                problem: "it needs TLS (tlsEnabled, or a rediss:// url)".into(),
+            });
         } else {
-            ConnectionAddr::Tcp(host, port)
+            None
         };
         let mut redis = info.redis_settings().clone();
         if let Some(password) = &self.password {
@@ -174,7 +185,52 @@ impl ValkeyOptions {
         if self.db != 0 {
             redis = redis.set_db(self.db);
         }
-        Ok(info.set_addr(addr).set_redis_settings(redis))
+        Ok(Target {
+            host,
+            port,
+            tls,
+            redis,
+            timeout,
+        })
+    }
+
+    /// TLS to `host`: its certificate checked for the server name (the host unless one is given)
+    /// against the CA given, or else the system's roots.
+    fn tls(&self, host: &str) -> Result<Tls, ValkeyOptionsError> {
+        let name = self.tls_server_name.as_deref().unwrap_or(host);
+        let server_name = ServerName::try_from(name.to_owned()).map_err(|_| ValkeyOptionsError::TlsServerName {
+            name: name.to_owned(),
+            problem: "it is neither a DNS name nor an IP address",
+        })?;
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.tls_ca {
+            Some(pem) => {
+                for cert in CertificateDer::pem_slice_iter(pem) {
+                    let cert = cert.map_err(|e| ValkeyOptionsError::TlsCa {
+                        problem: format!("it is not PEM: {e}"),
+                    })?;
+                    roots.add(cert).map_err(|e| ValkeyOptionsError::TlsCa {
+                        problem: format!("a certificate in it is not a CA's: {e}"),
+                    })?;
+                }
+                if roots.is_empty() {
+                    return Err(ValkeyOptionsError::TlsCa {
+                        problem: "it holds no certificate".into(),
+                    });
+                }
+            }
+            None => {
+                let system = rustls_native_certs::load_native_certs();
+                for error in &system.errors {
+                    tracing::warn!(%error, "a system root certificate cannot be read for valkey's TLS");
+                }
+                roots.add_parsable_certificates(system.certs);
+            }
+        }
+        Tls::new(roots, server_name).map_err(|e| ValkeyOptionsError::Client {
+            store: format!("valkey at {host}"),
+            source: e.into(),
+        })
     }
 }
 
@@ -188,19 +244,19 @@ pub enum ValkeyOptionsError {
         /// What is wrong with it.
         problem: &'static str,
     },
-    /// A TLS server name that is not the URL's host (or without TLS).
-    #[error(
-        "the valkey tlsServerName {name:?} must be the url's host {host:?}{}: the connection checks the \
-         certificate against the url's host, so give the url by the certificate's name",
-        if *tls { "" } else { " and TLS must be enabled" }
-    )]
+    /// A TLS server name that is not a name or an address, or given without TLS.
+    #[error("the valkey tlsServerName {name:?} is not usable: {problem}")]
     TlsServerName {
         /// The name given.
         name: String,
-        /// The URL's host.
-        host: String,
-        /// Whether TLS is enabled.
-        tls: bool,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The CA certificates to trust are not usable, or given without TLS.
+    #[error("the valkey tlsCaFile is not usable: {problem}")]
+    TlsCa {
+        /// What is wrong with them.
+        problem: String,
     },
     /// The store was made outside a Tokio runtime (its connection runs on one).
     #[error("the valkey store must be made inside a Tokio runtime")]
