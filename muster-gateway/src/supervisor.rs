@@ -365,16 +365,9 @@ pub(crate) async fn supervise(
             }
         };
         if lost && want_running {
-            let delay = config.backoff(failures.max(1));
-            let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::seconds(120));
-            with_registry(&registry, |r| r.mark(&key, |rt| rt.next_retry_after = Some(at)));
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                command = commands.recv() => match command {
-                    Some(Command::Stop) => want_running = false,
-                    Some(Command::Start | Command::Restart) => {}
-                    None => return,
-                }
+            match back_off(&registry, &key, failures, config, &mut commands).await {
+                None => return,
+                Some(run) => want_running = run,
             }
         }
     }
@@ -480,18 +473,29 @@ async fn fail_until_retry(
     first_attempt: &mut Option<oneshot::Sender<()>>,
     commands: &mut mpsc::UnboundedReceiver<Command>,
 ) -> Option<bool> {
-    let delay = config.backoff(failures);
-    let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::seconds(120));
     with_registry(registry, |r| {
         r.fail_shared(&key.name, class, problem);
-        r.mark(key, |rt| {
-            rt.consecutive_failures = failures;
-            rt.next_retry_after = Some(at);
-        });
+        r.mark(key, |rt| rt.consecutive_failures = failures);
     })?;
     if let Some(tx) = first_attempt.take() {
         let _ = tx.send(());
     }
+    back_off(registry, key, failures, config, commands).await
+}
+
+/// Waits the reconnect backoff after `failures` consecutive failures, the next attempt's time
+/// shown in the server's status (a command ends the wait): `None` when the registry is gone,
+/// else whether to keep running (`false` after a stop).
+async fn back_off(
+    registry: &Weak<Registry>,
+    key: &Key,
+    failures: u32,
+    config: SupervisorConfig,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+) -> Option<bool> {
+    let delay = config.backoff(failures.max(1));
+    let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::seconds(120));
+    with_registry(registry, |r| r.mark(key, |rt| rt.next_retry_after = Some(at)))?;
     tokio::select! {
         () = tokio::time::sleep(delay) => Some(true),
         command = commands.recv() => match command {

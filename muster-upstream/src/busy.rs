@@ -11,10 +11,7 @@
 //!
 //! [`UpstreamConnection::close_when_idle`]: crate::UpstreamConnection::close_when_idle
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicUsize, Ordering},
-};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
 
@@ -27,13 +24,13 @@ pub(crate) struct Busy {
 
 /// One request in flight; it ends when dropped.
 #[derive(Debug)]
-pub(crate) struct InUse(Arc<Busy>);
+pub(crate) struct InUse<'a>(&'a Busy);
 
 impl Busy {
     /// Counts a request in flight until the returned guard is dropped.
-    pub(crate) fn enter(self: &Arc<Self>) -> InUse {
+    pub(crate) fn enter(&self) -> InUse<'_> {
         self.count.fetch_add(1, Ordering::SeqCst);
-        InUse(Arc::clone(self))
+        InUse(self)
     }
 
     /// The requests in flight now.
@@ -56,7 +53,7 @@ impl Busy {
     }
 }
 
-impl Drop for InUse {
+impl Drop for InUse<'_> {
     fn drop(&mut self) {
         if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.idle.notify_waiters();
@@ -66,7 +63,7 @@ impl Drop for InUse {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::{sync::Arc, time::Duration};
 
     use super::*;
 
