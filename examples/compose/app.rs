@@ -35,7 +35,7 @@ use muster::{
         dispatch::Dispatcher,
         meta::call_context,
         registry::{Registry, RegistryOptions},
-        supervisor,
+        supervisor::Supervisor,
     },
 };
 use rmcp::{
@@ -99,12 +99,13 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
     };
     let servers = vec![MCPServer::new("notes", spec)];
     let registry = Registry::new(MusterConfig::default(), servers, Vec::new(), RegistryOptions::default())?;
-    supervisor::start(&registry).await;
+    Supervisor::new(Arc::clone(&registry)).start().await;
 
     // 3. The tool stack every call goes through, outermost first. The gateway's core tools
     //    are one named service of the dispatcher, our own core tool one more; the dispatcher
     //    offers both to the registry's catalogue: listed, searched and guarded by toolsets like
-    //    the others.
+    //    the others. (Workflows would be one more: `with_workflows(GatewayWorkflows)`, its
+    //    steps bound to this stack once built.)
     let catalogue: Arc<dyn CatalogSource> = Arc::clone(&registry) as _;
     let presets = Arc::clone(registry.presets());
     let audit = AuditLog::default();
@@ -118,12 +119,7 @@ pub(crate) async fn compose(front_door: Option<FrontDoor>) -> Result<Composed, B
                     .with_tool(whoami::entry(), whoami::service()),
             ),
     );
-    // 4. Workflow steps run through the same stack (with a workflow configured, a step is
-    //    audited and toolset-checked like a client's call). The registry holds it weakly: the
-    //    stack answered is the one to serve, as it is what keeps the stack alive.
-    let tools = registry.bind_tool_stack(tools);
-
-    // 5. The MCP server clients talk to: the meta-tools (filter_tools, call_tool, ...) over
+    // 4. The MCP server clients talk to: the meta-tools (filter_tools, call_tool, ...) over
     //    the registry's catalogue and the stack, and the catalogue's tools listed and called
     //    directly; each call's context names the caller the front door authenticated.
     let meta = MetaService::new(Discovery::new(catalogue, presets), tools);

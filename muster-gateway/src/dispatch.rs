@@ -2,7 +2,8 @@
 //! exposed name to the service that runs it.
 //!
 //! It is built from named services: the downstream servers' connections (through the
-//! registry's server table), the `workflow_<name>` tools, and the tools that run in this
+//! registry's server table), the `workflow_<name>` tools (a [`GatewayWorkflows`] added with
+//! [`Dispatcher::with_workflows`]), and the tools that run in this
 //! process: the gateway's core tools ([`CoreTools`](crate::core_tools::CoreTools), added with
 //! [`Dispatcher::with_tools`]) and any tool of the embedder's own ([`Dispatcher::with_tool`]),
 //! kept in a [`ToolRouter`], the registry-free router an embedder composes on its own. A tool
@@ -47,14 +48,18 @@ use std::{
 };
 
 use futures::future::BoxFuture;
-use muster_core::{ToolCall, ToolEntry, ToolError, ToolKind, ToolOutput, ToolService, router::ToolRouter};
+use muster_core::{
+    BoxToolService, ToolCall, ToolEntry, ToolError, ToolKind, ToolOutput, ToolService, router::ToolRouter,
+};
 use tower::{Service, ServiceExt};
 
 use crate::{
     auth::{DownstreamAuth, SignInService},
     registry::Registry,
-    workflows,
 };
+
+#[cfg(doc)]
+use crate::workflows::GatewayWorkflows;
 
 /// Routes tool calls by exposed name, through the session's catalogue, to the service that runs
 /// each: a downstream server's connection, a core tool, a workflow, or a tool of the embedder's.
@@ -65,6 +70,8 @@ pub struct Dispatcher {
     sign_in: Option<Arc<SignInService>>,
     /// The tools that run in this process (the core tools, the embedder's own), by exposed name.
     in_process: ToolRouter,
+    /// What runs the `workflow_<name>` tools, when workflows are served.
+    workflows: Option<Arc<BoxToolService>>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -84,7 +91,18 @@ impl Dispatcher {
             registry,
             sign_in: None,
             in_process: ToolRouter::new(),
+            workflows: None,
         }
+    }
+
+    /// Runs the `workflow_<name>` tools of the registry's workflow table with `workflows`
+    /// (the gateway's is a [`GatewayWorkflows`] over
+    /// [`Registry::workflow_table`]). Without it a workflow the catalogue lists is refused as
+    /// not served here.
+    #[must_use]
+    pub fn with_workflows(mut self, workflows: impl ToolService + Sync) -> Self {
+        self.workflows = Some(Arc::new(BoxToolService::new(workflows)));
+        self
     }
 
     /// Takes part in signing people in to downstream servers: a call to a server the session
@@ -125,6 +143,7 @@ impl Dispatcher {
         registry: Arc<Registry>,
         sign_in: Option<Arc<SignInService>>,
         in_process: ToolRouter,
+        workflows: Option<Arc<BoxToolService>>,
         call: ToolCall,
     ) -> Result<ToolOutput, ToolError> {
         let catalog = registry.catalog_for(&call.ctx.session);
@@ -142,13 +161,10 @@ impl Dispatcher {
         }
         match entry.kind {
             ToolKind::Workflow => {
-                // Boxed: a large future, which a downstream call's future should not carry.
-                Box::pin(workflows::run(
-                    registry.workflow_tools(),
-                    registry.workflow_steps(),
-                    call,
-                ))
-                .await
+                let workflows = workflows.ok_or_else(|| {
+                    ToolError::invalid_arguments(format!("{}: workflows are not served by this gateway", call.name))
+                })?;
+                BoxToolService::clone(&workflows).oneshot(call).await
             }
             _ => {
                 let (server, tool, arguments) = downstream_route(entry, call.arguments, &call.name)?;
@@ -217,6 +233,7 @@ impl Service<ToolCall> for Dispatcher {
             Arc::clone(&self.registry),
             self.sign_in.clone(),
             self.in_process.clone(),
+            self.workflows.clone(),
             call,
         ))
     }
@@ -239,9 +256,73 @@ mod tests {
             registry,
             None,
             ToolRouter::new(),
+            None,
             ToolCall::new("x_a_b", JsonObject::new(), CallContext::default()),
         );
         let size = std::mem::size_of_val(&dispatch);
         assert!(size < 6 * 1024, "Dispatcher::dispatch: {size} bytes");
+    }
+
+    /// The workflows are one named service of the dispatcher, composed with no `Gateway`: a
+    /// workflow runs once its steps' stack is bound, and is refused once that stack is gone or
+    /// when the dispatcher serves no workflows.
+    #[tokio::test]
+    async fn workflows_run_through_the_service_the_dispatcher_is_given() {
+        use crate::workflows::GatewayWorkflows;
+        use muster_core::ToolEntry;
+        use muster_workflow::record::{ExecutionStore, MemoryExecutionStore};
+        use rmcp::model::{CallToolResult, ContentBlock, Tool};
+
+        let greet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "greet"},
+            "spec": {
+                "steps": [{"id": "say", "tool": "core_hello", "args": {}}],
+                "output": {"said": "{{ .results.say.text }}"}
+            }
+        }))
+        .expect("a workflow");
+        let registry =
+            Registry::new(MusterConfig::default(), Vec::new(), vec![greet], Default::default()).expect("a registry");
+        let hello = tower::service_fn(|_call: ToolCall| async {
+            Ok::<_, ToolError>(CallToolResult::success(vec![ContentBlock::text(r#"{"text":"hello"}"#)]).into())
+        });
+        let entry = ToolEntry::builtin(
+            ToolKind::Core,
+            Tool::new("core_hello", "Says hello.", Arc::new(JsonObject::new())),
+        );
+        let records = Arc::new(MemoryExecutionStore::new());
+        let workflows = GatewayWorkflows::new(Arc::clone(registry.workflow_table()), records.clone());
+        let call = || ToolCall::new("workflow_greet", JsonObject::new(), CallContext::default());
+
+        let without = Dispatcher::new(Arc::clone(&registry)).with_tool(entry.clone(), hello);
+        assert!(
+            registry.catalog().tool("workflow_greet").is_some(),
+            "listed once its step's tool is"
+        );
+        let refused = without.oneshot(call()).await.expect_err("no workflow service");
+        assert!(refused.to_string().contains("workflows are not served"), "{refused}");
+
+        let stack = workflows.bind(BoxToolService::new(
+            Dispatcher::new(Arc::clone(&registry))
+                .with_tool(entry, hello)
+                .with_workflows(workflows.clone()),
+        ));
+        let result = stack
+            .clone()
+            .oneshot(call())
+            .await
+            .expect("runs")
+            .into_result()
+            .expect("a result");
+        assert_eq!(result.structured_content, Some(serde_json::json!({"said": "hello"})));
+        assert_eq!(
+            records.list(&Default::default()).expect("records").total,
+            1,
+            "the run is recorded"
+        );
+
+        drop(stack);
+        let after = workflows.oneshot(call()).await.expect_err("the stack is gone");
+        assert!(after.to_string().contains("shutting down"), "{after}");
     }
 }

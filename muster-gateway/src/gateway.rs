@@ -17,11 +17,13 @@
 //! ToolCall    MetricsLayer                 metrics: counts and spans, refusals too
 //!             ToolsetLayer                 muster_catalog::toolset
 //!             Dispatcher::with_auth        dispatch: downstream connections,
-//!                                          WorkflowTools (muster_workflow::tools), and the
+//!                                          GatewayWorkflows (workflows: muster_workflow's
+//!                                          engine, runs recorded and counted), and the
 //!                                          tools run in process: CoreTools (core_tools, with
 //!                                          the definition store and config directory), own tools
 //! below       Registry                     server table, session connections, change bus,
-//!                                          workflow table; supervisor::start supervises it
+//!                                          workflow table; Supervisor supervises it
+//!             GatewayMetrics               counted by the layers above and the supervisors
 //!             DownstreamAuth               sign-in by link and single sign-on
 //!             definitions                  where definitions come from (and CoreTools write)
 //! ```
@@ -38,7 +40,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use axum::Router;
 use muster_catalog::{CatalogSource, toolset::ToolsetLayer};
@@ -58,10 +60,12 @@ use crate::{
     events::{KIND_MCP_SERVER, KIND_WORKFLOW},
     http,
     meta::MetaTools,
-    metrics::MetricsLayer,
+    metrics::{CountingStore, GatewayMetrics, MeteredObserver, MetricsLayer, MetricsSource},
     registry::{Registry, RegistryOptions},
-    supervisor::SupervisorConfig,
+    supervisor::{Supervisor, SupervisorConfig},
+    workflows::{EventObserver, GatewayWorkflows},
 };
+use muster_workflow::record::{ExecutionStore, MemoryExecutionStore};
 
 /// How a [`Gateway::serve`] shutdown went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,12 +80,15 @@ pub struct ShutdownReport {
 }
 
 /// What a gateway is given besides its definitions and configuration: its registry's options,
-/// and where its core tools write definitions and find the config directory.
+/// where workflow runs are recorded, and where its core tools write definitions and find the
+/// config directory.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GatewayOptions {
-    /// Supervision, session reaping, and where events, execution records and Secrets go.
+    /// Supervision, session reaping, where events go and Secrets are read, which servers run.
     pub registry: RegistryOptions,
+    /// Where workflow execution records go (in memory unless given).
+    pub executions: Option<Arc<dyn ExecutionStore>>,
     /// Where the core tools write definitions; when unset, the config directory if there is
     /// one, else nowhere (changes are kept in memory only).
     pub definitions: Option<Arc<dyn DefinitionStore>>,
@@ -100,6 +107,26 @@ impl From<RegistryOptions> for GatewayOptions {
 }
 
 impl GatewayOptions {
+    /// Keeps events in `dir/events/` and workflow run records in `dir/workflow_executions/`
+    /// (creating them; a run an earlier process left unfinished is marked failed), as filesystem
+    /// mode does beside its definitions. Refused when either cannot be opened.
+    pub fn with_data_dir(mut self, dir: &std::path::Path) -> Result<Self, GatewayError> {
+        let events = crate::events::EventLog::open(dir).map_err(|source| GatewayError::DataDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let executions = crate::workflows::open_executions(dir, &events)?;
+        self.registry = self.registry.with_events(events);
+        Ok(self.with_executions(executions))
+    }
+
+    /// Sets where workflow execution records go.
+    #[must_use]
+    pub fn with_executions(mut self, executions: Arc<dyn ExecutionStore>) -> Self {
+        self.executions = Some(executions);
+        self
+    }
+
     /// Filesystem mode: sets the config directory (`config.yaml`, reloads, the watch, and the
     /// definitions unless [`Self::with_definition_store`] sets another store).
     #[must_use]
@@ -120,6 +147,9 @@ impl GatewayOptions {
 #[derive(Debug, Clone)]
 pub struct Gateway {
     registry: Arc<Registry>,
+    metrics: Arc<GatewayMetrics>,
+    executions: Arc<dyn ExecutionStore>,
+    workflows: GatewayWorkflows,
     auth: DownstreamAuth,
     core_tools: CoreTools,
     tools: BoxToolService,
@@ -159,7 +189,7 @@ impl Gateway {
     ///
     /// Every call goes through this stack: metrics and the call's span (outermost, so refusals
     /// are counted too), toolset enforcement, then the dispatcher, which routes the core tools
-    /// to [`CoreTools`].
+    /// to [`CoreTools`] and the workflows to [`GatewayWorkflows`].
     pub fn with_options(
         config: MusterConfig,
         servers: Vec<MCPServer>,
@@ -167,9 +197,27 @@ impl Gateway {
         options: impl Into<GatewayOptions>,
     ) -> Result<Self, GatewayError> {
         let options = options.into();
+        // Below the stack: the server table, the catalogue and the sessions' connections.
         let registry = Registry::new(config, servers, workflows, options.registry)?;
+        let metrics = Arc::new(GatewayMetrics::new());
+        metrics.set_source(Arc::downgrade(&registry) as Weak<dyn MetricsSource>);
+        // Workflow runs: recorded (and counted), their step events in the event log.
+        let executions: Arc<dyn ExecutionStore> = Arc::new(CountingStore::new(
+            options
+                .executions
+                .unwrap_or_else(|| Arc::new(MemoryExecutionStore::new())),
+            Arc::clone(&metrics),
+        ));
+        let run_events = Arc::new(EventObserver::new(registry.events().clone()));
+        let workflows = GatewayWorkflows::with_engine(Arc::clone(registry.workflow_table()), |engine| {
+            engine
+                .with_store(Arc::clone(&executions))
+                .with_observer(Arc::new(MeteredObserver::new(Arc::clone(&metrics), Some(run_events))))
+        });
         let auth = DownstreamAuth::for_registry(&registry)?;
-        let mut core_tools = CoreTools::new(Arc::clone(&registry)).with_auth(&auth);
+        let mut core_tools = CoreTools::new(Arc::clone(&registry))
+            .with_auth(&auth)
+            .with_executions(Arc::clone(&executions));
         if let Some(store) = options.definitions {
             core_tools = core_tools.with_definition_store(store);
         }
@@ -179,19 +227,23 @@ impl Gateway {
         let catalog: Arc<dyn CatalogSource> = Arc::clone(&registry) as Arc<dyn CatalogSource>;
         let tools = BoxToolService::new(
             tower::ServiceBuilder::new()
-                .layer(MetricsLayer::new(Arc::clone(registry.metrics()), Arc::clone(&catalog)))
+                .layer(MetricsLayer::new(Arc::clone(&metrics), Arc::clone(&catalog)))
                 .layer(ToolsetLayer::new(catalog, Arc::clone(registry.presets())))
                 .service(
                     Dispatcher::new(Arc::clone(&registry))
                         .with_auth(auth.clone())
+                        .with_workflows(workflows.clone())
                         .with_tools(CoreTools::entries(), core_tools.clone()),
                 ),
         );
-        // Workflow steps call this stack too; the registry holds it weakly, and the stack
+        // Workflow steps call this stack too; the workflows hold it weakly, and the stack
         // answered (with every clone of it) is what keeps it alive.
-        let tools = registry.bind_tool_stack(tools);
+        let tools = workflows.bind(tools);
         Ok(Self {
             registry,
+            metrics,
+            executions,
+            workflows,
             auth,
             core_tools,
             tools,
@@ -218,9 +270,9 @@ impl Gateway {
         let options = GatewayOptions::from(
             RegistryOptions::default()
                 .with_supervision(supervision)
-                .with_data_dir(dir)?
                 .with_secrets(Arc::new(crate::secrets::DirectorySecrets::new(dir.join("secrets")))),
         )
+        .with_data_dir(dir)?
         .with_config_dir(store);
         let gateway = Self::with_options(
             loaded.config,
@@ -261,8 +313,11 @@ impl Gateway {
     /// Returns when each has made its first attempt (a failed server is reported in its status
     /// and retried on its backoff, never fatal).
     pub async fn start(&self) {
-        crate::workflows::spawn_retention(Arc::clone(self.registry.executions()), self.shutdown.child_token());
-        crate::supervisor::start(&self.registry).await;
+        crate::workflows::spawn_retention(Arc::clone(&self.executions), self.shutdown.child_token());
+        Supervisor::new(Arc::clone(&self.registry))
+            .with_metrics(Arc::clone(&self.metrics))
+            .start()
+            .await;
     }
 
     /// Refuses a started gateway whose `prefixMode: never` left two servers exposing the same
@@ -284,6 +339,22 @@ impl Gateway {
         &self.registry
     }
 
+    /// The metrics of this gateway (served at `/metrics`).
+    pub fn metrics(&self) -> &Arc<GatewayMetrics> {
+        &self.metrics
+    }
+
+    /// The `workflow_<name>` tools: bind a stack of your own that wraps [`Gateway::tools`] with
+    /// [`GatewayWorkflows::bind`] for workflow steps to pass through it too.
+    pub fn workflows(&self) -> &GatewayWorkflows {
+        &self.workflows
+    }
+
+    /// Where workflow runs are recorded (counted in the metrics).
+    pub fn executions(&self) -> &Arc<dyn ExecutionStore> {
+        &self.executions
+    }
+
     /// Signing people in to downstream servers (by link, and with their own identity).
     pub fn auth(&self) -> &DownstreamAuth {
         &self.auth
@@ -303,7 +374,9 @@ impl Gateway {
     /// (URL elicitation of a call that needs a sign-in): what [`Gateway::front`] serves at
     /// `/mcp`, and what serves another transport (stdio, say).
     pub fn meta_tools(&self) -> MetaTools {
-        MetaTools::new(Arc::clone(&self.registry), self.tools.clone()).with_auth(self.auth.clone())
+        MetaTools::new(Arc::clone(&self.registry), self.tools.clone())
+            .with_metrics(Arc::clone(&self.metrics))
+            .with_auth(self.auth.clone())
     }
 
     /// The HTTP routes (`/mcp`, `/health`, `/metrics`).
@@ -317,6 +390,7 @@ impl Gateway {
     pub fn front(&self) -> http::Front {
         http::Front::new(
             Arc::clone(&self.registry),
+            Arc::clone(&self.metrics),
             self.meta_tools(),
             crate::auth::routes(Arc::clone(&self.registry), &self.auth),
             self.shutdown.child_token(),

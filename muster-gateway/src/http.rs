@@ -41,7 +41,7 @@ use muster_core::config::OAuthServerConfig;
 
 use tower::{Layer, util::Either};
 
-use crate::{meta::MetaTools, registry::Registry};
+use crate::{meta::MetaTools, metrics::GatewayMetrics, registry::Registry};
 use guard::Guarded;
 use session_calls::SessionCalls;
 
@@ -98,12 +98,14 @@ impl fmt::Debug for Front {
 
 impl Front {
     /// The service of the gateway of `registry`: `/mcp` served by `handler` (streamable HTTP,
-    /// sessions and the stateless protocol, behind the request guard), `/health`, `/metrics`,
+    /// sessions and the stateless protocol, behind the request guard), `/health` (the
+    /// registry's servers), `/metrics` (`metrics`),
     /// and `routes` of the gateway's own (the sign-in routes of
     /// [`auth::routes`](crate::auth::routes)). Sessions end when `shutdown` is cancelled;
     /// `drain` counts the requests in flight and refuses new ones once a shutdown begins.
     pub fn new(
         registry: Arc<Registry>,
+        metrics: Arc<GatewayMetrics>,
         handler: MetaTools,
         routes: Router,
         shutdown: CancellationToken,
@@ -144,7 +146,6 @@ impl Front {
             aggregator.limits.max_request_body_bytes,
         );
         let guarded = request_guard.layer(ToolsetHeaderLayer.layer(calls));
-        let metrics = Arc::clone(registry.metrics());
         let mut rest = Router::new()
             .route(
                 METRICS_PATH,
@@ -314,7 +315,7 @@ fn front_door(config: &OAuthServerConfig) -> Option<(BearerAuthLayer, Router)> {
 
 /// The metrics in the format the scrape's `Accept` asks for (Prometheus text unless it names
 /// OpenMetrics).
-async fn metrics_text(metrics: Arc<crate::metrics::GatewayMetrics>, headers: http::HeaderMap) -> impl IntoResponse {
+async fn metrics_text(metrics: Arc<GatewayMetrics>, headers: http::HeaderMap) -> impl IntoResponse {
     let format =
         crate::metrics::TextFormat::from_accept(headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()));
     (

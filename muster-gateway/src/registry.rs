@@ -48,23 +48,22 @@ use std::{
 };
 
 use muster_catalog::{Catalog, CatalogSource, toolset::Presets};
-use muster_core::{BoxToolService, SessionId, crd::ValidationErrors};
 use muster_core::{
     NameRules, ToolError,
     config::MusterConfig,
     crd::{MCPServer, MCPServerState, Workflow},
 };
+use muster_core::{SessionId, crd::ValidationErrors};
 use muster_workflow::{
-    engine::{CompiledWorkflow, WorkflowEngine},
-    record::{ExecutionStore, MemoryExecutionStore},
-    tools::{Availability, LateBoundTools, WorkflowTable, WorkflowTools},
+    engine::CompiledWorkflow,
+    tools::{Availability, WorkflowTable},
 };
 
 use crate::{
     events::{Author, Event, EventLog, reasons},
     upstream::SharedConnection,
     upstream::supervision::SupervisorConfig,
-    workflows::{self, EventObserver},
+    workflows,
 };
 
 /// Every definition the gateway serves, their runtime state, and the catalogue built from them.
@@ -74,11 +73,8 @@ pub struct Registry {
     names: NameRules,
     presets: Arc<Presets>,
     servers: ServerTable,
-    /// The `workflow_<name>` tools: the workflow table, and the engine that runs them.
-    workflows: WorkflowTools,
-    /// What workflow steps call: the tool stack, bound weakly once built.
-    workflow_steps: LateBoundTools,
-    executions: Arc<dyn ExecutionStore>,
+    /// The workflows, compiled: what the `workflow_<name>` tools run, offered to the catalogue.
+    workflows: Arc<WorkflowTable>,
     /// The published catalogue, the in-process tools offered to it, the workflows'
     /// availability as of it.
     catalogue: CataloguePublisher,
@@ -93,15 +89,13 @@ pub struct Registry {
     supervision: SupervisorConfig,
     /// How sessions are reaped once supervision started.
     session_reaping: SessionReaping,
-    /// Whether supervision started (`supervisor::start`).
+    /// Whether supervision started (`Supervisor::start`).
     started: std::sync::atomic::AtomicBool,
     events: EventLog,
     /// The concurrency limits of sessions and servers (`aggregator.limits`, read at start).
     limits: Arc<muster_upstream::limits::CallLimits>,
     /// Cancelled when a shutdown's deadline ends the calls still running.
     calls_ended: tokio_util::sync::CancellationToken,
-    /// The metrics served at `/metrics`.
-    metrics: Arc<crate::metrics::GatewayMetrics>,
 }
 
 impl Registry {
@@ -130,32 +124,14 @@ impl Registry {
         let limits = Arc::new(muster_upstream::limits::CallLimits::new(
             config.aggregator.limits.clone(),
         ));
-        let metrics = Arc::new(crate::metrics::GatewayMetrics::new());
-        let executions: Arc<dyn ExecutionStore> = Arc::new(crate::metrics::CountingStore::new(
-            options
-                .executions
-                .unwrap_or_else(|| Arc::new(MemoryExecutionStore::new())),
-            Arc::clone(&metrics),
-        ));
-        let workflow_steps = LateBoundTools::new();
-        let run_events: Arc<dyn muster_workflow::engine::RunObserver> = Arc::new(EventObserver::new(events.clone()));
-        let engine = WorkflowEngine::new(BoxToolService::new(workflow_steps.clone()))
-            .with_store(Arc::clone(&executions))
-            .with_observer(Arc::new(crate::metrics::MeteredObserver::new(
-                Arc::clone(&metrics),
-                Some(run_events),
-            )));
         let registry = Arc::new(Self {
-            metrics,
             limits,
             calls_ended: tokio_util::sync::CancellationToken::new(),
             config: RwLock::new(config),
             names,
             presets,
             servers: ServerTable::new(servers, events.clone()),
-            workflows: WorkflowTools::new(table, engine),
-            workflow_steps,
-            executions,
+            workflows: table,
             catalogue: CataloguePublisher::default(),
             sessions: SessionConnections::default(),
             changes: ChangeBus::default(),
@@ -167,14 +143,7 @@ impl Registry {
             events,
         });
         registry.rebuild_catalog();
-        let source: std::sync::Weak<dyn crate::metrics::MetricsSource> = Arc::downgrade(&registry) as _;
-        registry.metrics.set_source(source);
         Ok(registry)
-    }
-
-    /// The metrics of this gateway (served at `/metrics`).
-    pub fn metrics(&self) -> &Arc<crate::metrics::GatewayMetrics> {
-        &self.metrics
     }
 
     /// Every defined server's name and state, without copying definitions (for the metrics).
@@ -228,7 +197,7 @@ impl Registry {
     }
 
     /// The servers whose supervisor has not started yet (each a new server or a changed
-    /// definition), handing over their commands: `supervisor::start` takes them.
+    /// definition), handing over their commands: `Supervisor::start` takes them.
     pub(crate) fn take_unsupervised(&self) -> Vec<Unsupervised> {
         self.servers.take_unsupervised()
     }
@@ -364,7 +333,7 @@ impl Registry {
             tracing::warn!(workflow = %name, "{warning}");
         }
         let steps = compiled.workflow().spec.steps.len();
-        let (reason, message) = match self.workflows.table().apply_compiled(compiled) {
+        let (reason, message) = match self.workflows.apply_compiled(compiled) {
             Applied::Added => (
                 reasons::WORKFLOW_CREATED,
                 format!("Workflow {name} successfully created with {steps} steps"),
@@ -391,7 +360,7 @@ impl Registry {
 
     /// As [`Self::remove_workflow`], for `author` (a write through a core tool).
     pub fn remove_workflow_as(&self, name: &str, author: Option<&Author>) -> bool {
-        let removed = self.workflows.table().remove(name).is_some();
+        let removed = self.workflows.remove(name).is_some();
         if removed {
             if let Some(author) = author {
                 tracing::info!(workflow = %name, %author, "Workflow removed");
@@ -498,9 +467,6 @@ impl Registry {
         if !self.servers.install(key, conn, reconnect) {
             return false;
         }
-        if reconnect {
-            self.metrics.record_reconnect(&key.name);
-        }
         self.changed();
         true
     }
@@ -548,12 +514,7 @@ impl Registry {
 
     /// Every Workflow, by name.
     pub fn workflows(&self) -> Vec<Workflow> {
-        self.workflows
-            .table()
-            .list()
-            .iter()
-            .map(|w| w.workflow().clone())
-            .collect()
+        self.workflows.list().iter().map(|w| w.workflow().clone()).collect()
     }
 
     /// One Workflow.
@@ -563,7 +524,7 @@ impl Registry {
 
     /// One Workflow, compiled.
     pub fn compiled_workflow(&self, name: &str) -> Option<Arc<CompiledWorkflow>> {
-        self.workflows.table().get(name)
+        self.workflows.get(name)
     }
 
     /// Whether workflow `name` can run now, as of the current catalogue.
@@ -571,34 +532,10 @@ impl Registry {
         self.catalogue.availability(name)
     }
 
-    /// Where workflow execution records go.
-    pub fn executions(&self) -> &Arc<dyn ExecutionStore> {
-        &self.executions
-    }
-
-    /// Binds the tool stack workflow steps call through (the gateway's whole stack, so a step
-    /// is treated like a client's call; runs are recorded in [`Registry::executions`] and their
-    /// events go to the event log), and answers the stack to serve calls with.
-    ///
-    /// Serve every call through the answer, not through `stack`: every clone of the answer
-    /// keeps the stack alive, while the registry holds it only weakly (the stack holds the
-    /// registry, through its dispatcher). When the last clone is dropped, the stack goes and
-    /// then the registry, with no cycle to break; a workflow called after that is refused as
-    /// the gateway shutting down.
-    #[must_use = "serve calls through the stack answered: it is what keeps the stack alive"]
-    pub fn bind_tool_stack(&self, stack: BoxToolService) -> BoxToolService {
-        self.workflow_steps.bind(stack)
-    }
-
-    /// The `workflow_<name>` tools: the workflow table and the engine that runs them, its steps
-    /// calling the stack given to [`Registry::bind_tool_stack`].
-    pub fn workflow_tools(&self) -> &WorkflowTools {
+    /// The workflows, compiled: the table a [`WorkflowTools`](muster_workflow::tools::WorkflowTools)
+    /// serves, the registry keeping it (definition changes, the catalogue's entries).
+    pub fn workflow_table(&self) -> &Arc<WorkflowTable> {
         &self.workflows
-    }
-
-    /// What workflow steps call: the stack given to [`Registry::bind_tool_stack`], held weakly.
-    pub(crate) fn workflow_steps(&self) -> &LateBoundTools {
-        &self.workflow_steps
     }
 
     /// Why `name`, absent from the catalogue, cannot run: it belongs (by its exposed prefix) to a

@@ -19,7 +19,7 @@ use muster_core::{
 };
 use serde_json::{Map, Value, json};
 
-use muster_workflow::tools::{Availability, WorkflowEntries, WorkflowTools};
+use muster_workflow::tools::{Availability, WorkflowEntries, WorkflowTable};
 
 use crate::upstream::UpstreamConnection;
 
@@ -65,7 +65,7 @@ pub(crate) fn build(
     names: &NameRules,
     contributions: &[Contribution<'_>],
     builtin: &[ToolEntry],
-    workflows: &WorkflowTools,
+    workflows: &WorkflowTable,
 ) -> (Catalog, Vec<Collision>, BTreeMap<String, Availability>) {
     let mut builder = Catalog::builder();
     let mut collisions = Vec::new();

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     events::{Event, EventDetails, reasons},
+    metrics::GatewayMetrics,
     registry::{Change, Command, Key, Registry, Unsupervised},
     secrets::{HeadersFor, with_secret_headers},
     upstream::{Egress, ListChanged, UpstreamConnection, UpstreamError},
@@ -36,42 +37,92 @@ enum Outcome {
     Gone,
 }
 
-/// Starts a supervisor for every server of `registry` that has none: those that start
-/// automatically connect, the others wait for `core_service_start`. Returns once each has made
-/// its first attempt. The first call also starts what runs while the registry lives: a
-/// supervisor for each server added or changed later, and the reaping of ended sessions.
-pub async fn start(registry: &Arc<Registry>) {
-    if registry.mark_started() {
-        registry.spawn_session_reaper();
-        tokio::spawn(supervise_new_servers(
-            Arc::downgrade(registry),
-            registry.changes().listen(),
-        ));
+/// Supervises the servers of a registry: one task per server, which connects it, watches the
+/// connection and reconnects on backoff, counting connection failures and reconnects in the
+/// gateway's metrics when given them.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use muster_core::config::MusterConfig;
+/// use muster_gateway::{metrics::GatewayMetrics, registry::{Registry, RegistryOptions}, supervisor::Supervisor};
+///
+/// let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
+/// let metrics = Arc::new(GatewayMetrics::new());
+/// Supervisor::new(Arc::clone(&registry)).with_metrics(metrics).start().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    registry: Arc<Registry>,
+    metrics: Option<Arc<GatewayMetrics>>,
+}
+
+/// What each supervisor task holds: the registry (weakly: a supervisor ends with it), how it
+/// retries, and where it counts.
+#[derive(Clone)]
+struct Watched {
+    registry: Weak<Registry>,
+    config: SupervisorConfig,
+    metrics: Option<Arc<GatewayMetrics>>,
+}
+
+impl Supervisor {
+    /// The supervision of `registry`'s servers, with the registry's
+    /// [`SupervisorConfig`].
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self {
+            registry,
+            metrics: None,
+        }
     }
-    let first_attempts: Vec<_> = registry
-        .take_unsupervised()
-        .into_iter()
-        .map(|server| spawn(registry, server))
-        .collect();
-    futures::future::join_all(first_attempts).await;
+
+    /// Counts connection failures and reconnects in `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<GatewayMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Starts a supervisor for every server of the registry that has none: those that start
+    /// automatically connect, the others wait for `core_service_start`. Returns once each has
+    /// made its first attempt. The first call also starts what runs while the registry lives: a
+    /// supervisor for each server added or changed later, and the reaping of ended sessions.
+    pub async fn start(&self) {
+        let registry = &self.registry;
+        let watched = Watched {
+            registry: Arc::downgrade(registry),
+            config: registry.supervision(),
+            metrics: self.metrics.clone(),
+        };
+        if registry.mark_started() {
+            registry.spawn_session_reaper();
+            tokio::spawn(supervise_new_servers(watched.clone(), registry.changes().listen()));
+        }
+        let first_attempts: Vec<_> = registry
+            .take_unsupervised()
+            .into_iter()
+            .map(|server| spawn(&watched, server))
+            .collect();
+        futures::future::join_all(first_attempts).await;
+    }
 }
 
 /// Starts the supervisor of `server`; the receiver is answered after its first attempt.
-fn spawn(registry: &Arc<Registry>, server: Unsupervised) -> oneshot::Receiver<()> {
+fn spawn(watched: &Watched, server: Unsupervised) -> oneshot::Receiver<()> {
     let (done, first_attempt) = oneshot::channel();
     tokio::spawn(supervise(
-        Arc::downgrade(registry),
+        watched.clone(),
         server.key,
         server.commands,
         server.autostart,
-        registry.supervision(),
         done,
     ));
     first_attempt
 }
 
 /// After each change of the registry, supervises the servers added or changed since.
-async fn supervise_new_servers(registry: Weak<Registry>, mut changes: tokio::sync::broadcast::Receiver<Change>) {
+async fn supervise_new_servers(watched: Watched, mut changes: tokio::sync::broadcast::Receiver<Change>) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
         match changes.recv().await {
@@ -79,23 +130,29 @@ async fn supervise_new_servers(registry: Weak<Registry>, mut changes: tokio::syn
             Ok(_) => continue,
             Err(RecvError::Closed) => break,
         }
-        let Some(registry) = registry.upgrade() else { break };
+        let Some(registry) = watched.registry.upgrade() else {
+            break;
+        };
         for server in registry.take_unsupervised() {
-            drop(spawn(&registry, server));
+            drop(spawn(&watched, server));
         }
     }
 }
 
 /// Runs the supervisor of server `key.name` until the registry drops it. `first_attempt` is
 /// answered once the first connection attempt (or the decision not to start) is done.
-pub(crate) async fn supervise(
-    registry: Weak<Registry>,
+async fn supervise(
+    watched: Watched,
     key: Key,
     mut commands: mpsc::UnboundedReceiver<Command>,
     mut want_running: bool,
-    config: SupervisorConfig,
     first_attempt: oneshot::Sender<()>,
 ) {
+    let Watched {
+        registry,
+        config,
+        metrics,
+    } = watched;
     let mut first_attempt = Some(first_attempt);
     let mut failures: u32 = 0;
     let mut connected_before = false;
@@ -252,6 +309,9 @@ pub(crate) async fn supervise(
                     conn.close();
                     return;
                 }
+                if let Some(metrics) = metrics.as_ref().filter(|_| connected_before) {
+                    metrics.record_reconnect(&key.name);
+                }
                 connected_before = true;
                 if let Some(tx) = first_attempt.take() {
                     let _ = tx.send(());
@@ -338,8 +398,10 @@ pub(crate) async fn supervise(
                     MCPServerState::Connecting
                 };
                 tracing::warn!(server = %key.name, error = %e, failures, "connection attempt failed");
+                if let Some(metrics) = &metrics {
+                    metrics.record_connect_failure(&key.name);
+                }
                 with_registry(&registry, |r| {
-                    r.metrics().record_connect_failure(&key.name);
                     r.emit(
                         Event::mcp_server(
                             &key.name,

@@ -1,16 +1,21 @@
 //! Workflows in the gateway: what it adds around the `workflow_<name>` tools of
 //! [`muster_workflow::tools`] (the table, the service, availability and catalogue entries).
 //!
-//! - `run` hands a call to the workflow service, whose engine's steps call the gateway's own
-//!   tool stack in the caller's context (session, identity, cancellation), except the caller's
-//!   toolset: a toolset decides which workflows a caller may run, and a workflow it allows runs
-//!   its steps whole (the read-only preset admits only workflows whose every step is read-only);
+//! - [`GatewayWorkflows`] is the workflow service the dispatcher routes `workflow_<name>` calls
+//!   to (`Dispatcher::with_workflows`). Its engine's steps call the gateway's own tool stack in
+//!   the caller's context (session, identity, cancellation), except the caller's toolset: a
+//!   toolset decides which workflows a caller may run, and a workflow it allows runs its steps
+//!   whole (the read-only preset admits only workflows whose every step is read-only);
 //! - `unavailable` is the refusal of a defined workflow that lacks a tool;
 //! - the execution records of a config directory are opened with the runs a crash cut off
 //!   marked failed, and pruned on their retention;
 //! - [`EventObserver`] writes each run's step events into the gateway's event log.
 
-use std::{path::Path, sync::Arc};
+use std::{
+    path::Path,
+    sync::Arc,
+    task::{Context, Poll},
+};
 
 use chrono::Utc;
 use muster_workflow::record::{
@@ -18,30 +23,92 @@ use muster_workflow::record::{
 };
 use tokio_util::sync::CancellationToken;
 
-use muster_core::{ToolCall, ToolError, ToolOutput};
+use futures::future::BoxFuture;
+use muster_core::{BoxToolService, ToolCall, ToolError, ToolOutput};
 use muster_workflow::{
-    engine::{RunEvent, RunEventKind, RunObserver},
-    tools::{LateBoundTools, WorkflowTools},
+    engine::{RunEvent, RunEventKind, RunObserver, WorkflowEngine},
+    tools::{LateBoundTools, WorkflowTable, WorkflowTools},
 };
-use tower::ServiceExt;
+use tower::{Service, ServiceExt};
 
 use crate::events::{Event, EventDetails, EventLog, reasons};
 
-/// Runs the workflow behind tool `call.name` through `workflows`, whose steps call `steps`.
+/// The `workflow_<name>` tools as a gateway runs them: the workflows of a table, whose steps call
+/// the gateway's whole tool stack, bound once that stack is built ([`GatewayWorkflows::bind`]).
 ///
-/// Refused, before anything runs, while `steps` reaches no stack (the gateway is shutting
-/// down: [`LateBoundTools::reachable`]). The caller's toolset
-/// does not pass to the steps: it decided whether the caller may run the workflow, and a
-/// workflow it allows runs its steps whole.
-pub(crate) async fn run(
-    workflows: &WorkflowTools,
-    steps: &LateBoundTools,
-    mut call: ToolCall,
-) -> Result<ToolOutput, ToolError> {
-    steps.reachable()?;
-    call.ctx.toolset = None;
-    call.ctx.extensions.remove::<muster_catalog::toolset::DeclaredToolset>();
-    workflows.clone().oneshot(call).await
+/// A call is refused before anything runs while the stack is gone (the gateway is shutting
+/// down: [`LateBoundTools::reachable`]). The caller's toolset does not pass to the steps: it
+/// decided whether the caller may run the workflow, and a workflow it allows runs its steps
+/// whole. Clones share the table, the engine and the binding.
+///
+/// ```
+/// use std::sync::Arc;
+/// use muster_core::{BoxToolService, CallContext, JsonObject, ToolCall};
+/// use muster_gateway::workflows::GatewayWorkflows;
+/// use muster_workflow::{record::MemoryExecutionStore, tools::WorkflowTable};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let workflows = GatewayWorkflows::new(Arc::new(WorkflowTable::new()), Arc::new(MemoryExecutionStore::new()));
+/// let call = ToolCall::new("workflow_nightly", JsonObject::new(), CallContext::default());
+/// // Not bound to a stack yet: refused before anything runs.
+/// assert!(workflows.clone().oneshot(call).await.is_err());
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct GatewayWorkflows {
+    tools: WorkflowTools,
+    steps: LateBoundTools,
+}
+
+impl GatewayWorkflows {
+    /// The workflows of `table`, their runs recorded in `executions`.
+    pub fn new(table: Arc<WorkflowTable>, executions: Arc<dyn ExecutionStore>) -> Self {
+        Self::with_engine(table, |engine| engine.with_store(executions))
+    }
+
+    /// The workflows of `table`, run by an engine that `configure` finishes (its store, its
+    /// observers) from one whose steps call the stack bound later.
+    pub fn with_engine(table: Arc<WorkflowTable>, configure: impl FnOnce(WorkflowEngine) -> WorkflowEngine) -> Self {
+        let steps = LateBoundTools::new();
+        let engine = configure(WorkflowEngine::new(BoxToolService::new(steps.clone())));
+        Self {
+            tools: WorkflowTools::new(table, engine),
+            steps,
+        }
+    }
+
+    /// Binds the tool stack the steps call (the gateway's whole stack, this service inside it,
+    /// so that a step is treated like a client's call), and answers the stack to serve calls with.
+    ///
+    /// Serve every call through the answer, not through `stack`: every clone of the answer
+    /// keeps the stack alive, while the steps hold it only weakly (the stack holds this
+    /// service). When the last clone is dropped the stack goes, with no cycle to break; a
+    /// workflow called after that is refused as the gateway shutting down.
+    #[must_use = "serve calls through the stack answered: it is what keeps the stack alive"]
+    pub fn bind(&self, stack: BoxToolService) -> BoxToolService {
+        self.steps.bind(stack)
+    }
+}
+
+impl Service<ToolCall> for GatewayWorkflows {
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut call: ToolCall) -> Self::Future {
+        if let Err(refused) = self.steps.reachable() {
+            return Box::pin(std::future::ready(Err(refused)));
+        }
+        call.ctx.toolset = None;
+        call.ctx.extensions.remove::<muster_catalog::toolset::DeclaredToolset>();
+        Box::pin(self.tools.clone().oneshot(call))
+    }
 }
 
 /// The refusal of a defined workflow that cannot run now.

@@ -71,7 +71,7 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use muster_gateway::registry::RegistryOptions;
+//! use muster_gateway::GatewayOptions;
 //! use muster_kube::executions::KubeExecutionStore;
 //! use muster_workflow::record::ExecutionStore;
 //!
@@ -81,7 +81,7 @@
 //! let recovering = Arc::clone(&store);
 //! let failed = tokio::task::spawn_blocking(move || recovering.recover_interrupted(chrono::Utc::now())).await??;
 //! # let _ = failed;
-//! let options = RegistryOptions::default().with_executions(store);
+//! let options = GatewayOptions::default().with_executions(store);
 //! # let _ = options;
 //! # Ok(()) }
 //! ```

@@ -24,6 +24,7 @@ use std::{
 
 use futures::future::BoxFuture;
 use muster_core::{ToolCall, ToolEntry, ToolError, ToolKind, ToolOutput};
+use muster_workflow::record::{ExecutionStore, MemoryExecutionStore};
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -352,6 +353,8 @@ pub struct CoreTools {
     definitions: Option<Arc<dyn DefinitionStore>>,
     config_dir: Option<ConfigStore>,
     followers: Arc<EventFollowers>,
+    /// Where `core_workflow_execution_*` read the workflow runs' records.
+    executions: Arc<dyn ExecutionStore>,
 }
 
 impl std::fmt::Debug for CoreTools {
@@ -366,7 +369,7 @@ impl std::fmt::Debug for CoreTools {
 
 impl CoreTools {
     /// The core tools over `registry`, with nowhere to write definitions (changes are kept in
-    /// memory only), no config directory and no sign-in.
+    /// memory only), no config directory, no sign-in and no workflow run records.
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
             registry,
@@ -374,6 +377,7 @@ impl CoreTools {
             definitions: None,
             config_dir: None,
             followers: Arc::default(),
+            executions: Arc::new(MemoryExecutionStore::new()),
         }
     }
 
@@ -381,6 +385,15 @@ impl CoreTools {
     #[must_use]
     pub fn with_definition_store(mut self, store: Arc<dyn DefinitionStore>) -> Self {
         self.definitions = Some(store);
+        self
+    }
+
+    /// `core_workflow_execution_list` and `_get` read the records of workflow runs in `store`:
+    /// the store the workflows' engine writes them to
+    /// ([`GatewayWorkflows`](crate::workflows::GatewayWorkflows)).
+    #[must_use]
+    pub fn with_executions(mut self, store: Arc<dyn ExecutionStore>) -> Self {
+        self.executions = store;
         self
     }
 
@@ -433,6 +446,7 @@ impl CoreTools {
             definitions,
             config_dir,
             followers,
+            executions,
         } = &self;
         let sign_in = sign_in.as_ref();
         let store = definitions.as_ref();
@@ -484,8 +498,8 @@ impl CoreTools {
             CoreTool::WorkflowUpdate => workflows::update(registry, store, args, &call.ctx).await?,
             CoreTool::WorkflowDelete => workflows::delete(registry, store, args, &call.ctx).await?,
             CoreTool::WorkflowValidate => return workflows::validate(registry, args).map(Into::into),
-            CoreTool::WorkflowExecutionList => workflows::execution_list(registry, args).await?,
-            CoreTool::WorkflowExecutionGet => workflows::execution_get(registry, args).await?,
+            CoreTool::WorkflowExecutionList => workflows::execution_list(executions, args).await?,
+            CoreTool::WorkflowExecutionGet => workflows::execution_get(executions, args).await?,
             CoreTool::AuthStatus => {
                 let auth_urls = args
                     .get("auth_urls")

@@ -19,7 +19,7 @@ use muster_core::{
 };
 use muster_workflow::{
     engine::CompiledWorkflow,
-    record::{execution_get_result, execution_list_result},
+    record::{ExecutionStore, execution_get_result, execution_list_result},
 };
 use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
@@ -400,8 +400,8 @@ fn tool_available(registry: &Registry, name: &str, tool: &str) -> bool {
     }
 }
 
-pub(super) async fn execution_list(registry: &Registry, args: &JsonObject) -> Result<Value, ToolError> {
-    let store = Arc::clone(registry.executions());
+pub(super) async fn execution_list(store: &Arc<dyn ExecutionStore>, args: &JsonObject) -> Result<Value, ToolError> {
+    let store = Arc::clone(store);
     let args = args.clone();
     tokio::task::spawn_blocking(move || execution_list_result(store.as_ref(), &args))
         .await
@@ -409,8 +409,8 @@ pub(super) async fn execution_list(registry: &Registry, args: &JsonObject) -> Re
         .map_err(ToolError::invalid_arguments)
 }
 
-pub(super) async fn execution_get(registry: &Registry, args: &JsonObject) -> Result<Value, ToolError> {
-    let store = Arc::clone(registry.executions());
+pub(super) async fn execution_get(store: &Arc<dyn ExecutionStore>, args: &JsonObject) -> Result<Value, ToolError> {
+    let store = Arc::clone(store);
     let args = args.clone();
     tokio::task::spawn_blocking(move || execution_get_result(store.as_ref(), &args))
         .await

@@ -45,7 +45,7 @@ use unseen::RegistryUnseen;
 
 use crate::{
     auth::{DownstreamAuth, elicitation::SignInWaiter},
-    metrics::{CallTarget, Outcome},
+    metrics::{CallTarget, GatewayMetrics, Outcome},
     registry::Registry,
     upstream::ClientPeer,
 };
@@ -59,6 +59,8 @@ pub struct MetaTools {
     registry: Arc<Registry>,
     /// Sign-in by link and single sign-on, when the meta-tools take part in them.
     auth: Option<DownstreamAuth>,
+    /// Where the meta-tools' calls, and calls refused before the tool stack, are counted.
+    metrics: Arc<GatewayMetrics>,
     /// What a call retried after its person accepted to sign in waits on (sign-in by link).
     sign_in_waiter: Option<Arc<dyn SignInWaiter>>,
     /// Answers the meta-tools: discovery over the registry's catalogue (which scopes every
@@ -101,17 +103,45 @@ impl std::fmt::Debug for MetaTools {
 }
 
 impl MetaTools {
-    /// Meta-tools over `registry`, running `call_tool` through `tools`.
+    /// Meta-tools over `registry`, running `call_tool` through `tools`, their calls counted in
+    /// metrics of their own until [`MetaTools::with_metrics`].
     pub fn new(registry: Arc<Registry>, tools: BoxToolService) -> Self {
-        let unseen = Arc::new(RegistryUnseen::new(Arc::clone(&registry), None));
+        let metrics = Arc::new(GatewayMetrics::new());
+        let unseen = Arc::new(RegistryUnseen::new(Arc::clone(&registry), None, Arc::clone(&metrics)));
         Self {
             meta: meta_service(&registry, None, tools, &unseen),
             unseen,
             registry,
             auth: None,
+            metrics,
             sign_in_waiter: None,
             sessions: None,
         }
+    }
+
+    /// Counts the meta-tools' calls, and the calls refused before they reach the tool stack
+    /// (a tool the request does not see), in `metrics`: the gateway's, served at `/metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<GatewayMetrics>) -> Self {
+        self.metrics = metrics;
+        self.rebuild();
+        self
+    }
+
+    /// Builds the meta-tools' service again over what this holds now (the sign-in services,
+    /// the metrics), keeping its tool stack.
+    fn rebuild(&mut self) {
+        self.unseen = Arc::new(RegistryUnseen::new(
+            Arc::clone(&self.registry),
+            self.auth.clone(),
+            Arc::clone(&self.metrics),
+        ));
+        self.meta = meta_service(
+            &self.registry,
+            self.auth.clone(),
+            self.meta.tools().clone(),
+            &self.unseen,
+        );
     }
 
     /// Takes part in signing people in to downstream servers: each request first connects the
@@ -122,15 +152,9 @@ impl MetaTools {
     /// the sign-in to complete.
     #[must_use]
     pub fn with_auth(mut self, auth: DownstreamAuth) -> Self {
-        self.unseen = Arc::new(RegistryUnseen::new(Arc::clone(&self.registry), Some(auth.clone())));
-        self.meta = meta_service(
-            &self.registry,
-            Some(auth.clone()),
-            self.meta.tools().clone(),
-            &self.unseen,
-        );
         self.sign_in_waiter = auth.sign_in_waiter(&self.registry);
         self.auth = Some(auth);
+        self.rebuild();
         self
     }
 
@@ -153,7 +177,7 @@ impl MetaTools {
         let tool = MetaTool::from_name(name)?;
         let started = std::time::Instant::now();
         let result = self.meta.answer(tool, args, ctx).await;
-        self.registry.metrics().record_call(
+        self.metrics.record_call(
             &CallTarget::meta(tool.name()),
             Outcome::answered(result.is_error == Some(true)),
             started.elapsed(),

@@ -69,8 +69,7 @@ impl MetaTools {
                 return Ok(result);
             }
         }
-        self.registry
-            .metrics()
+        self.metrics
             .record_call(&CallTarget::unknown(), Outcome::NotFound, started.elapsed());
         Err(McpError::invalid_params(
             if exposure.native() {

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::{
     auth::DownstreamAuth,
-    metrics::{CallTarget, Outcome},
+    metrics::{CallTarget, GatewayMetrics, Outcome},
     registry::Registry,
 };
 
@@ -35,11 +35,17 @@ pub(crate) enum Refusal {
 pub(crate) struct RegistryUnseen {
     registry: Arc<Registry>,
     auth: Option<DownstreamAuth>,
+    /// Where each refused call is counted.
+    metrics: Arc<GatewayMetrics>,
 }
 
 impl RegistryUnseen {
-    pub(crate) fn new(registry: Arc<Registry>, auth: Option<DownstreamAuth>) -> Self {
-        Self { registry, auth }
+    pub(crate) fn new(registry: Arc<Registry>, auth: Option<DownstreamAuth>, metrics: Arc<GatewayMetrics>) -> Self {
+        Self {
+            registry,
+            auth,
+            metrics,
+        }
     }
 
     /// Why `name` cannot be called in `ctx`, when anybody knows it.
@@ -133,7 +139,7 @@ impl UnseenTools for RegistryUnseen {
                 },
             };
             let target = CallTarget::of(call.request.view.catalog(), call.name, call.arguments);
-            self.registry.metrics().record_call(&target, outcome, started.elapsed());
+            self.metrics.record_call(&target, outcome, started.elapsed());
             result
         })
     }

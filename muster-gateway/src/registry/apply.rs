@@ -104,7 +104,6 @@ impl Registry {
             .collect();
         let workflow_removals: Vec<DefinitionChange> = self
             .workflows
-            .table()
             .list()
             .iter()
             .map(|w| w.workflow().metadata.name.clone())

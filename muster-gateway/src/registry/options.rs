@@ -1,9 +1,8 @@
 //! [`RegistryOptions`]: what a registry is given besides its definitions: supervision
-//! settings, how sessions are reaped, and where events, execution records and Secrets go.
+//! settings, how sessions are reaped, where events go and Secrets are read, and which servers
+//! may run.
 
 use std::sync::Arc;
-
-use muster_workflow::record::ExecutionStore;
 
 use crate::{events::EventLog, upstream::supervision::SupervisorConfig};
 
@@ -15,8 +14,6 @@ pub struct RegistryOptions {
     pub supervision: SupervisorConfig,
     /// Where events go (in memory unless a config directory's log is given).
     pub events: Option<EventLog>,
-    /// Where workflow execution records go (in memory unless given).
-    pub executions: Option<Arc<dyn ExecutionStore>>,
     /// Where the Secrets servers name are read (none: every read fails naming the Secret).
     pub secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
     /// How often ended and idle sessions are reaped, and when a session is idle.
@@ -26,7 +23,7 @@ pub struct RegistryOptions {
 }
 
 /// How the registry reaps sessions, once supervision started
-/// (`supervisor::start`, above the registry): every `interval`, a session whose clients
+/// (`Supervisor::start`, above the registry): every `interval`, a session whose clients
 /// are all gone is forgotten, its connections closed and the grants only it owned revoked; a
 /// session without a request for `idle` (a principal's, which does not end with a transport)
 /// has its connections closed and keeps its grants, and its next request connects it again.
@@ -61,27 +58,9 @@ impl RegistryOptions {
         self
     }
 
-    /// Keeps events in `dir/events/` and workflow run records in `dir/workflow_executions/`
-    /// (creating them; a run an earlier process left unfinished is marked failed), as filesystem
-    /// mode does beside its definitions. Refused when either cannot be opened.
-    pub fn with_data_dir(self, dir: &std::path::Path) -> Result<Self, crate::error::GatewayError> {
-        let events = EventLog::open(dir).map_err(|source| crate::error::GatewayError::DataDir {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
-        let executions = crate::workflows::open_executions(dir, &events)?;
-        Ok(self.with_events(events).with_executions(executions))
-    }
-
     /// Sets where events go.
     pub fn with_events(mut self, events: EventLog) -> Self {
         self.events = Some(events);
-        self
-    }
-
-    /// Sets where workflow execution records go.
-    pub fn with_executions(mut self, executions: Arc<dyn ExecutionStore>) -> Self {
-        self.executions = Some(executions);
         self
     }
 

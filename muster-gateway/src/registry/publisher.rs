@@ -16,7 +16,7 @@ use std::{
 
 use muster_catalog::Catalog;
 use muster_core::{NameRules, ToolEntry};
-use muster_workflow::tools::{Availability, WorkflowTools};
+use muster_workflow::tools::{Availability, WorkflowTable};
 
 use super::servers::ServerTable;
 use crate::{
@@ -73,7 +73,7 @@ impl CataloguePublisher {
         names: &NameRules,
         servers: &ServerTable,
         own: &BTreeMap<String, SharedConnection>,
-        workflows: &WorkflowTools,
+        workflows: &WorkflowTable,
         home_namespace: Option<&str>,
     ) -> Built {
         let servers = servers.read();

@@ -5,11 +5,12 @@
 //!   first and refuses an invalid definition with its validation errors (nothing changes then);
 //!   [`assess`](WorkflowTable::assess) says which workflows can run against a catalogue's tools
 //!   ([`Availability`]: every tool they name present, nested `workflow_<other>` steps available
-//!   in turn, cycles tolerated; read-only when every tool they name is, a cycle is not);
+//!   in turn, cycles tolerated; read-only when every tool they name is, a cycle is not), and
+//!   [`entries`](WorkflowTable::entries) what they contribute to it (the input schema from
+//!   `spec.args`, the labels, the derived `readOnlyHint`);
 //! - [`WorkflowTools`]: a [`ToolService`](muster_core::ToolService) serving `workflow_<name>`
-//!   calls through a [`WorkflowEngine`](crate::engine::WorkflowEngine) over any inner tool
-//!   service, and contributing the catalogue entries ([`WorkflowTools::entries`]: the input
-//!   schema from `spec.args`, the labels, the derived `readOnlyHint`);
+//!   calls of a table's workflows through a [`WorkflowEngine`](crate::engine::WorkflowEngine)
+//!   over any inner tool service;
 //! - [`LateBoundTools`]: the handle to give the engine when the steps are to call a stack that
 //!   contains the workflow service itself (a gateway's whole stack). It is bound once that stack
 //!   is built and holds it weakly, so the stack does not keep itself alive.
@@ -105,6 +106,6 @@ pub use self::{
     availability::Availability,
     entry::entry,
     late_bound::LateBoundTools,
-    service::{WorkflowEntries, WorkflowTools},
-    table::{Applied, WorkflowTable},
+    service::WorkflowTools,
+    table::{Applied, WorkflowEntries, WorkflowTable},
 };

@@ -1,28 +1,16 @@
 //! [`WorkflowTools`]: the tower service of the `workflow_<name>` tools.
 
 use std::{
-    collections::BTreeMap,
     sync::Arc,
     task::{Context, Poll},
 };
 
 use futures::future::BoxFuture;
-use muster_core::{NameRules, ToolCall, ToolEntry, ToolError, ToolOutput};
+use muster_core::{NameRules, ToolCall, ToolError, ToolOutput};
 use tower::Service;
 
-use super::{Availability, WorkflowTable, entry::entry};
+use super::WorkflowTable;
 use crate::engine::WorkflowEngine;
-
-/// The workflows' part of one catalogue: the entry of each available workflow, and the
-/// availability of every one.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct WorkflowEntries {
-    /// The `workflow_<name>` entry of each available workflow, in name order.
-    pub entries: Vec<ToolEntry>,
-    /// Every workflow's availability, by name.
-    pub availability: BTreeMap<String, Availability>,
-}
 
 /// Serves `workflow_<name>` calls: looks workflow `<name>` up in the table and runs it with the
 /// engine (whose tool service its steps call, whose store records the run and whose observer
@@ -56,22 +44,6 @@ impl WorkflowTools {
     /// The engine that runs them.
     pub fn engine(&self) -> &WorkflowEngine {
         &self.engine
-    }
-
-    /// What these tools add to a catalogue whose other tools `tools` looks up by exposed name:
-    /// the availability of every workflow ([`WorkflowTable::assess`]) and the
-    /// [`entry`](super::entry) of each available one, its name given by `names`.
-    pub fn entries<'c>(&self, names: &NameRules, tools: impl Fn(&str) -> Option<&'c ToolEntry>) -> WorkflowEntries {
-        let workflows = self.table.read();
-        let availability = super::availability::assess(&workflows, tools);
-        let entries = workflows
-            .iter()
-            .filter_map(|(name, workflow)| {
-                let a = availability.get(name).filter(|a| a.available)?;
-                Some(entry(names, workflow, a.read_only))
-            })
-            .collect();
-        WorkflowEntries { entries, availability }
     }
 }
 

@@ -6,15 +6,29 @@ use std::{
 };
 
 use muster_core::{
-    ToolEntry,
+    NameRules, ToolEntry,
     crd::{ValidationErrors, Workflow},
 };
 
-use super::availability::{self, Availability};
+use super::{
+    availability::{self, Availability},
+    entry::entry,
+};
 use crate::engine::CompiledWorkflow;
 
 /// What [`WorkflowTable::apply`] did.
 pub use muster_core::crd::Applied;
+
+/// The workflows' part of one catalogue: the entry of each available workflow, and the
+/// availability of every one ([`WorkflowTable::entries`]).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WorkflowEntries {
+    /// The `workflow_<name>` entry of each available workflow, in name order.
+    pub entries: Vec<ToolEntry>,
+    /// Every workflow's availability, by name.
+    pub availability: BTreeMap<String, Availability>,
+}
 
 /// The compiled workflows, by name. Thread-safe: reads (one per workflow call) take a read
 /// lock and clone an `Arc`; [`apply`](Self::apply) compiles before it takes the write lock.
@@ -83,6 +97,22 @@ impl WorkflowTable {
     /// workflows' own) `tools` looks up by exposed name.
     pub fn assess<'c>(&self, tools: impl Fn(&str) -> Option<&'c ToolEntry>) -> BTreeMap<String, Availability> {
         availability::assess(&self.read(), tools)
+    }
+
+    /// What these workflows add to a catalogue whose other tools `tools` looks up by exposed
+    /// name: the availability of every workflow ([`WorkflowTable::assess`]) and the
+    /// [`entry`](super::entry) of each available one, its name given by `names`.
+    pub fn entries<'c>(&self, names: &NameRules, tools: impl Fn(&str) -> Option<&'c ToolEntry>) -> WorkflowEntries {
+        let workflows = self.read();
+        let availability = availability::assess(&workflows, tools);
+        let entries = workflows
+            .iter()
+            .filter_map(|(name, workflow)| {
+                let a = availability.get(name).filter(|a| a.available)?;
+                Some(entry(names, workflow, a.read_only))
+            })
+            .collect();
+        WorkflowEntries { entries, availability }
     }
 
     pub(super) fn read(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<CompiledWorkflow>>> {

@@ -200,7 +200,7 @@ fn the_entry_has_the_schema_of_spec_args_the_labels_and_the_derived_read_only_hi
     let workflows = served(GREET, tools);
     let catalogue = [tool("x_srv_say", true)];
     let find = |name: &str| catalogue.iter().find(|t| t.name() == name);
-    let contributed = workflows.entries(&NameRules::default(), find);
+    let contributed = workflows.table().entries(&NameRules::default(), find);
 
     assert_eq!(contributed.entries.len(), 1);
     let entry = &contributed.entries[0];
@@ -228,7 +228,9 @@ fn the_entry_has_the_schema_of_spec_args_the_labels_and_the_derived_read_only_hi
 
     // The same tool without readOnlyHint: the workflow is no longer read-only.
     let catalogue = [tool("x_srv_say", false)];
-    let contributed = workflows.entries(&NameRules::default(), |n| catalogue.iter().find(|t| t.name() == n));
+    let contributed = workflows
+        .table()
+        .entries(&NameRules::default(), |n| catalogue.iter().find(|t| t.name() == n));
     assert!(!contributed.entries[0].is_read_only());
     assert!(contributed.entries[0].tool.annotations().is_none());
 }
@@ -250,7 +252,9 @@ spec:
 
     // x_srv_say is missing: greet is unavailable, and outer with it.
     let catalogue = [tool("x_srv_read", true)];
-    let contributed = workflows.entries(&NameRules::default(), |n| catalogue.iter().find(|t| t.name() == n));
+    let contributed = workflows
+        .table()
+        .entries(&NameRules::default(), |n| catalogue.iter().find(|t| t.name() == n));
     assert!(contributed.entries.is_empty());
     assert_eq!(contributed.availability["greet"].missing, ["x_srv_say"]);
     assert_eq!(contributed.availability["outer"].missing, ["workflow_greet"]);
@@ -261,7 +265,9 @@ spec:
 
     // Both present and read-only: both available, the nested one read-only through greet.
     let catalogue = [tool("x_srv_read", true), tool("x_srv_say", true)];
-    let contributed = workflows.entries(&NameRules::default(), |n| catalogue.iter().find(|t| t.name() == n));
+    let contributed = workflows
+        .table()
+        .entries(&NameRules::default(), |n| catalogue.iter().find(|t| t.name() == n));
     let names: Vec<&str> = contributed.entries.iter().map(ToolEntry::name).collect();
     assert_eq!(names, ["workflow_greet", "workflow_outer"]);
     assert!(contributed.entries.iter().all(ToolEntry::is_read_only));
