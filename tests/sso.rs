@@ -340,9 +340,10 @@ async fn exchange_gateway_with(
     let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_oauth_server(
         OAuthServerConfig::trusting(base.clone(), vec![front_issuer.to_owned()]).with_clock_skew_seconds(clock_skew),
     ));
-    let options = muster::gateway::registry::RegistryOptions::default()
-        .with_supervision(fast_supervision())
-        .with_secrets(secrets);
+    let options = muster::gateway::GatewayOptions::from(
+        muster::gateway::registry::RegistryOptions::default().with_supervision(fast_supervision()),
+    )
+    .with_secrets(secrets);
     let gateway = Gateway::with_options(config, servers, Vec::new(), options).expect("valid configuration");
     gateway.start().await;
     let app = gateway.router();

@@ -82,9 +82,9 @@ pub(crate) async fn gateway(
     let registry = RegistryOptions::default()
         .with_supervision(supervision)
         .with_events(EventLog::with_backend(Arc::new(events), EventLogOptions::default()))
-        .with_secrets(Arc::new(secrets))
         .with_server_policy(Arc::new(KubernetesPolicy::new(&namespace)));
     let options = GatewayOptions::from(registry)
+        .with_secrets(Arc::new(secrets))
         .with_executions(executions)
         .with_definition_store(Arc::new(store));
     let gateway = Gateway::with_options(config, Vec::new(), Vec::new(), options)?;

@@ -62,6 +62,7 @@ use crate::{
     meta::MetaTools,
     metrics::{CountingStore, GatewayMetrics, MeteredObserver, MetricsLayer, MetricsSource},
     registry::{Registry, RegistryOptions},
+    secrets::{DirectorySecrets, NoSecrets, SecretSource},
     supervisor::{Supervisor, SupervisorConfig},
     workflows::{EventObserver, GatewayWorkflows},
 };
@@ -89,6 +90,8 @@ pub struct GatewayOptions {
     pub registry: RegistryOptions,
     /// Where workflow execution records go (in memory unless given).
     pub executions: Option<Arc<dyn ExecutionStore>>,
+    /// Where the Secrets servers name are read (none: every read fails naming the Secret).
+    pub secrets: Option<Arc<dyn SecretSource>>,
     /// Where the core tools write definitions; when unset, the config directory if there is
     /// one, else nowhere (changes are kept in memory only).
     pub definitions: Option<Arc<dyn DefinitionStore>>,
@@ -120,6 +123,14 @@ impl GatewayOptions {
         Ok(self.with_executions(executions))
     }
 
+    /// Sets where the Secrets servers name are read (`headersFrom`, token-exchange client
+    /// credentials), by the supervisors and the sign-in services.
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: Arc<dyn SecretSource>) -> Self {
+        self.secrets = Some(secrets);
+        self
+    }
+
     /// Sets where workflow execution records go.
     #[must_use]
     pub fn with_executions(mut self, executions: Arc<dyn ExecutionStore>) -> Self {
@@ -149,6 +160,7 @@ pub struct Gateway {
     registry: Arc<Registry>,
     metrics: Arc<GatewayMetrics>,
     executions: Arc<dyn ExecutionStore>,
+    secrets: Arc<dyn SecretSource>,
     workflows: GatewayWorkflows,
     auth: DownstreamAuth,
     core_tools: CoreTools,
@@ -214,7 +226,8 @@ impl Gateway {
                 .with_store(Arc::clone(&executions))
                 .with_observer(Arc::new(MeteredObserver::new(Arc::clone(&metrics), Some(run_events))))
         });
-        let auth = DownstreamAuth::for_registry(&registry)?;
+        let secrets = options.secrets.unwrap_or_else(|| Arc::new(NoSecrets));
+        let auth = DownstreamAuth::for_registry(&registry, Arc::clone(&secrets))?;
         let mut core_tools = CoreTools::new(Arc::clone(&registry))
             .with_auth(&auth)
             .with_executions(Arc::clone(&executions));
@@ -243,6 +256,7 @@ impl Gateway {
             registry,
             metrics,
             executions,
+            secrets,
             workflows,
             auth,
             core_tools,
@@ -267,13 +281,10 @@ impl Gateway {
         })?;
         let store = config_dir::ConfigStore::new(dir);
         let snapshot = store.snapshot(&loaded);
-        let options = GatewayOptions::from(
-            RegistryOptions::default()
-                .with_supervision(supervision)
-                .with_secrets(Arc::new(crate::secrets::DirectorySecrets::new(dir.join("secrets")))),
-        )
-        .with_data_dir(dir)?
-        .with_config_dir(store);
+        let options = GatewayOptions::from(RegistryOptions::default().with_supervision(supervision))
+            .with_secrets(Arc::new(DirectorySecrets::new(dir.join("secrets"))))
+            .with_data_dir(dir)?
+            .with_config_dir(store);
         let gateway = Self::with_options(
             loaded.config,
             snapshot.servers.iter().map(|s| s.definition.clone()).collect(),
@@ -315,6 +326,7 @@ impl Gateway {
     pub async fn start(&self) {
         crate::workflows::spawn_retention(Arc::clone(&self.executions), self.shutdown.child_token());
         Supervisor::new(Arc::clone(&self.registry))
+            .with_secrets(Arc::clone(&self.secrets))
             .with_metrics(Arc::clone(&self.metrics))
             .start()
             .await;

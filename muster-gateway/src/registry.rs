@@ -82,8 +82,6 @@ pub struct Registry {
     sessions: SessionConnections,
     /// What the MCP client sessions are told, and which of them are still connected.
     changes: ChangeBus,
-    /// Where the Secrets that definitions name are read.
-    secrets: Arc<dyn crate::secrets::SecretSource>,
     /// Which servers may run where the gateway runs.
     server_policy: Arc<dyn ServerPolicy>,
     supervision: SupervisorConfig,
@@ -135,7 +133,6 @@ impl Registry {
             catalogue: CataloguePublisher::default(),
             sessions: SessionConnections::default(),
             changes: ChangeBus::default(),
-            secrets: options.secrets.unwrap_or_else(|| Arc::new(crate::secrets::NoSecrets)),
             server_policy: options.server_policy.unwrap_or_else(|| Arc::new(AnyServer)),
             supervision,
             session_reaping: options.session_reaping,
@@ -420,12 +417,6 @@ impl Registry {
     pub(crate) fn limited(&self, conn: crate::upstream::UpstreamConnection) -> SharedConnection {
         let limiter = self.limits.server(conn.server());
         Arc::new(conn.with_limiter(limiter))
-    }
-
-    /// Where the Secrets that definitions name are read (client credentials of a token
-    /// exchange, say).
-    pub fn secrets(&self) -> &Arc<dyn crate::secrets::SecretSource> {
-        &self.secrets
     }
 
     /// Why `server` may not run where the gateway runs, as its [`ServerPolicy`] says; `None`

@@ -19,7 +19,7 @@ use crate::{
     events::{Event, EventDetails, reasons},
     metrics::GatewayMetrics,
     registry::{Change, Command, Key, Registry, Unsupervised},
-    secrets::{HeadersFor, with_secret_headers},
+    secrets::{HeadersFor, NoSecrets, SecretSource, with_secret_headers},
     upstream::{Egress, ListChanged, UpstreamConnection, UpstreamError},
 };
 
@@ -55,26 +55,37 @@ enum Outcome {
 #[derive(Debug, Clone)]
 pub struct Supervisor {
     registry: Arc<Registry>,
+    secrets: Arc<dyn SecretSource>,
     metrics: Option<Arc<GatewayMetrics>>,
 }
 
 /// What each supervisor task holds: the registry (weakly: a supervisor ends with it), how it
-/// retries, and where it counts.
+/// retries, where it reads Secrets and where it counts.
 #[derive(Clone)]
 struct Watched {
     registry: Weak<Registry>,
     config: SupervisorConfig,
+    secrets: Arc<dyn SecretSource>,
     metrics: Option<Arc<GatewayMetrics>>,
 }
 
 impl Supervisor {
     /// The supervision of `registry`'s servers, with the registry's
-    /// [`SupervisorConfig`].
+    /// [`SupervisorConfig`], reading no Secret until [`Supervisor::with_secrets`].
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
             registry,
+            secrets: Arc::new(NoSecrets),
             metrics: None,
         }
+    }
+
+    /// Reads the Secrets the servers name (`headersFrom`, token-exchange client credentials)
+    /// from `secrets`, each time a server connects.
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: Arc<dyn SecretSource>) -> Self {
+        self.secrets = secrets;
+        self
     }
 
     /// Counts connection failures and reconnects in `metrics`.
@@ -93,6 +104,7 @@ impl Supervisor {
         let watched = Watched {
             registry: Arc::downgrade(registry),
             config: registry.supervision(),
+            secrets: Arc::clone(&self.secrets),
             metrics: self.metrics.clone(),
         };
         if registry.mark_started() {
@@ -151,6 +163,7 @@ async fn supervise(
     let Watched {
         registry,
         config,
+        secrets,
         metrics,
     } = watched;
     let mut first_attempt = Some(first_attempt);
@@ -223,9 +236,6 @@ async fn supervise(
             return;
         };
         // The values of its headersFrom, read from their Secrets each time it connects.
-        let Some(secrets) = with_registry(&registry, |r| Arc::clone(r.secrets())) else {
-            return;
-        };
         let connecting = match secret_references(&*secrets, &definition).await {
             Ok(connecting) => connecting,
             Err((class, problem)) => {

@@ -24,14 +24,14 @@
 //! use std::sync::Arc;
 //!
 //! use muster_core::config::SecretBindingConfig;
-//! use muster_gateway::{registry::RegistryOptions, secrets::SecretSource};
+//! use muster_gateway::{GatewayOptions, secrets::SecretSource};
 //! use muster_kube::secrets::KubeSecrets;
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kube::Client::try_default().await?;
 //! let secrets = KubeSecrets::new(client, "muster", SecretBindingConfig::default());
 //! let token = secrets.get(None, "github-token", "token").await?;
-//! let options = RegistryOptions::default().with_secrets(Arc::new(secrets));
+//! let options = GatewayOptions::default().with_secrets(Arc::new(secrets));
 //! # drop((token, options));
 //! # Ok(()) }
 //! ```

@@ -4,7 +4,7 @@
 use muster::core::config::{AggregatorConfig, MusterConfig};
 use muster::core::crd::MCPServer;
 use muster::gateway::{
-    Gateway,
+    Gateway, GatewayOptions,
     registry::{RegistryOptions, SessionReaping},
 };
 use serde_json::json;
@@ -105,9 +105,11 @@ impl SignInGateway {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let config = MusterConfig::default().with_aggregator(configure(base.clone()));
-        let mut options = RegistryOptions::default()
-            .with_supervision(fast_supervision())
-            .with_session_reaping(reaping);
+        let mut options = GatewayOptions::from(
+            RegistryOptions::default()
+                .with_supervision(fast_supervision())
+                .with_session_reaping(reaping),
+        );
         if let Some(secrets) = &secrets {
             options = options.with_secrets(std::sync::Arc::clone(secrets));
         }

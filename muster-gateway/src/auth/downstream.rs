@@ -16,12 +16,14 @@
 //! each hold a clone.
 //!
 //! ```
+//! use std::sync::Arc;
 //! use muster_core::config::MusterConfig;
-//! use muster_gateway::{auth::DownstreamAuth, registry::{Registry, RegistryOptions}};
+//! use muster_gateway::{auth::DownstreamAuth, registry::{Registry, RegistryOptions}, secrets::NoSecrets};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
-//! let auth = DownstreamAuth::for_registry(&registry)?;
+//! // No Secret to read: a server naming one in headersFrom fails to connect, saying so.
+//! let auth = DownstreamAuth::for_registry(&registry, Arc::new(NoSecrets))?;
 //! // Sign-in by link is off unless aggregator.oauth.mcpClient enables it; single sign-on is
 //! // always there for the servers that ask for it.
 //! assert!(auth.sign_in().is_none());
@@ -39,12 +41,12 @@
 //! use std::sync::Arc;
 //! use muster_auth::state::{MemorySignInStore, SignInStore};
 //! use muster_core::config::MusterConfig;
-//! use muster_gateway::{auth::DownstreamAuth, registry::{Registry, RegistryOptions}};
+//! use muster_gateway::{auth::DownstreamAuth, registry::{Registry, RegistryOptions}, secrets::NoSecrets};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
 //! let store: Arc<dyn SignInStore> = Arc::new(MemorySignInStore::new()); // or a shared one
-//! let auth = DownstreamAuth::with_store(&registry, store);
+//! let auth = DownstreamAuth::with_store(&registry, Arc::new(NoSecrets), store);
 //! assert!(auth.sign_in().is_none());
 //! # Ok(()) }
 //! ```
@@ -60,6 +62,7 @@ use super::{SignInService, elicitation::SignInWaiter, sso::SsoService, storage::
 use crate::{
     error::GatewayError,
     registry::{Registry, SessionObserver},
+    secrets::SecretSource,
 };
 
 /// Sign-in by link (when configured) and single sign-on, for one registry.
@@ -70,21 +73,21 @@ pub struct DownstreamAuth {
 }
 
 impl DownstreamAuth {
-    /// The sign-in services `registry`'s configuration asks for, reading client credentials
-    /// from the registry's Secrets, with their state where `aggregator.oauth.server.storage`
-    /// says: in memory (people's grants also in the `grantStore`, when configured), or in Valkey
+    /// The sign-in services `registry`'s configuration asks for, reading the Secrets servers
+    /// name (`headersFrom`, client credentials) from `secrets`, with their state where
+    /// `aggregator.oauth.server.storage` says: in memory (people's grants also in the `grantStore`, when configured), or in Valkey
     /// (then call it inside a Tokio runtime); from now on the registry tells them when it
     /// forgets a session. Refused when the configured grant store, the state key or the Valkey
     /// password file cannot be read, or the Valkey url names no server.
-    pub fn for_registry(registry: &Arc<Registry>) -> Result<Self, GatewayError> {
+    pub fn for_registry(registry: &Arc<Registry>, secrets: Arc<dyn SecretSource>) -> Result<Self, GatewayError> {
         let (store, notices) = configured_store(&registry.config())?;
-        Ok(Self::over(registry, store, notices))
+        Ok(Self::over(registry, secrets, store, notices))
     }
 
     /// The sign-in services `registry`'s configuration asks for, as [`Self::for_registry`], with
     /// their state in `store` (a `grantStore` configured is not used: `store` keeps the grants).
-    pub fn with_store(registry: &Arc<Registry>, store: Arc<dyn SignInStore>) -> Self {
-        Self::with_shared_store(registry, store, Arc::new(LocalSignInNotices::new()))
+    pub fn with_store(registry: &Arc<Registry>, secrets: Arc<dyn SecretSource>, store: Arc<dyn SignInStore>) -> Self {
+        Self::with_shared_store(registry, secrets, store, Arc::new(LocalSignInNotices::new()))
     }
 
     /// As [`Self::with_store`], with `store` shared by replicas that tell each other of the
@@ -92,6 +95,7 @@ impl DownstreamAuth {
     /// the session here, tells its client and lets a waiting retry go on.
     pub fn with_shared_store(
         registry: &Arc<Registry>,
+        secrets: Arc<dyn SecretSource>,
         store: Arc<dyn SignInStore>,
         notices: Arc<dyn SignInNotices>,
     ) -> Self {
@@ -102,17 +106,22 @@ impl DownstreamAuth {
                 "aggregator.oauth.mcpClient.grantStore is not used: the sign-in state store given keeps the grants"
             );
         }
-        Self::over(registry, store, notices)
+        Self::over(registry, secrets, store, notices)
     }
 
-    fn over(registry: &Arc<Registry>, store: Arc<dyn SignInStore>, notices: Arc<dyn SignInNotices>) -> Self {
+    fn over(
+        registry: &Arc<Registry>,
+        secrets: Arc<dyn SecretSource>,
+        store: Arc<dyn SignInStore>,
+        notices: Arc<dyn SignInNotices>,
+    ) -> Self {
         let config = registry.config();
         let client = &config.aggregator.oauth.mcp_client;
         let auth = Self {
             sign_in: client
                 .enabled
-                .then(|| SignInService::new(client, Arc::clone(&store), notices)),
-            sso: Arc::new(SsoService::with_store(Arc::clone(registry.secrets()), store)),
+                .then(|| SignInService::new(client, Arc::clone(&store), notices, Arc::clone(&secrets))),
+            sso: Arc::new(SsoService::with_store(secrets, store)),
         };
         if let Some(service) = &auth.sign_in {
             service.hear_notices(Arc::downgrade(registry));

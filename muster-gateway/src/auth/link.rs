@@ -178,17 +178,16 @@ impl SignInService {
         let client = match pinned.and_then(|p| p.client_credentials_secret_ref.as_ref()) {
             // The client registered out of band with the pinned authorization server (GitHub).
             Some(reference) => {
-                let (id, secret) =
-                    crate::secrets::client_credentials(&**registry.secrets(), &view.definition, reference)
-                        .await
-                        .map_err(|reason| ToolError::ServerUnavailable {
-                            server: server.to_owned(),
-                            reason: format!(
-                                "the client registered with {} (auth.authorizationServer.clientCredentialsSecretRef) \
+                let (id, secret) = crate::secrets::client_credentials(&*self.secrets, &view.definition, reference)
+                    .await
+                    .map_err(|reason| ToolError::ServerUnavailable {
+                        server: server.to_owned(),
+                        reason: format!(
+                            "the client registered with {} (auth.authorizationServer.clientCredentialsSecretRef) \
                              cannot be read: {reason}",
-                                metadata.issuer
-                            ),
-                        })?;
+                            metadata.issuer
+                        ),
+                    })?;
                 ClientRegistration::pre_registered(id, Some(secret))
             }
             None => self.client_for(&metadata, Some(&scope)).await?,

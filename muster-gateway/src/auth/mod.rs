@@ -68,6 +68,8 @@ pub struct SignInService {
     store: Arc<dyn SignInStore>,
     /// How the replica that completes a sign-in tells the one holding the session.
     notices: Arc<dyn SignInNotices>,
+    /// Where the Secrets of the servers' `headersFrom` are read, on each connect.
+    secrets: Arc<dyn crate::secrets::SecretSource>,
     /// Which grant each session connection of this process carries.
     connections: ConnectionGrants,
     /// Which servers each owner holds grants for, as last read from the store.
@@ -92,12 +94,14 @@ impl SignInService {
         config: &McpClientConfig,
         store: Arc<dyn SignInStore>,
         notices: Arc<dyn SignInNotices>,
+        secrets: Arc<dyn crate::secrets::SecretSource>,
     ) -> Arc<Self> {
         Arc::new(Self {
             config: config.clone(),
             http: OAuthHttp::new(),
             store,
             notices,
+            secrets,
             connections: ConnectionGrants::default(),
             grant_index: grant_index::GrantIndex::default(),
             outcomes: LinkOutcomes::default(),
@@ -210,7 +214,7 @@ impl SignInService {
             ));
         }
         let egress = Egress::of(&view.definition, &registry.config().aggregator);
-        let conn = connect_as(&**registry.secrets(), view.definition, &completed.grant, None, egress)
+        let conn = connect_as(&*self.secrets, view.definition, &completed.grant, None, egress)
             .await
             .map_err(|e| format!("signed in, but the connection to {} failed: {e}", completed.server))?;
         let generation = self
@@ -358,7 +362,7 @@ impl SignInService {
         // Boxed, as the refresh above: connecting is rare, and every call's future would carry it.
         let egress = Egress::of(&view.definition, &registry.config().aggregator);
         let conn = Box::pin(connect_as(
-            &**registry.secrets(),
+            &*self.secrets,
             view.definition,
             &held.grant,
             identity.as_ref(),
@@ -587,7 +591,12 @@ mod tests {
             store.put_grant(owner, server, sample_grant("t")).await.expect("put");
         }
         let notices = Arc::new(muster_auth::state::LocalSignInNotices::new());
-        let service = SignInService::new(&McpClientConfig::default(), store.clone(), notices);
+        let service = SignInService::new(
+            &McpClientConfig::default(),
+            store.clone(),
+            notices,
+            Arc::new(crate::secrets::NoSecrets),
+        );
         service.end_session(&SessionId::new("principal-1"));
         service.end_session(&SessionId::new("a"));
         let mut gone = false;

@@ -1,6 +1,5 @@
 //! [`RegistryOptions`]: what a registry is given besides its definitions: supervision
-//! settings, how sessions are reaped, where events go and Secrets are read, and which servers
-//! may run.
+//! settings, how sessions are reaped, where events go, and which servers may run.
 
 use std::sync::Arc;
 
@@ -14,8 +13,6 @@ pub struct RegistryOptions {
     pub supervision: SupervisorConfig,
     /// Where events go (in memory unless a config directory's log is given).
     pub events: Option<EventLog>,
-    /// Where the Secrets servers name are read (none: every read fails naming the Secret).
-    pub secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
     /// How often ended and idle sessions are reaped, and when a session is idle.
     pub session_reaping: SessionReaping,
     /// Which servers may run where the gateway runs (none given: any).
@@ -61,12 +58,6 @@ impl RegistryOptions {
     /// Sets where events go.
     pub fn with_events(mut self, events: EventLog) -> Self {
         self.events = Some(events);
-        self
-    }
-
-    /// Sets where the Secrets servers name are read.
-    pub fn with_secrets(mut self, secrets: Arc<dyn crate::secrets::SecretSource>) -> Self {
-        self.secrets = Some(secrets);
         self
     }
 
