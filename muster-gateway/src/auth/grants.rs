@@ -25,6 +25,16 @@ pub(super) struct Used {
     pub(super) generation: u64,
     /// The fingerprint of the identity sent along (`forwardIdentity`), if any.
     pub(super) identity: Option<[u8; 32]>,
+    /// When the access token it carries expires, if it says: a call that cannot read the grant
+    /// goes on with the connection only until then.
+    pub(super) expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Used {
+    /// Whether the access token it carries has expired at `now`.
+    pub(super) fn expired(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
 }
 
 /// A SHA-256 fingerprint of a secret, to tell whether a connection carries it without keeping it.
@@ -109,6 +119,7 @@ mod tests {
             owner: owner.into(),
             generation,
             identity: None,
+            expires_at: None,
         }
     }
 
