@@ -161,6 +161,18 @@ mod tests {
     }
 
     #[test]
+    fn a_connections_token_has_expired_only_past_the_expiry_it_was_opened_with() {
+        let now = chrono::Utc::now();
+        let with = |expires_at| Used {
+            expires_at,
+            ..used("a", 1)
+        };
+        assert!(with(Some(now - chrono::TimeDelta::seconds(1))).expired(now));
+        assert!(!with(Some(now + chrono::TimeDelta::seconds(1))).expired(now));
+        assert!(!with(None).expired(now), "a token without an expiry does not expire");
+    }
+
+    #[test]
     fn a_closed_session_carries_nothing() {
         let connections = ConnectionGrants::default();
         connections.mark_used(&SessionId::new("a"), "github", used("a", 1));

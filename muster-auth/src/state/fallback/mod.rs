@@ -9,7 +9,8 @@
 //! grant is used by every replica: refreshed here while the store is away, another replica could
 //! replay the refresh token this refresh rotated, and a provider that rotates refresh tokens
 //! revokes the grant when one is replayed. Their operations go to the store as they are, and
-//! fail while it is away ([`SignInStoreError::Unavailable`], naming the store).
+//! fail while it is away ([`Unavailable`](super::SignInStoreError::Unavailable), naming the
+//! store).
 //!
 //! For a transport session's grant:
 //!
