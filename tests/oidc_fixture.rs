@@ -121,6 +121,31 @@ fn authorization_url(
     url.into()
 }
 
+/// Exchanges `code` (with `verifier`, for [`RESOURCE`]) at `token_endpoint` as confidential
+/// `client`: the status and the answer.
+async fn exchange_code(
+    http: &reqwest::Client,
+    token_endpoint: &str,
+    client: (&str, &str),
+    code: &str,
+    redirect_uri: &str,
+    verifier: &str,
+) -> (StatusCode, Value) {
+    post_form(
+        http,
+        token_endpoint,
+        Some(client),
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", redirect_uri),
+            ("code_verifier", verifier),
+            ("resource", RESOURCE),
+        ],
+    )
+    .await
+}
+
 fn assert_access_token_for_resource(token: &str, issuer: &str, subject: &str, client_id: &str) -> Value {
     let claims = jwt_claims(token);
     assert_eq!(claims["iss"], issuer, "{claims}");
@@ -333,17 +358,13 @@ async fn a_pre_registered_client_on_any_loopback_port_signs_in_with_a_short_live
     assert_eq!(query_param(&callback, "iss").as_deref(), Some(issuer));
     let code = query_param(&callback, "code").unwrap_or_else(|| panic!("no code in {callback}"));
 
-    let (status, tokens) = post_form(
+    let (status, tokens) = exchange_code(
         &http,
         token_endpoint,
-        Some(("muster-static", "static-secret")),
-        &[
-            ("grant_type", "authorization_code"),
-            ("code", &code),
-            ("redirect_uri", redirect_uri),
-            ("code_verifier", &verifier),
-            ("resource", RESOURCE),
-        ],
+        ("muster-static", "static-secret"),
+        &code,
+        redirect_uri,
+        &verifier,
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{tokens}");
@@ -380,4 +401,81 @@ async fn a_pre_registered_client_on_any_loopback_port_signs_in_with_a_short_live
     let userinfo: Value = serde_json::from_slice(&userinfo.bytes().await.expect("body")).expect("JSON");
     assert_eq!(userinfo["sub"], "bob", "{userinfo}");
     assert_eq!(userinfo["email"], "bob@example.test", "{userinfo}");
+}
+
+#[tokio::test]
+async fn with_rotation_a_refresh_token_is_used_once_and_a_replay_revokes_the_grant() {
+    let provider = OidcProvider::start_with_env(&[
+        ("OIDC_STATIC_CLIENT_ID", "muster-static"),
+        ("OIDC_STATIC_CLIENT_SECRET", "static-secret"),
+        ("OIDC_STATIC_REDIRECT_URI", "http://127.0.0.1:1/oauth/proxy/callback"),
+        ("OIDC_ROTATE_REFRESH", "1"),
+    ]);
+    let http = http();
+    let metadata = get_json(
+        &http,
+        &format!("{}/.well-known/openid-configuration", provider.issuer()),
+    )
+    .await;
+    let token_endpoint = str_field(&metadata, "token_endpoint");
+    let redirect_uri = "http://127.0.0.1:45678/oauth/proxy/callback";
+    let (verifier, challenge) = pkce();
+    let url = authorization_url(
+        str_field(&metadata, "authorization_endpoint"),
+        "muster-static",
+        redirect_uri,
+        "openid offline_access",
+        None,
+        "state-1",
+        &challenge,
+    );
+    let callback = provider.sign_in(&url, "carol").await;
+    let code = query_param(&callback, "code").unwrap_or_else(|| panic!("no code in {callback}"));
+    let client = Some(("muster-static", "static-secret"));
+    let (status, tokens) = exchange_code(
+        &http,
+        token_endpoint,
+        ("muster-static", "static-secret"),
+        &code,
+        redirect_uri,
+        &verifier,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{tokens}");
+    let first = str_field(&tokens, "refresh_token").to_owned();
+    let refresh = |token: String| {
+        let http = http.clone();
+        async move {
+            post_form(
+                &http,
+                token_endpoint,
+                client,
+                &[
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", &token),
+                    ("resource", RESOURCE),
+                ],
+            )
+            .await
+        }
+    };
+
+    let (status, rotated) = refresh(first.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{rotated}");
+    let second = str_field(&rotated, "refresh_token").to_owned();
+    assert_ne!(second, first, "a refresh answers with a new refresh token");
+
+    let (status, replayed) = refresh(first).await;
+    assert_eq!(
+        (status, &replayed["error"]),
+        (StatusCode::BAD_REQUEST, &json!("invalid_grant")),
+        "a used refresh token is refused: {replayed}"
+    );
+    let (status, after) = refresh(second).await;
+    assert_eq!(
+        (status, &after["error"]),
+        (StatusCode::BAD_REQUEST, &json!("invalid_grant")),
+        "the replay revoked the grant, its newest refresh token too: {after}"
+    );
+    assert_eq!(provider.token_requests("refresh_token"), (1, 2));
 }

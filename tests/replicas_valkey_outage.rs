@@ -3,7 +3,13 @@
 //! client calling the protected server, all the while. Every call is answered while Valkey is
 //! down (none needs a new sign-in: the first make no Valkey round trip, the signed-in session goes
 //! on with its connection), and once Valkey is back a new sign-in works without a restart.
-//! (The test's redis-server keeps nothing across its restart: the grants are gone then.)
+//! (The test's redis-server keeps nothing across that restart: the grants are gone then.)
+//!
+//! A refresh during the outage, against a provider that rotates refresh tokens and revokes a
+//! grant whose used refresh token is presented again: a transport session's grant is refreshed
+//! on its replica while Valkey is down, and written back once it is back (Valkey keeps its data
+//! across this restart), so the next refresh through Valkey is no replay; a person's grant
+//! (`grantScope: subject`) is not refreshed without Valkey, and its call fails naming the store.
 //!
 //! Needs `redis-server` (Debian package) and the oidc-provider of `npm ci`; skipped without
 //! redis-server, failed under `CI=true`.
@@ -16,13 +22,25 @@ use std::{
 };
 
 use common::{
-    connect, remote,
-    replicas::{InProcessReplica, SignInParts, free_port, sign_in_on_valkey},
+    connect, eventually,
+    oidc::OidcProvider,
+    remote,
+    replicas::{InProcessReplica, SignInParts, free_port, front_door_on_valkey, sign_in_on_valkey},
     scripted::ScriptedServer,
     signin::core,
+    valkey::ValkeyServer,
 };
 use muster::core::config::MusterConfig;
+use rmcp::{RoleClient, service::RunningService};
 use serde_json::json;
+
+/// Signs `login` in to `server` through a link `client` asks for, at `idp`.
+async fn sign_in_through(client: &RunningService<RoleClient, ()>, server: &str, idp: &OidcProvider, login: &str) {
+    let (failed, answer) = core(client, "core_auth_login", json!({"server": server})).await;
+    assert!(!failed, "{answer}");
+    let callback = idp.sign_in(answer["authUrl"].as_str().expect("a link"), login).await;
+    assert_eq!(reqwest::get(callback.as_str()).await.expect("answers").status(), 200);
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_go_on_while_valkey_is_down_and_sign_in_works_again_once_it_is_back() {
@@ -44,13 +62,7 @@ async fn calls_go_on_while_valkey_is_down_and_sign_in_works_again_once_it_is_bac
         replicas.push(InProcessReplica::start(&format!("r{}", i + 1), port, config, servers.clone()).await);
     }
     let alice = connect(&replicas[0].mcp(), &[], None).await;
-    let (failed, login) = core(&alice, "core_auth_login", json!({"server": "protected"})).await;
-    assert!(!failed, "{login}");
-    let callback = parts
-        .idp
-        .sign_in(login["authUrl"].as_str().expect("a link"), "alice")
-        .await;
-    assert_eq!(reqwest::get(callback.as_str()).await.expect("answers").status(), 200);
+    sign_in_through(&alice, "protected", &parts.idp, "alice").await;
     let mut clients = Vec::new();
     for i in 0..10 {
         clients.push(connect(&replicas[i % 2].mcp(), &[], None).await);
@@ -100,13 +112,7 @@ async fn calls_go_on_while_valkey_is_down_and_sign_in_works_again_once_it_is_bac
     })
     .await;
     assert!(login, "sign-in works again once valkey is back");
-    let (failed, login) = core(&bob, "core_auth_login", json!({"server": "protected"})).await;
-    assert!(!failed, "{login}");
-    let callback = parts
-        .idp
-        .sign_in(login["authUrl"].as_str().expect("a link"), "bob")
-        .await;
-    assert_eq!(reqwest::get(callback.as_str()).await.expect("answers").status(), 200);
+    sign_in_through(&bob, "protected", &parts.idp, "bob").await;
     // The callback landed on replica one; replica two hears of it once its subscription to the
     // notices is back (a second after Valkey at most), or reads the grant itself.
     let called = common::eventually(5, || async {
@@ -124,4 +130,145 @@ async fn calls_go_on_while_valkey_is_down_and_sign_in_works_again_once_it_is_bac
     for replica in &mut replicas {
         replica.stop().await;
     }
+}
+
+/// The generation of the one grant Valkey holds under `prefix`.
+fn only_grant_generation(valkey: &ValkeyServer, prefix: &str) -> String {
+    let keys = valkey.command(&["KEYS", &format!("{prefix}signin:grant:*")]);
+    assert_eq!(keys.len(), 1, "one grant under {prefix}");
+    let key = String::from_utf8(keys[0].clone()).expect("key names are UTF-8");
+    let generation = valkey.command(&["HGET", &key, "g"]);
+    String::from_utf8(generation.concat()).expect("a number")
+}
+
+/// The `Authorization` of the last call of `whoami` `server` received.
+fn last_authorization(server: &ScriptedServer) -> String {
+    let headers = server.headers_of("whoami");
+    let last = headers.last().expect("a call");
+    last.get("authorization").cloned().expect("a bearer")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_grant_is_refreshed_on_its_replica_while_valkey_is_down_and_written_back_once_it_is_back() {
+    // Access tokens for 3 s: every call refreshes its grant (a minute's margin), and a token is
+    // expired 3 s after its refresh. Each refresh rotates the refresh token; one used twice
+    // revokes the grant.
+    let Some(mut parts) = SignInParts::start(&[("OIDC_ACCESS_TTL", "3"), ("OIDC_ROTATE_REFRESH", "1")]).await else {
+        return;
+    };
+    let shared = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in too")))
+        .serve_protected(parts.idp.issuer())
+        .await;
+    let mut persons = remote("shared", &shared.url);
+    persons.spec.auth = Some(
+        serde_json::from_value(json!({"authorizationServer": {"issuer": parts.idp.issuer(), "grantScope": "subject"}}))
+            .expect("an auth block"),
+    );
+    // One replica without the front door (its sessions own their grants), one behind it for a
+    // person's grant, each under a prefix of its own in the one Valkey.
+    let (session_port, person_port) = (free_port(), free_port());
+    let (session_public, person_public) = (
+        format!("http://127.0.0.1:{session_port}"),
+        format!("http://127.0.0.1:{person_port}"),
+    );
+    let aggregator = sign_in_on_valkey(&session_public, &parts.valkey, &parts.key_file, "sessions:");
+    let mut sessions = InProcessReplica::start(
+        "sessions",
+        session_port,
+        MusterConfig::default().with_aggregator(aggregator),
+        vec![remote("protected", &parts.protected.url)],
+    )
+    .await;
+    let aggregator = front_door_on_valkey(
+        &person_public,
+        parts.idp.issuer(),
+        &parts.valkey,
+        &parts.key_file,
+        "people:",
+    );
+    let mut people = InProcessReplica::start(
+        "people",
+        person_port,
+        MusterConfig::default().with_aggregator(aggregator),
+        vec![persons],
+    )
+    .await;
+
+    let alice = connect(&sessions.mcp(), &[], None).await;
+    sign_in_through(&alice, "protected", &parts.idp, "alice").await;
+    let frank_bearer = parts.idp.token_for(&format!("{person_public}/mcp"), "frank").await;
+    let frank = connect(&people.mcp(), &[], Some(frank_bearer)).await;
+    sign_in_through(&frank, "shared", &parts.idp, "frank").await;
+    for (client, tool, expected) in [
+        (&alice, "x_protected_whoami", "you are in"),
+        (&frank, "x_shared_whoami", "you are in too"),
+    ] {
+        let (failed, answer) = core(client, tool, json!({})).await;
+        assert!(!failed && answer == json!(expected), "{answer}");
+    }
+    let (refreshed_before, refused) = parts.idp.token_requests("refresh_token");
+    assert!(refreshed_before >= 2 && refused == 0, "each call refreshed its grant");
+    let generation_before = only_grant_generation(&parts.valkey, "sessions:");
+    let bearer_before = last_authorization(&parts.protected);
+
+    // Valkey goes away, and both access tokens expire.
+    parts.valkey.stop_keeping_data();
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+
+    let (failed, answer) = core(&alice, "x_protected_whoami", json!({})).await;
+    assert!(!failed && answer == json!("you are in"), "{answer}");
+    assert_ne!(
+        last_authorization(&parts.protected),
+        bearer_before,
+        "the session's call carried a token refreshed during the outage"
+    );
+    assert_eq!(
+        parts.idp.token_requests("refresh_token"),
+        (refreshed_before + 1, 0),
+        "refreshed on the replica, once"
+    );
+    let (failed, answer) = core(&frank, "x_shared_whoami", json!({})).await;
+    let store = format!(
+        "the sign-in state store (valkey at {}) is unavailable",
+        parts.valkey.address()
+    );
+    assert!(failed && answer.to_string().contains(&store), "{answer}");
+    assert_eq!(
+        parts.idp.token_requests("refresh_token").0,
+        refreshed_before + 1,
+        "a person's grant is not refreshed without valkey"
+    );
+
+    // Valkey is back, with what it held: the refreshed grant is written over the one it was
+    // refreshed from (nothing else writes it meanwhile), without a call.
+    parts.valkey.restart();
+    let written = eventually(20, || async {
+        only_grant_generation(&parts.valkey, "sessions:") != generation_before
+    })
+    .await;
+    assert!(written, "the session's refreshed grant is written back to valkey");
+    // It carries the rotated refresh token: the next refresh, from the grant in Valkey, is no
+    // replay (a replay would revoke the grant and fail the call).
+    let (failed, answer) = core(&alice, "x_protected_whoami", json!({})).await;
+    assert!(!failed && answer == json!("you are in"), "{answer}");
+    let (refreshed, refused) = parts.idp.token_requests("refresh_token");
+    assert_eq!(refused, 0, "no refresh token was used twice");
+    assert!(refreshed >= refreshed_before + 2, "{refreshed}");
+    // The person's grant is refreshed again through Valkey (a new bearer: the first may be past
+    // the front door's leeway by now).
+    let frank_bearer = parts.idp.token_for(&format!("{person_public}/mcp"), "frank").await;
+    let frank_again = connect(&people.mcp(), &[], Some(frank_bearer)).await;
+    let called = eventually(10, || async {
+        core(&frank_again, "x_shared_whoami", json!({})).await == (false, json!("you are in too"))
+    })
+    .await;
+    assert!(called, "the person's grant is refreshed once valkey is back");
+    assert_eq!(parts.idp.token_requests("refresh_token").1, 0);
+
+    for client in [alice, frank, frank_again] {
+        let _ = client.cancel().await;
+    }
+    sessions.stop().await;
+    people.stop().await;
 }

@@ -17,7 +17,9 @@
 //! - [`state`]: where a gateway keeps sign-in state (pending sign-ins, client registrations,
 //!   grants, sign-in attempts, refreshes in flight, exchanged tokens): [`state::SignInStore`],
 //!   in memory by default ([`state::MemorySignInStore`]), in Valkey for replicas
-//!   (`state::ValkeyStore`, feature `valkey`), or in a store of the embedder's.
+//!   (`state::ValkeyStore`, feature `valkey`), or in a store of the embedder's; over a store
+//!   across the network, [`state::SessionGrantFallback`] keeps a transport session's grant usable
+//!   and refreshable on its replica while that store is away.
 //!
 //! - [`issuers`]: one description per authorization server: the MCPServers that pin the same
 //!   issuer share its sign-in, so they must describe it alike; the conflicts when they do not.

@@ -1,6 +1,7 @@
 //! A real `redis-server` for the tests (Debian's package `redis-server`, 7.x; `valkey-server`
 //! too): started on a free loopback port with a temporary directory and no persistence, stopped
-//! and started again on the same port, killed on drop.
+//! (losing what it held, or keeping it: [`ValkeyServer::stop_keeping_data`]) and started again on
+//! the same port, killed on drop.
 //!
 //! [`ValkeyServer::start_tls`] starts one that speaks only TLS (no plain-text port), with the
 //! certificate of [`tls::ServerCertificate`](super::tls::ServerCertificate).
@@ -118,12 +119,21 @@ impl ValkeyServer {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// Stops the server (SIGKILL: whatever it held is gone, as no persistence was kept).
+    /// Stops the server (SIGKILL: whatever it held is gone, as no persistence was kept, unless
+    /// [`Self::stop_keeping_data`] wrote it before).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Stops the server keeping what it holds: written to its directory first (`SAVE`), and read
+    /// back when it starts again ([`Self::restart`]), as a server with persistence does after an
+    /// outage. Plain-text servers only.
+    pub fn stop_keeping_data(&mut self) {
+        self.command(&["SAVE"]);
+        self.stop();
     }
 
     /// Starts the server again on the same port.

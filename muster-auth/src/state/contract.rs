@@ -39,6 +39,7 @@ pub async fn check(store: &dyn SignInStore) {
     pending_sign_ins_expire(store).await;
     registrations_are_kept_by_issuer(store).await;
     grants_are_kept_by_owner_and_server(store).await;
+    grants_are_replaced_only_while_unchanged(store).await;
     attempts_are_limited_within_their_window(store).await;
     refreshes_of_one_grant_run_one_at_a_time(store).await;
     exchange_entries_are_kept_while_fresh(store).await;
@@ -334,6 +335,60 @@ pub async fn grants_are_kept_by_owner_and_server(store: &dyn SignInStore) {
         store.servers_of(&owner).await.expect("list").is_empty(),
         "an owner without grants has none"
     );
+}
+
+/// A grant is replaced from a generation only while it is still of that generation: of
+/// concurrent replacements from one generation, one is kept (with a new generation); one from a
+/// generation replaced since, or of a grant removed, keeps nothing.
+pub async fn grants_are_replaced_only_while_unchanged(store: &dyn SignInStore) {
+    let owner = unique("owner");
+    let owner = owner.as_str();
+    let stale = |generation: u64| async move {
+        let replaced = store
+            .replace_grant(owner, "github", generation, sample_grant("stale"))
+            .await
+            .expect("replace");
+        replaced.is_none()
+    };
+    let first = store.put_grant(owner, "github", sample_grant("t1")).await.expect("put");
+    let replaced =
+        join_all((0..8).map(|i| store.replace_grant(owner, "github", first, sample_grant(&format!("r{i}")))))
+            .await
+            .into_iter()
+            .map(|r| r.expect("replace"))
+            .collect::<Vec<_>>();
+    let kept: Vec<u64> = replaced.into_iter().flatten().collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "of concurrent replacements from one generation, one is kept"
+    );
+    let second = kept[0];
+    assert_ne!(second, first, "a replaced grant has a new generation");
+    let held = store.grant(owner, "github").await.expect("get").expect("kept");
+    assert_eq!(held.generation, second);
+    assert!(
+        held.grant.access_token.expose().starts_with('r'),
+        "the replacement is kept"
+    );
+    assert_eq!(
+        store.servers_of(owner).await.expect("list"),
+        vec!["github".to_owned()],
+        "a replaced grant is still the owner's"
+    );
+
+    assert!(
+        stale(first).await,
+        "a replacement from a generation replaced since keeps nothing"
+    );
+    let signed_in_again = store.put_grant(owner, "github", sample_grant("t2")).await.expect("put");
+    assert!(stale(second).await, "nor one from before a new grant");
+    let held = store.grant(owner, "github").await.expect("get").expect("kept");
+    assert!(held.grant.access_token.matches("t2") && held.generation == signed_in_again);
+
+    store.remove_grant(owner, "github").await.expect("remove");
+    assert!(stale(signed_in_again).await, "a removed grant is not brought back");
+    assert!(store.grant(owner, "github").await.expect("get").is_none());
 }
 
 /// Attempts are counted up to the limit within the window, per person; at the limit they are

@@ -5,28 +5,24 @@ use std::{
     collections::{BTreeMap, HashMap, VecDeque},
     fmt,
     sync::{
-        Arc, Mutex, MutexGuard,
+        Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
 
 use async_trait::async_trait;
-use tokio::sync::OwnedMutexGuard;
 
-use super::{Attempt, ExchangeEntry, HeldGrant, RefreshGuard, Result, SignInStore, is_durable_owner};
+use super::{
+    Attempt, ExchangeEntry, HeldGrant, RefreshGuard, Result, SignInStore, is_durable_owner,
+    locks::{GrantKey, KeyedLocks},
+};
 use crate::oauth::{
     flow::{PendingSignIn, PendingTable},
     grant::Grant,
     registration::ClientRegistration,
     store::{EncryptedGrantStore, GrantStoreError},
 };
-
-/// An owner and a server.
-type GrantKey = (String, String);
-
-/// The refresh locks by owner and server, each there while someone holds or waits for it.
-type RefreshLocks = Arc<Mutex<HashMap<GrantKey, Arc<tokio::sync::Mutex<()>>>>>;
 
 /// The sign-in state of one process: everything in memory, nothing shared with another process.
 /// Never fails.
@@ -44,7 +40,7 @@ pub struct MemorySignInStore {
     next_generation: AtomicU64,
     grant_file: Option<EncryptedGrantStore>,
     attempts: Mutex<HashMap<String, VecDeque<Instant>>>,
-    refreshing: RefreshLocks,
+    refreshing: KeyedLocks,
     exchanges: Mutex<HashMap<String, (ExchangeEntry, tokio::time::Instant)>>,
 }
 
@@ -87,9 +83,23 @@ impl MemorySignInStore {
     }
 
     fn remember(&self, owner: &str, server: &str, grant: Grant) -> u64 {
-        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let generation = self.next_generation();
         lock(&self.grants).insert(key(owner, server), HeldGrant { grant, generation });
         generation
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.next_generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Writes a durable owner's `grant` to the grant file store, when there is one.
+    fn save_to_file(&self, owner: &str, server: &str, grant: &Grant) {
+        if let Some(file) = &self.grant_file
+            && is_durable_owner(owner)
+            && let Err(e) = file.save(owner, server, grant)
+        {
+            tracing::warn!(server, error = %e, "the grant is kept in memory only");
+        }
     }
 }
 
@@ -135,13 +145,27 @@ impl SignInStore for MemorySignInStore {
     }
 
     async fn put_grant(&self, owner: &str, server: &str, grant: Grant) -> Result<u64> {
-        if let Some(file) = &self.grant_file
-            && is_durable_owner(owner)
-            && let Err(e) = file.save(owner, server, &grant)
-        {
-            tracing::warn!(server, error = %e, "the grant is kept in memory only");
-        }
+        self.save_to_file(owner, server, &grant);
         Ok(self.remember(owner, server, grant))
+    }
+
+    async fn replace_grant(&self, owner: &str, server: &str, generation: u64, grant: Grant) -> Result<Option<u64>> {
+        let replaced = {
+            let mut grants = lock(&self.grants);
+            match grants.get_mut(&key(owner, server)) {
+                Some(held) if held.generation == generation => {
+                    let generation = self.next_generation();
+                    *held = HeldGrant {
+                        grant: grant.clone(),
+                        generation,
+                    };
+                    generation
+                }
+                _ => return Ok(None),
+            }
+        };
+        self.save_to_file(owner, server, &grant);
+        Ok(Some(replaced))
     }
 
     async fn remove_grant(&self, owner: &str, server: &str) -> Result<Option<Grant>> {
@@ -179,14 +203,7 @@ impl SignInStore for MemorySignInStore {
     }
 
     async fn refresh_guard(&self, owner: &str, server: &str) -> Result<RefreshGuard> {
-        let key = key(owner, server);
-        let lock_of_grant = Arc::clone(lock(&self.refreshing).entry(key.clone()).or_default());
-        let held = lock_of_grant.lock_owned().await;
-        Ok(RefreshGuard::new(HeldRefresh {
-            locks: Arc::clone(&self.refreshing),
-            key,
-            held: Some(held),
-        }))
+        Ok(self.refreshing.lock(key(owner, server)).await)
     }
 
     async fn exchange_entry(&self, key: &str) -> Result<Option<ExchangeEntry>> {
@@ -214,30 +231,10 @@ impl SignInStore for MemorySignInStore {
     }
 }
 
-/// One refresh in flight: its lock, released on drop, and the lock's entry removed when nobody
-/// else holds or waits for it.
-struct HeldRefresh {
-    locks: RefreshLocks,
-    key: GrantKey,
-    held: Option<OwnedMutexGuard<()>>,
-}
-
-impl Drop for HeldRefresh {
-    fn drop(&mut self) {
-        // Unlock first: the guard holds a reference to the lock, which must not count below.
-        drop(self.held.take());
-        let mut locks = lock(&self.locks);
-        // Only the map's reference left: nobody holds or waits (waiters clone under this lock).
-        if locks.get(&self.key).is_some_and(|l| Arc::strong_count(l) == 1) {
-            locks.remove(&self.key);
-        }
-    }
-}
-
 #[cfg(test)]
 impl MemorySignInStore {
     /// How many refresh locks exist (held or waited for).
     pub(super) fn refresh_locks(&self) -> usize {
-        lock(&self.refreshing).len()
+        self.refreshing.len()
     }
 }

@@ -7,7 +7,7 @@
 //! |---|---|---|---|
 //! | pending sign-ins ([`PendingSignIn`]: who asked, for which server, the PKCE verifier, the redirect URI, the authorization URL, the browser's redirect, the issuer's description at start) | state | put, get, take (once), the latest of a session and server, set the browser's redirect | the record's `expires_at` |
 //! | client registrations ([`ClientRegistration`]) | issuer | get, put, remove | none |
-//! | grants ([`HeldGrant`]: a [`Grant`] and its generation) | owner and server | get, put, remove, the servers of an owner | none |
+//! | grants ([`HeldGrant`]: a [`Grant`] and its generation) | owner and server | get, put, replace while unchanged, remove, the servers of an owner | none |
 //! | sign-in attempts ([`Attempt`]) | person (session) | count within a window, up to a limit | the window |
 //! | refreshes in flight ([`RefreshGuard`]) | owner and server | one at a time | dropped |
 //! | exchanged tokens ([`ExchangeEntry`]) | session and server | get, put, forget (a key, or by prefix) | given at put |
@@ -25,7 +25,9 @@
 //! they survive a restart. `ValkeyStore` (feature `valkey`, module `valkey`) keeps it all in
 //! Valkey or Redis, for replicas. Another store is checked against the same rules with
 //! `contract::check` (feature `test-util`). When a sign-in completes on a replica that does not
-//! hold the session that asked, [`SignInNotices`] tells the one that does.
+//! hold the session that asked, [`SignInNotices`] tells the one that does. [`SessionGrantFallback`]
+//! wraps a store across the network so that a transport session's grant is still used, and
+//! refreshed, while that store cannot be reached.
 //!
 //! A state is used once: of the callers that take it, concurrently or not, one gets it.
 //!
@@ -75,6 +77,7 @@ use muster_core::BoxError;
 #[cfg(feature = "valkey")]
 pub use self::valkey::{ValkeyNotices, ValkeyOptions, ValkeyOptionsError, ValkeyStore};
 pub use self::{
+    fallback::SessionGrantFallback,
     memory::MemorySignInStore,
     notices::{LocalSignInNotices, SignInNotice, SignInNotices},
     owners::{is_durable_owner, owner_of},
@@ -86,6 +89,8 @@ use crate::{
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod contract;
+pub mod fallback;
+mod locks;
 mod memory;
 mod notices;
 mod owners;
@@ -140,6 +145,14 @@ pub trait SignInStore: Send + Sync + fmt::Debug {
     /// grant of `owner` and `server` had before (a refresh, or a sign-in after a sign-out, is
     /// told apart from what a connection was opened with).
     async fn put_grant(&self, owner: &str, server: &str, grant: Grant) -> Result<u64>;
+
+    /// Keeps `grant` as `owner`'s for `server` only while the grant there is still the one of
+    /// `generation`, atomically (compare and put): its new generation, as
+    /// [`SignInStore::put_grant`] gives one, or `None`, and nothing kept, when another grant
+    /// replaced that one or it was removed. How a grant refreshed while the store could not be
+    /// reached is written back ([`SessionGrantFallback`]) without undoing a sign-in that came
+    /// meanwhile.
+    async fn replace_grant(&self, owner: &str, server: &str, generation: u64, grant: Grant) -> Result<Option<u64>>;
 
     /// Removes `owner`'s grant for `server`; the grant, for revocation.
     async fn remove_grant(&self, owner: &str, server: &str) -> Result<Option<Grant>>;

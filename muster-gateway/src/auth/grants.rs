@@ -25,6 +25,16 @@ pub(super) struct Used {
     pub(super) generation: u64,
     /// The fingerprint of the identity sent along (`forwardIdentity`), if any.
     pub(super) identity: Option<[u8; 32]>,
+    /// When the access token it carries expires, if it says: a call that cannot read the grant
+    /// goes on with the connection only until then.
+    pub(super) expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Used {
+    /// Whether the access token it carries has expired at `now`.
+    pub(super) fn expired(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
 }
 
 /// A SHA-256 fingerprint of a secret, to tell whether a connection carries it without keeping it.
@@ -109,6 +119,7 @@ mod tests {
             owner: owner.into(),
             generation,
             identity: None,
+            expires_at: None,
         }
     }
 
@@ -147,6 +158,18 @@ mod tests {
             connections.connecting(&a, "github"),
         );
         assert!(next.await.is_ok(), "the next one goes once the first is done");
+    }
+
+    #[test]
+    fn a_connections_token_has_expired_only_past_the_expiry_it_was_opened_with() {
+        let now = chrono::Utc::now();
+        let with = |expires_at| Used {
+            expires_at,
+            ..used("a", 1)
+        };
+        assert!(with(Some(now - chrono::TimeDelta::seconds(1))).expired(now));
+        assert!(!with(Some(now + chrono::TimeDelta::seconds(1))).expired(now));
+        assert!(!with(None).expired(now), "a token without an expiry does not expire");
     }
 
     #[test]

@@ -224,14 +224,11 @@ impl SignInService {
             .map_err(|e| format!("signed in, but the grant for {} cannot be kept: {e}", completed.server))?;
         self.grant_index.forget(&completed.owner);
         if self.outcomes.issued_here(state) {
-            self.install_signed_in(
-                registry,
-                &session,
-                &completed.server,
-                &completed.owner,
+            let held = HeldGrant {
+                grant: completed.grant.clone(),
                 generation,
-                conn,
-            );
+            };
+            self.install_signed_in(registry, &session, &completed.server, &completed.owner, &held, conn);
             // The link's state is the elicitation id a 2025-11-25 client was given.
             registry.notify_elicitation_complete(&session, state);
             // The other replicas learn that the owner's grants changed (a person's sessions there).
@@ -263,15 +260,14 @@ impl SignInService {
         Ok((completed, redirect))
     }
 
-    /// Gives `session` the connection `conn` to `server`, opened with `owner`'s grant of
-    /// `generation`.
+    /// Gives `session` the connection `conn` to `server`, opened with `owner`'s grant `held`.
     fn install_signed_in(
         &self,
         registry: &Registry,
         session: &SessionId,
         server: &str,
         owner: &str,
-        generation: u64,
+        held: &HeldGrant,
         conn: UpstreamConnection,
     ) {
         registry.install_session_connection(session, server, registry.limited(conn));
@@ -280,8 +276,9 @@ impl SignInService {
             server,
             Used {
                 owner: owner.to_owned(),
-                generation,
+                generation: held.generation,
                 identity: None,
+                expires_at: held.grant.expires_at,
             },
         );
     }
@@ -291,8 +288,8 @@ impl SignInService {
     /// older token than its grant (a person's `subject` grant another session refreshed, a grant
     /// kept across a restart) is reconnected with the current one. `Ok(())` when the caller holds
     /// no grant for the server, or when the grants cannot be read (the call goes on with the
-    /// connection the session holds). A refresh the authorization server refuses signs the owner
-    /// out.
+    /// connection the session holds, unless the token it carries expired). A
+    /// refresh the authorization server refuses signs the owner out.
     pub async fn prepare_call(&self, registry: &Registry, ctx: &CallContext, server: &str) -> Result<(), ToolError> {
         let owner = self.owner(registry, ctx, server);
         // No round trip to the store for a server the caller holds no grant for and that the
@@ -301,10 +298,7 @@ impl SignInService {
         let indexed = match self.grant_index.holds(&*self.store, &owner, server).await {
             Ok(false) if registry.connection_for(&ctx.session, server).is_some() => return Ok(()),
             Ok(indexed) => indexed,
-            Err(e) => {
-                tracing::warn!(server, error = %e, "grants cannot be read; the call goes on with the session's connection");
-                return Ok(());
-            }
+            Err(e) => return self.without_store(ctx, server, &e),
         };
         let found = self.store.grant(&owner, server).await;
         if matches!(&found, Ok(held) if held.is_some() != indexed) {
@@ -313,10 +307,7 @@ impl SignInService {
         let mut held = match found {
             Ok(Some(held)) => held,
             Ok(None) => return Ok(()),
-            Err(e) => {
-                tracing::warn!(server, error = %e, "grants cannot be read; the call goes on with the session's connection");
-                return Ok(());
-            }
+            Err(e) => return self.without_store(ctx, server, &e),
         };
         if let Some(conflict) = registry.issuer_conflict(server) {
             registry.remove_session_connection(&ctx.session, server);
@@ -346,6 +337,7 @@ impl SignInService {
             owner: owner.clone(),
             generation: held.generation,
             identity: identity.as_ref().map(grants::fingerprint),
+            expires_at: held.grant.expires_at,
         };
         let current = || {
             self.connections.used_by(&ctx.session, server).as_ref() == Some(&used)
@@ -381,6 +373,27 @@ impl SignInService {
         }
         self.connections.mark_used(&ctx.session, server, used);
         Ok(())
+    }
+
+    /// What a call of `ctx`'s session to `server` does when the grants cannot be read (the
+    /// store failed with `error`): it goes on with the session's connection, unless the access
+    /// token that connection carries has expired, since renewing it needs the store. (A
+    /// transport session's grant is still read, and refreshed, while Valkey is away: see
+    /// [`SessionGrantFallback`](muster_auth::state::SessionGrantFallback); a person's is not.)
+    fn without_store(&self, ctx: &CallContext, server: &str, error: &SignInStoreError) -> Result<(), ToolError> {
+        let expired = self
+            .connections
+            .used_by(&ctx.session, server)
+            .is_some_and(|used| used.expired(chrono::Utc::now()));
+        if !expired {
+            tracing::warn!(server, error = %error, "grants cannot be read; the call goes on with the session's connection");
+            return Ok(());
+        }
+        tracing::warn!(server, error = %error, "grants cannot be read and the session's token for the server expired");
+        Err(ToolError::ServerUnavailable {
+            server: server.to_owned(),
+            reason: format!("{error}; the sign-in to {server} expired and cannot be renewed without it"),
+        })
     }
 
     /// `owner`'s grant for `server` once no refresh of it is due: refreshed here (one refresh of

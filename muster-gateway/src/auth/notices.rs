@@ -70,9 +70,7 @@ impl SignInService {
         if let Some(view) = registry.server(&notice.server) {
             let egress = Egress::of(&view.definition, &registry.config().aggregator);
             match connect_as(&*self.secrets, view.definition, &held.grant, None, egress).await {
-                Ok(conn) => {
-                    self.install_signed_in(registry, &session, &notice.server, &notice.owner, held.generation, conn)
-                }
+                Ok(conn) => self.install_signed_in(registry, &session, &notice.server, &notice.owner, &held, conn),
                 Err(e) => {
                     tracing::warn!(server = notice.server, error = %e, "a sign-in completed elsewhere; the session connects on its next request")
                 }

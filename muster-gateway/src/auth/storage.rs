@@ -1,13 +1,18 @@
 //! The sign-in state store `config.yaml` asks for (`aggregator.oauth.server.storage`): in memory
 //! (with people's grants in the encrypted `grantStore`, when configured), or in Valkey, shared by
-//! replicas, its secrets sealed with the key of `encryptionKeyFile`.
+//! replicas, its secrets sealed with the key of `encryptionKeyFile`, behind a
+//! [`SessionGrantFallback`] (transport sessions' grants are used and refreshed on their replica
+//! while Valkey is away, and written back when it returns).
 
 use std::{path::Path, sync::Arc};
 
 use muster_auth::{
     Secret,
     oauth::store::{EncryptedGrantStore, GrantStoreError, GrantStoreKey},
-    state::{LocalSignInNotices, MemorySignInStore, SignInNotices, SignInStore, ValkeyOptions, ValkeyStore},
+    state::{
+        LocalSignInNotices, MemorySignInStore, SessionGrantFallback, SignInNotices, SignInStore, ValkeyOptions,
+        ValkeyStore,
+    },
 };
 use muster_core::config::{McpClientConfig, MusterConfig, ValkeyConfig};
 
@@ -28,7 +33,9 @@ pub(crate) fn configured_store(config: &MusterConfig) -> Result<SharedState, Sto
         let store = ValkeyStore::new(&valkey_options(valkey)?, &key).map_err(StorageError::Valkey)?;
         tracing::info!(store = ?store, "the sign-in state is kept in valkey");
         let notices = Arc::new(store.notices());
-        return Ok((Arc::new(store), notices));
+        // A transport session's grant stays usable, and refreshable, on the replica holding the
+        // session while Valkey cannot be reached.
+        return Ok((Arc::new(SessionGrantFallback::new(store)), notices));
     }
     if oauth.server.storage.kind == muster_core::config::StorageType::Valkey {
         return Err(StorageError::NoServer);

@@ -13,7 +13,9 @@
 //! - key names are the key prefix (`muster:` by default), a kind and an HMAC of what they are for
 //!   under a key derived from the same key: no state, session, owner or issuer shows in a name
 //!   (the table of keys is in the `keys` module's source);
-//! - a grant's generation comes from `INCR`, in the same Lua script that keeps the grant;
+//! - a grant's generation comes from `INCR`, in the same Lua script that keeps the grant; a grant
+//!   is replaced only while unchanged ([`SignInStore::replace_grant`]) by the same script behind
+//!   a compare of the generation;
 //! - a transport session's grants expire once unused for
 //!   [`ValkeyOptions::with_session_grant_ttl`] (a day by default; each read starts it again): a
 //!   killed replica's sessions leave nothing forever. People's and principals' grants stay;
@@ -37,6 +39,10 @@
 //! [`SignInStoreError::Unavailable`] naming the store (`valkey at valkey.muster:6379`), never a
 //! token or the key; once Valkey is back, the same store answers again. A value that does not open
 //! with the store's key (written by a gateway with another key) fails the same way, saying so.
+//! Wrapped in a [`SessionGrantFallback`](super::SessionGrantFallback), as the gateway wraps it, a
+//! transport session's grant is still used and refreshed on its replica meanwhile, and written
+//! back (`replace_grant`, only over the grant it was refreshed from) once Valkey answers; a
+//! person's or a principal's grant keeps failing, since every replica uses it.
 //!
 //! Make the store inside a Tokio runtime.
 //!
@@ -88,20 +94,28 @@ pub use options::{DEFAULT_KEY_PREFIX, DEFAULT_SESSION_GRANT_TTL, ValkeyOptions, 
 /// How long one connection attempt, and one answer, may take before the operation fails.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Keeps a grant and its owner's index and gives it a new generation, atomically; with a time
-/// to live (ms, `ARGV[3]` > 0: a transport session's grant), both expire after it.
-static PUT_GRANT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        "local g = redis.call('INCR', KEYS[3]) \
-         redis.call('HSET', KEYS[1], 'g', g, 's', ARGV[1]) \
-         redis.call('SADD', KEYS[2], ARGV[2]) \
-         local ttl = tonumber(ARGV[3]) \
-         if ttl > 0 then \
-           redis.call('PEXPIRE', KEYS[1], ttl) \
-           redis.call('PEXPIRE', KEYS[2], ttl) \
-         end \
-         return g",
-    )
+/// Keeps a grant and its owner's index and gives it a new generation; with a time to live (ms,
+/// `ARGV[3]` > 0: a transport session's grant), both expire after it. The body of the two
+/// scripts below.
+const KEEP_GRANT: &str = "local g = redis.call('INCR', KEYS[3]) \
+     redis.call('HSET', KEYS[1], 'g', g, 's', ARGV[1]) \
+     redis.call('SADD', KEYS[2], ARGV[2]) \
+     local ttl = tonumber(ARGV[3]) \
+     if ttl > 0 then \
+       redis.call('PEXPIRE', KEYS[1], ttl) \
+       redis.call('PEXPIRE', KEYS[2], ttl) \
+     end \
+     return g";
+
+/// Keeps a grant (see [`KEEP_GRANT`]), atomically; its generation.
+static PUT_GRANT: LazyLock<Script> = LazyLock::new(|| Script::new(KEEP_GRANT));
+
+/// Keeps a grant (see [`KEEP_GRANT`]) only while the grant there is of generation `ARGV[4]`,
+/// atomically: its generation, or nil when another replaced it or none is there.
+static REPLACE_GRANT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "if redis.call('HGET', KEYS[1], 'g') ~= ARGV[4] then return false end {KEEP_GRANT}"
+    ))
 });
 
 /// Removes a grant and its index entry; the sealed grant that was there.
@@ -276,6 +290,37 @@ impl ValkeyStore {
         }
     }
 
+    /// Keeps `grant` as `owner`'s for `server` with `script` ([`PUT_GRANT`], or [`REPLACE_GRANT`]
+    /// while the grant there is of generation `expected`): what the script answers.
+    async fn keep_grant<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        owner: &str,
+        server: &str,
+        grant: &Grant,
+        expected: Option<u64>,
+    ) -> Result<T> {
+        let (key, id) = self.keys.grant(owner, server);
+        let sealed = self
+            .sealed
+            .seal(GRANT, &id, &GrantValue::from(grant))
+            .map_err(|e| self.fail(e))?;
+        let mut invocation = script.key(key);
+        invocation
+            .key(self.keys.grants_of(owner))
+            .key(self.keys.generation())
+            .arg(sealed)
+            .arg(server)
+            .arg(self.session_ttl(owner).unwrap_or(0));
+        if let Some(expected) = expected {
+            invocation.arg(expected);
+        }
+        invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail(e))
+    }
+
     /// Runs `work` in the background (the store's forgetting, told from code that cannot wait).
     fn in_background(&self, what: &'static str, work: impl Future<Output = Result<()>> + Send + 'static) {
         let run = async move {
@@ -423,21 +468,12 @@ impl SignInStore for ValkeyStore {
     }
 
     async fn put_grant(&self, owner: &str, server: &str, grant: Grant) -> Result<u64> {
-        let (key, id) = self.keys.grant(owner, server);
-        let sealed = self
-            .sealed
-            .seal(GRANT, &id, &GrantValue::from(&grant))
-            .map_err(|e| self.fail(e))?;
-        PUT_GRANT
-            .key(key)
-            .key(self.keys.grants_of(owner))
-            .key(self.keys.generation())
-            .arg(sealed)
-            .arg(server)
-            .arg(self.session_ttl(owner).unwrap_or(0))
-            .invoke_async(&mut self.conn())
+        self.keep_grant(&PUT_GRANT, owner, server, &grant, None).await
+    }
+
+    async fn replace_grant(&self, owner: &str, server: &str, generation: u64, grant: Grant) -> Result<Option<u64>> {
+        self.keep_grant(&REPLACE_GRANT, owner, server, &grant, Some(generation))
             .await
-            .map_err(|e| self.fail(e))
     }
 
     async fn remove_grant(&self, owner: &str, server: &str) -> Result<Option<Grant>> {
