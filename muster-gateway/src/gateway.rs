@@ -166,6 +166,8 @@ pub struct Gateway {
     core_tools: CoreTools,
     tools: BoxToolService,
     shutdown: CancellationToken,
+    /// Cancelled when a shutdown's deadline ends the calls still running.
+    calls_ended: CancellationToken,
     drain: Arc<http::guard::Drain>,
 }
 
@@ -262,6 +264,7 @@ impl Gateway {
             core_tools,
             tools,
             shutdown: CancellationToken::new(),
+            calls_ended: CancellationToken::new(),
             drain: Arc::default(),
         })
     }
@@ -388,6 +391,7 @@ impl Gateway {
     pub fn meta_tools(&self) -> MetaTools {
         MetaTools::new(Arc::clone(&self.registry), self.tools.clone())
             .with_metrics(Arc::clone(&self.metrics))
+            .with_calls_ended(self.calls_ended.clone())
             .with_auth(self.auth.clone())
     }
 
@@ -453,7 +457,7 @@ impl Gateway {
                 let left = self.drain.in_flight();
                 tracing::warn!(left, "shutdown deadline reached: ending the requests still in flight");
                 // Each is answered that it was ended; a moment for those answers to go out.
-                self.registry.end_calls();
+                self.calls_ended.cancel();
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.drain.settled()).await;
                 left
             }

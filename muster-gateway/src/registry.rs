@@ -92,8 +92,6 @@ pub struct Registry {
     events: EventLog,
     /// The concurrency limits of sessions and servers (`aggregator.limits`, read at start).
     limits: Arc<muster_upstream::limits::CallLimits>,
-    /// Cancelled when a shutdown's deadline ends the calls still running.
-    calls_ended: tokio_util::sync::CancellationToken,
 }
 
 impl Registry {
@@ -124,7 +122,6 @@ impl Registry {
         ));
         let registry = Arc::new(Self {
             limits,
-            calls_ended: tokio_util::sync::CancellationToken::new(),
             config: RwLock::new(config),
             names,
             presets,
@@ -394,17 +391,6 @@ impl Registry {
     /// What the MCP client sessions are told: each subscribes once initialized.
     pub fn changes(&self) -> &ChangeBus {
         &self.changes
-    }
-
-    /// Ends every call still running: each answers that the gateway is shutting down (a
-    /// shutdown's deadline).
-    pub(crate) fn end_calls(&self) {
-        self.calls_ended.cancel();
-    }
-
-    /// Resolves once [`Registry::end_calls`] has been called.
-    pub(crate) async fn calls_ended(&self) {
-        self.calls_ended.cancelled().await;
     }
 
     /// The concurrency limits of sessions and servers.

@@ -61,6 +61,8 @@ pub struct MetaTools {
     auth: Option<DownstreamAuth>,
     /// Where the meta-tools' calls, and calls refused before the tool stack, are counted.
     metrics: Arc<GatewayMetrics>,
+    /// Cancelled when a shutdown's deadline ends the calls still running.
+    calls_ended: tokio_util::sync::CancellationToken,
     /// What a call retried after its person accepted to sign in waits on (sign-in by link).
     sign_in_waiter: Option<Arc<dyn SignInWaiter>>,
     /// Answers the meta-tools: discovery over the registry's catalogue (which scopes every
@@ -114,6 +116,7 @@ impl MetaTools {
             registry,
             auth: None,
             metrics,
+            calls_ended: tokio_util::sync::CancellationToken::new(),
             sign_in_waiter: None,
             sessions: None,
         }
@@ -125,6 +128,14 @@ impl MetaTools {
     pub fn with_metrics(mut self, metrics: Arc<GatewayMetrics>) -> Self {
         self.metrics = metrics;
         self.rebuild();
+        self
+    }
+
+    /// Ends every call still running once `token` is cancelled (a shutdown's deadline): each
+    /// answers that the gateway shut down before it finished.
+    #[must_use]
+    pub fn with_calls_ended(mut self, token: tokio_util::sync::CancellationToken) -> Self {
+        self.calls_ended = token;
         self
     }
 

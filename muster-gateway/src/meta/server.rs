@@ -247,7 +247,7 @@ impl MetaTools {
                     .map_err(McpError::from)?;
                 tokio::select! {
                     result = self.run(&call.name, call.arguments, call.ctx) => result,
-                    () = self.registry.calls_ended() => Err(McpError::new(
+                    () = self.calls_ended.cancelled() => Err(McpError::new(
                         muster_core::error::BUSY,
                         "the gateway shut down before the call finished (aggregator.limits.shutdownTimeoutSeconds ran out)",
                         None,
