@@ -398,9 +398,9 @@ impl Registry {
         &self.limits
     }
 
-    /// `conn` bounded by its server's concurrency limit: every connection to a server is
-    /// installed through here.
-    pub(crate) fn limited(&self, conn: crate::upstream::UpstreamConnection) -> SharedConnection {
+    /// `conn` bounded by its server's concurrency limit: every connection the registry installs
+    /// goes through here.
+    fn limited(&self, conn: crate::upstream::UpstreamConnection) -> SharedConnection {
         let limiter = self.limits.server(conn.server());
         Arc::new(conn.with_limiter(limiter))
     }
@@ -439,13 +439,21 @@ impl Registry {
         self.servers.mark(key, f);
     }
 
-    /// Makes `conn` the connection of the server of `key`; `false` when the server is gone.
-    pub(crate) fn install(&self, key: &Key, conn: SharedConnection, reconnect: bool) -> bool {
-        if !self.servers.install(key, conn, reconnect) {
-            return false;
+    /// Makes `conn`, bounded by the server's concurrency limit, the connection of the server of
+    /// `key`, and answers it; `None` (and `conn` closed) when the server is gone.
+    pub(crate) fn install(
+        &self,
+        key: &Key,
+        conn: crate::upstream::UpstreamConnection,
+        reconnect: bool,
+    ) -> Option<SharedConnection> {
+        let conn = self.limited(conn);
+        if !self.servers.install(key, Arc::clone(&conn), reconnect) {
+            conn.close();
+            return None;
         }
         self.changed();
-        true
+        Some(conn)
     }
 
     /// Replaces the connection of the server of `key` with one carrying refreshed lists.

@@ -311,14 +311,9 @@ async fn supervise(
         let lost = match attempt {
             Ok(conn) => {
                 failures = 0;
-                let Some(conn) = with_registry(&registry, |r| r.limited(conn)) else {
+                let Some(Some(conn)) = with_registry(&registry, |r| r.install(&key, conn, connected_before)) else {
                     return;
                 };
-                let installed = with_registry(&registry, |r| r.install(&key, Arc::clone(&conn), connected_before));
-                if installed != Some(true) {
-                    conn.close();
-                    return;
-                }
                 if let Some(metrics) = metrics.as_ref().filter(|_| connected_before) {
                     metrics.record_reconnect(&key.name);
                 }

@@ -270,7 +270,7 @@ impl SignInService {
         held: &HeldGrant,
         conn: UpstreamConnection,
     ) {
-        registry.install_session_connection(session, server, registry.limited(conn));
+        registry.install_session_connection(session, server, conn);
         self.connections.mark_used(
             session,
             server,
@@ -365,12 +365,7 @@ impl SignInService {
             server: server.to_owned(),
             reason,
         })?;
-        let conn = registry.limited(conn);
-        if registry.session_connection(&ctx.session, server).is_some() {
-            registry.replace_session_connection(&ctx.session, server, conn);
-        } else {
-            registry.install_session_connection(&ctx.session, server, conn);
-        }
+        registry.put_session_connection(&ctx.session, server, conn);
         self.connections.mark_used(&ctx.session, server, used);
         Ok(())
     }

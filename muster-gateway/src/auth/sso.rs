@@ -201,12 +201,7 @@ impl SsoService {
         let egress = Egress::of(&definition, &registry.config().aggregator);
         match UpstreamConnection::connect(&definition, None, egress).await {
             Ok(conn) => {
-                let conn = registry.limited(conn);
-                if registry.session_connection(session, &name).is_some() {
-                    registry.replace_session_connection(session, &name, conn);
-                } else {
-                    registry.install_session_connection(session, &name, conn);
-                }
+                registry.put_session_connection(session, &name, conn);
                 self.used.lock().unwrap_or_else(|e| e.into_inner()).insert(key, print);
                 if exchange.is_some() {
                     registry.note_exchange(&name);

@@ -11,7 +11,7 @@ use muster_core::{
 };
 
 use super::{Registry, SessionObserver};
-use crate::upstream::SharedConnection;
+use crate::upstream::{SharedConnection, UpstreamConnection};
 
 impl Registry {
     /// How many MCP client sessions are connected now (for the metrics).
@@ -75,17 +75,27 @@ impl Registry {
         self.sessions.get(session, server)
     }
 
-    /// Gives `session` its own connection to `server` (after a sign-in); the session's catalogue
-    /// gains the server's tools and the session is told its lists changed.
-    pub(crate) fn install_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
+    /// Gives `session` its own connection to `server` (after a sign-in), bounded by the
+    /// server's concurrency limit; the session's catalogue gains the server's tools and the
+    /// session is told its lists changed.
+    pub(crate) fn install_session_connection(&self, session: &SessionId, server: &str, conn: UpstreamConnection) {
         self.replace_session_connection(session, server, conn);
         self.session_changed(session);
     }
 
-    /// Replaces the connection `session` holds to `server` (a refreshed token), without telling
-    /// the session anything changed.
-    pub(crate) fn replace_session_connection(&self, session: &SessionId, server: &str, conn: SharedConnection) {
-        self.sessions.put(session, server, conn);
+    /// Gives `session` its own connection to `server` as [`Self::install_session_connection`]
+    /// does, or, when it holds one already, replaces it (a refreshed token) without telling the
+    /// session anything changed.
+    pub(crate) fn put_session_connection(&self, session: &SessionId, server: &str, conn: UpstreamConnection) {
+        if self.session_connection(session, server).is_some() {
+            self.replace_session_connection(session, server, conn);
+        } else {
+            self.install_session_connection(session, server, conn);
+        }
+    }
+
+    fn replace_session_connection(&self, session: &SessionId, server: &str, conn: UpstreamConnection) {
+        self.sessions.put(session, server, self.limited(conn));
         self.derive_sso_state(server);
     }
 
