@@ -1,8 +1,8 @@
 //! The dispatcher: the innermost [`ToolService`] of the gateway, which routes each call by its
 //! exposed name to the service that runs it.
 //!
-//! It is built from named services: the downstream servers' connections (through the
-//! registry's server table), the `workflow_<name>` tools (a [`GatewayWorkflows`] added with
+//! It is built from named services: the downstream servers' tools ([`DownstreamTools`]: their
+//! connections, through the registry's server table), the `workflow_<name>` tools (a [`GatewayWorkflows`] added with
 //! [`Dispatcher::with_workflows`]), and the tools that run in this
 //! process: the gateway's core tools ([`CoreTools`](crate::core_tools::CoreTools), added with
 //! [`Dispatcher::with_tools`]) and any tool of the embedder's own ([`Dispatcher::with_tool`]),
@@ -53,10 +53,10 @@ use muster_core::{
 };
 use tower::{Service, ServiceExt};
 
-use crate::{
-    auth::{DownstreamAuth, SignInService},
-    registry::Registry,
-};
+mod downstream;
+pub use downstream::DownstreamTools;
+
+use crate::{auth::DownstreamAuth, registry::Registry};
 
 #[cfg(doc)]
 use crate::workflows::GatewayWorkflows;
@@ -66,8 +66,8 @@ use crate::workflows::GatewayWorkflows;
 #[derive(Clone)]
 pub struct Dispatcher {
     registry: Arc<Registry>,
-    /// Sign-in by link, when the dispatcher takes part in it.
-    sign_in: Option<Arc<SignInService>>,
+    /// The downstream servers' tools.
+    downstream: DownstreamTools,
     /// The tools that run in this process (the core tools, the embedder's own), by exposed name.
     in_process: ToolRouter,
     /// What runs the `workflow_<name>` tools, when workflows are served.
@@ -88,8 +88,8 @@ impl Dispatcher {
     /// [`Dispatcher::with_tool`].
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
+            downstream: DownstreamTools::new(Arc::clone(&registry)),
             registry,
-            sign_in: None,
             in_process: ToolRouter::new(),
             workflows: None,
         }
@@ -109,7 +109,7 @@ impl Dispatcher {
     /// holds a grant for is connected with it first (refreshed when it expired).
     #[must_use]
     pub fn with_auth(mut self, auth: DownstreamAuth) -> Self {
-        self.sign_in = auth.sign_in().cloned();
+        self.downstream = self.downstream.with_auth(&auth);
         self
     }
 
@@ -141,7 +141,7 @@ impl Dispatcher {
     /// server (the session's own connection when it signed in to it), or a workflow here.
     async fn dispatch(
         registry: Arc<Registry>,
-        sign_in: Option<Arc<SignInService>>,
+        downstream: DownstreamTools,
         in_process: ToolRouter,
         workflows: Option<Arc<BoxToolService>>,
         call: ToolCall,
@@ -166,57 +166,9 @@ impl Dispatcher {
                 })?;
                 BoxToolService::clone(&workflows).oneshot(call).await
             }
-            _ => {
-                let (server, tool, arguments) = downstream_route(entry, call.arguments, &call.name)?;
-                if let Some(sign_in) = &sign_in {
-                    sign_in.prepare_call(&registry, &call.ctx, &server).await?;
-                }
-                let conn = registry.connection_for(&call.ctx.session, &server).ok_or_else(|| {
-                    ToolError::ServerUnavailable {
-                        server: server.clone(),
-                        reason: registry
-                            .server(&server)
-                            .map_or_else(|| "not defined".to_owned(), |s| s.runtime.state.to_string()),
-                    }
-                })?;
-                conn.call_tool(&tool, arguments, &call.ctx).await
-            }
+            _ => downstream.call_entry(entry, call).await,
         }
     }
-}
-
-/// The server and server-side tool name a downstream entry routes to, and the arguments to send:
-/// a family's tool takes its instance from the instance argument, which is removed.
-fn downstream_route(
-    entry: &ToolEntry,
-    mut arguments: muster_core::JsonObject,
-    name: &str,
-) -> Result<(String, String, muster_core::JsonObject), ToolError> {
-    let Some(route) = &entry.family else {
-        return Ok((
-            entry.server.clone().unwrap_or_default(),
-            entry.server_tool.clone().unwrap_or_default(),
-            arguments,
-        ));
-    };
-    let members = || route.members.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
-    let instance = match arguments.remove(&route.instance_arg) {
-        Some(serde_json::Value::String(s)) => s,
-        _ => {
-            return Err(ToolError::invalid_arguments(format!(
-                "tool {name} is provided by a family on servers {}; the \"{}\" parameter is required",
-                members(),
-                route.instance_arg
-            )));
-        }
-    };
-    let tool = route.members.get(&instance).ok_or_else(|| {
-        ToolError::invalid_arguments(format!(
-            "tool {name} is not available on server {instance:?}; available: {}",
-            members()
-        ))
-    })?;
-    Ok((instance.clone(), tool.clone(), arguments))
 }
 
 impl Service<ToolCall> for Dispatcher {
@@ -231,7 +183,7 @@ impl Service<ToolCall> for Dispatcher {
     fn call(&mut self, call: ToolCall) -> Self::Future {
         Box::pin(Self::dispatch(
             Arc::clone(&self.registry),
-            self.sign_in.clone(),
+            self.downstream.clone(),
             self.in_process.clone(),
             self.workflows.clone(),
             call,
@@ -253,8 +205,8 @@ mod tests {
         let registry =
             Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), Default::default()).expect("a registry");
         let dispatch = Dispatcher::dispatch(
-            registry,
-            None,
+            Arc::clone(&registry),
+            DownstreamTools::new(registry),
             ToolRouter::new(),
             None,
             ToolCall::new("x_a_b", JsonObject::new(), CallContext::default()),

@@ -16,7 +16,7 @@
 //!                                          get_resource/get_prompt over the session's connections
 //! ToolCall    MetricsLayer                 metrics: counts and spans, refusals too
 //!             ToolsetLayer                 muster_catalog::toolset
-//!             Dispatcher::with_auth        dispatch: downstream connections,
+//!             Dispatcher::with_auth        dispatch: DownstreamTools (the servers' connections),
 //!                                          GatewayWorkflows (workflows: muster_workflow's
 //!                                          engine, runs recorded and counted), and the
 //!                                          tools run in process: CoreTools (core_tools, with
