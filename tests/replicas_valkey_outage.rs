@@ -9,7 +9,12 @@
 //! grant whose used refresh token is presented again: a transport session's grant is refreshed
 //! on its replica while Valkey is down, and written back once it is back (Valkey keeps its data
 //! across this restart), so the next refresh through Valkey is no replay; a person's grant
-//! (`grantScope: subject`) is not refreshed without Valkey, and its call fails naming the store.
+//! (`grantScope: subject`) whose refresh token rotates is not refreshed without Valkey, and its
+//! call fails naming the store.
+//!
+//! A person's grant at a provider that does not rotate refresh tokens (learnt from a refresh
+//! through Valkey) is refreshed on each replica that uses it while Valkey is down; once it is
+//! back the first write-back lands, the other is dropped, and refreshes through Valkey go on.
 //!
 //! Needs `redis-server` (Debian package) and the oidc-provider of `npm ci`; skipped without
 //! redis-server, failed under `CI=true`.
@@ -30,7 +35,7 @@ use common::{
     signin::core,
     valkey::ValkeyServer,
 };
-use muster::core::config::MusterConfig;
+use muster::core::{config::MusterConfig, crd::MCPServer};
 use rmcp::{RoleClient, service::RunningService};
 use serde_json::json;
 
@@ -141,11 +146,32 @@ fn only_grant_generation(valkey: &ValkeyServer, prefix: &str) -> String {
     String::from_utf8(generation.concat()).expect("a number")
 }
 
+/// Whether the generation of the one grant Valkey holds under `prefix` moves on from `before`
+/// within 20 s.
+async fn generation_moves_on(valkey: &ValkeyServer, prefix: &str, before: &str) -> bool {
+    eventually(20, || async { only_grant_generation(valkey, prefix) != before }).await
+}
+
 /// The `Authorization` of the last call of `whoami` `server` received.
 fn last_authorization(server: &ScriptedServer) -> String {
     let headers = server.headers_of("whoami");
     let last = headers.last().expect("a call");
     last.get("authorization").cloned().expect("a bearer")
+}
+
+/// A server `shared` behind `idp` whose `whoami` answers "you are in too", and its MCPServer,
+/// signed in to with a person's grant (`grantScope: subject`).
+async fn persons_server(idp: &OidcProvider) -> (ScriptedServer, MCPServer) {
+    let shared = ScriptedServer::builder()
+        .tool("whoami", true, |_| Ok(json!("you are in too")))
+        .serve_protected(idp.issuer())
+        .await;
+    let mut persons = remote("shared", &shared.url);
+    persons.spec.auth = Some(
+        serde_json::from_value(json!({"authorizationServer": {"issuer": idp.issuer(), "grantScope": "subject"}}))
+            .expect("an auth block"),
+    );
+    (shared, persons)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,15 +182,7 @@ async fn a_sessions_grant_is_refreshed_on_its_replica_while_valkey_is_down_and_w
     let Some(mut parts) = SignInParts::start(&[("OIDC_ACCESS_TTL", "3"), ("OIDC_ROTATE_REFRESH", "1")]).await else {
         return;
     };
-    let shared = ScriptedServer::builder()
-        .tool("whoami", true, |_| Ok(json!("you are in too")))
-        .serve_protected(parts.idp.issuer())
-        .await;
-    let mut persons = remote("shared", &shared.url);
-    persons.spec.auth = Some(
-        serde_json::from_value(json!({"authorizationServer": {"issuer": parts.idp.issuer(), "grantScope": "subject"}}))
-            .expect("an auth block"),
-    );
+    let (_shared, persons) = persons_server(&parts.idp).await;
     // One replica without the front door (its sessions own their grants), one behind it for a
     // person's grant, each under a prefix of its own in the one Valkey.
     let (session_port, person_port) = (free_port(), free_port());
@@ -243,10 +261,7 @@ async fn a_sessions_grant_is_refreshed_on_its_replica_while_valkey_is_down_and_w
     // Valkey is back, with what it held: the refreshed grant is written over the one it was
     // refreshed from (nothing else writes it meanwhile), without a call.
     parts.valkey.restart();
-    let written = eventually(20, || async {
-        only_grant_generation(&parts.valkey, "sessions:") != generation_before
-    })
-    .await;
+    let written = generation_moves_on(&parts.valkey, "sessions:", &generation_before).await;
     assert!(written, "the session's refreshed grant is written back to valkey");
     // It carries the rotated refresh token: the next refresh, from the grant in Valkey, is no
     // replay (a replay would revoke the grant and fail the call).
@@ -271,4 +286,104 @@ async fn a_sessions_grant_is_refreshed_on_its_replica_while_valkey_is_down_and_w
     }
     sessions.stop().await;
     people.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persons_grant_that_does_not_rotate_is_refreshed_on_every_replica_while_valkey_is_down() {
+    // Access tokens for 3 s: every call refreshes the grant (a minute's margin), and a token is
+    // expired 3 s after its refresh. Refresh tokens do not rotate (not even the gateway's public
+    // client's, which oidc-provider rotates by default).
+    let Some(mut parts) = SignInParts::start(&[("OIDC_ACCESS_TTL", "3"), ("OIDC_ROTATE_REFRESH", "0")]).await else {
+        return;
+    };
+    let (shared, persons) = persons_server(&parts.idp).await;
+    // Two replicas behind the front door under one prefix, with the public URL of the first: the
+    // person's token is for it, and valid on both.
+    let ports = [free_port(), free_port()];
+    let public = format!("http://127.0.0.1:{}", ports[0]);
+    let aggregator = front_door_on_valkey(&public, parts.idp.issuer(), &parts.valkey, &parts.key_file, "rotation:");
+    let mut replicas = Vec::new();
+    for (i, port) in ports.into_iter().enumerate() {
+        let config = MusterConfig::default().with_aggregator(aggregator.clone());
+        replicas.push(InProcessReplica::start(&format!("r{}", i + 1), port, config, vec![persons.clone()]).await);
+    }
+    let bearer = parts.idp.token_for(&format!("{public}/mcp"), "grace").await;
+    let mut clients = Vec::new();
+    for replica in &replicas {
+        clients.push(connect(&replica.mcp(), &[], Some(bearer.clone())).await);
+    }
+    sign_in_through(&clients[0], "shared", &parts.idp, "grace").await;
+    // A call on each replica refreshes the grant through Valkey: it answers the same refresh
+    // token (or none), so the grant is known not to rotate, and each replica holds it.
+    for client in &clients {
+        let called = eventually(10, || async {
+            core(client, "x_shared_whoami", json!({})).await == (false, json!("you are in too"))
+        })
+        .await;
+        assert!(called, "the person's grant is used on each replica");
+    }
+    let (refreshed_before, refused) = parts.idp.token_requests("refresh_token");
+    assert!(refreshed_before >= 2 && refused == 0, "each call refreshed the grant");
+    let generation_before = only_grant_generation(&parts.valkey, "rotation:");
+
+    // Valkey goes away, and the access tokens expire: a call on each replica refreshes the
+    // grant there, with the one refresh token.
+    parts.valkey.stop_keeping_data();
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    for (r, client) in clients.iter().enumerate() {
+        let bearer_before = last_authorization(&shared);
+        let (failed, answer) = core(client, "x_shared_whoami", json!({})).await;
+        assert!(
+            !failed && answer == json!("you are in too"),
+            "replica {}: {answer}",
+            r + 1
+        );
+        assert_ne!(
+            last_authorization(&shared),
+            bearer_before,
+            "replica {}'s call carried a token refreshed during the outage",
+            r + 1
+        );
+    }
+    assert_eq!(
+        parts.idp.token_requests("refresh_token"),
+        (refreshed_before + 2, 0),
+        "refreshed on each replica, once"
+    );
+
+    // Valkey is back, with what it held: one replica's refresh is written back (the other's is
+    // dropped, its replica reading Valkey's grant), without a call.
+    parts.valkey.restart();
+    let written = generation_moves_on(&parts.valkey, "rotation:", &generation_before).await;
+    assert!(written, "a refreshed grant is written back to valkey");
+    let generation_written = only_grant_generation(&parts.valkey, "rotation:");
+    // Later refreshes go through Valkey again, on each replica (a new bearer: the first may be
+    // past the front door's leeway by now).
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let refreshed_during = parts.idp.token_requests("refresh_token").0;
+    let bearer = parts.idp.token_for(&format!("{public}/mcp"), "grace").await;
+    for (r, replica) in replicas.iter().enumerate() {
+        let client = connect(&replica.mcp(), &[], Some(bearer.clone())).await;
+        let called = eventually(10, || async {
+            core(&client, "x_shared_whoami", json!({})).await == (false, json!("you are in too"))
+        })
+        .await;
+        assert!(called, "replica {}: the grant is refreshed once valkey is back", r + 1);
+        let _ = client.cancel().await;
+    }
+    let (refreshed, refused) = parts.idp.token_requests("refresh_token");
+    assert!(refreshed > refreshed_during, "refreshed through valkey: {refreshed}");
+    assert_eq!(refused, 0);
+    assert_ne!(
+        only_grant_generation(&parts.valkey, "rotation:"),
+        generation_written,
+        "the later refreshes are kept in valkey"
+    );
+
+    for client in clients {
+        let _ = client.cancel().await;
+    }
+    for replica in &mut replicas {
+        replica.stop().await;
+    }
 }

@@ -18,8 +18,9 @@
 //!   grants, sign-in attempts, refreshes in flight, exchanged tokens): [`state::SignInStore`],
 //!   in memory by default ([`state::MemorySignInStore`]), in Valkey for replicas
 //!   (`state::ValkeyStore`, feature `valkey`), or in a store of the embedder's; over a store
-//!   across the network, [`state::SessionGrantFallback`] keeps a transport session's grant usable
-//!   and refreshable on its replica while that store is away.
+//!   across the network, [`state::SessionGrantFallback`] keeps a transport session's grant (and a
+//!   person's whose refresh token does not rotate) usable and refreshable on the replica while
+//!   that store is away.
 //!
 //! - [`issuers`]: one description per authorization server: the MCPServers that pin the same
 //!   issuer share its sign-in, so they must describe it alike; the conflicts when they do not.

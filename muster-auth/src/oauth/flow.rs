@@ -261,6 +261,7 @@ impl PendingSignIn {
             revocation_endpoint: request.metadata.revocation_endpoint.clone(),
             client: request.client.clone(),
             resource: request.resource.clone(),
+            rotates_refresh_tokens: None,
         }
         .updated(&response, Utc::now());
         Ok(CompletedSignIn {

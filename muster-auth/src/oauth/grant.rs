@@ -43,6 +43,13 @@ pub struct Grant {
     pub client: ClientRegistration,
     /// The resource (RFC 8707) it was granted for.
     pub resource: String,
+    /// Whether its authorization server rotates its refresh token (answers a refresh with a
+    /// new one), as learnt from its refreshes: `None` until it was refreshed, `Some(true)` once
+    /// a refresh answered a different refresh token (and from then on), `Some(false)` while
+    /// every refresh answered none or the same one. Only a grant that is known not to rotate
+    /// is refreshed on one replica while the others use it too (see
+    /// [`SessionGrantFallback`](crate::state::SessionGrantFallback)).
+    pub rotates_refresh_tokens: Option<bool>,
 }
 
 impl Grant {
@@ -84,7 +91,10 @@ impl Grant {
             .request_async(&http.oauth2_client(TOKEN_ENDPOINT))
             .await
             .map_err(|e| oauth2_failure(TOKEN_ENDPOINT, &self.token_endpoint, e))?;
-        Ok(self.clone().updated(&response, Utc::now()))
+        let rotated = rotated(self.refresh_token.as_ref(), response.refresh_token());
+        let mut refreshed = self.clone().updated(&response, Utc::now());
+        refreshed.rotates_refresh_tokens = Some(self.rotates_refresh_tokens == Some(true) || rotated);
+        Ok(refreshed)
     }
 
     /// Revokes the grant at the authorization server (RFC 7009): the refresh token when there
@@ -107,6 +117,12 @@ impl Grant {
         .await?;
         Ok(true)
     }
+}
+
+/// Whether a refresh with refresh token `sent` that answered `answered` rotated it: a different
+/// refresh token came back (none, or the same one, is no rotation).
+fn rotated(sent: Option<&Secret>, answered: Option<&RefreshToken>) -> bool {
+    answered.is_some_and(|new| !sent.is_some_and(|old| old.matches(new.secret())))
 }
 
 #[cfg(test)]

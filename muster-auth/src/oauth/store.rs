@@ -48,6 +48,7 @@
 //!     revocation_endpoint: None,
 //!     client: ClientRegistration::pre_registered("muster", None),
 //!     resource: "https://mcp.example.com/mcp".to_owned(),
+//!     rotates_refresh_tokens: None,
 //! };
 //! let store = EncryptedGrantStore::open(dir.path(), key.clone())?;
 //! store.save("session-1", "github", &grant)?;

@@ -111,6 +111,7 @@ pub fn sample_grant(token: &str) -> Grant {
         revocation_endpoint: None,
         client: ClientRegistration::pre_registered("muster", None),
         resource: "https://github.example.com/mcp".to_owned(),
+        rotates_refresh_tokens: None,
     }
 }
 

@@ -26,8 +26,9 @@
 //! Valkey or Redis, for replicas. Another store is checked against the same rules with
 //! `contract::check` (feature `test-util`). When a sign-in completes on a replica that does not
 //! hold the session that asked, [`SignInNotices`] tells the one that does. [`SessionGrantFallback`]
-//! wraps a store across the network so that a transport session's grant is still used, and
-//! refreshed, while that store cannot be reached.
+//! wraps a store across the network so that a transport session's grant (and a person's whose
+//! refresh token does not rotate) is still used, and refreshed, while that store cannot be
+//! reached.
 //!
 //! A state is used once: of the callers that take it, concurrently or not, one gets it.
 //!

@@ -373,8 +373,9 @@ impl SignInService {
     /// What a call of `ctx`'s session to `server` does when the grants cannot be read (the
     /// store failed with `error`): it goes on with the session's connection, unless the access
     /// token that connection carries has expired, since renewing it needs the store. (A
-    /// transport session's grant is still read, and refreshed, while Valkey is away: see
-    /// [`SessionGrantFallback`](muster_auth::state::SessionGrantFallback); a person's is not.)
+    /// transport session's grant, and a person's or principal's whose refresh token is known not
+    /// to rotate, is still read, and refreshed, while Valkey is away: see
+    /// [`SessionGrantFallback`](muster_auth::state::SessionGrantFallback); any other is not.)
     fn without_store(&self, ctx: &CallContext, server: &str, error: &SignInStoreError) -> Result<(), ToolError> {
         let expired = self
             .connections

@@ -1,8 +1,9 @@
 //! The sign-in state store `config.yaml` asks for (`aggregator.oauth.server.storage`): in memory
 //! (with people's grants in the encrypted `grantStore`, when configured), or in Valkey, shared by
 //! replicas, its secrets sealed with the key of `encryptionKeyFile`, behind a
-//! [`SessionGrantFallback`] (transport sessions' grants are used and refreshed on their replica
-//! while Valkey is away, and written back when it returns).
+//! [`SessionGrantFallback`] (transport sessions' grants, and people's and principals' grants
+//! whose refresh token is known not to rotate, are used and refreshed on the replica while
+//! Valkey is away, and written back when it returns).
 
 use std::{path::Path, sync::Arc};
 

@@ -164,6 +164,7 @@ fn grant(base: &str, client: ClientRegistration) -> Grant {
         revocation_endpoint: Some(format!("{base}/revoke")),
         client,
         resource: "https://mcp.example.com/mcp".into(),
+        rotates_refresh_tokens: None,
     }
 }
 
@@ -201,6 +202,7 @@ async fn a_public_client_exchanges_the_code_with_its_verifier_callback_and_resou
     let grant = done.grant;
     assert!(grant.access_token.matches("new-access"));
     assert!(grant.refresh_token.as_ref().is_some_and(|r| r.matches("new-refresh")));
+    assert_eq!(grant.rotates_refresh_tokens, None, "not known before a refresh");
     assert_eq!(grant.scope.as_deref(), Some("repo read:org"));
     assert_eq!(grant.resource, "https://mcp.example.com/mcp");
     let expires_at = grant.expires_at.expect("expires_in was given");
@@ -250,6 +252,38 @@ async fn a_refresh_answer_without_scope_or_expiry_keeps_the_scope_and_expires_ne
     assert_eq!(refreshed.scope.as_deref(), Some("repo"));
     assert_eq!(refreshed.expires_at, None);
     assert!(refreshed.refresh_token.as_ref().is_some_and(|r| r.matches("rotated")));
+}
+
+#[tokio::test]
+async fn a_refresh_learns_whether_the_provider_rotates_the_refresh_token() {
+    let (mock, base) = serve(tokens("new-access", None)).await;
+    let http = OAuthHttp::new();
+    let mut refreshed = grant(&base, ClientRegistration::pre_registered("muster", None));
+    assert_eq!(refreshed.rotates_refresh_tokens, None, "not known before a refresh");
+    for (answered, learnt, why) in [
+        (None, Some(false), "no refresh token answered"),
+        (Some("old-refresh"), Some(false), "the same refresh token answered"),
+        (
+            Some("rotated-refresh"),
+            Some(true),
+            "a different refresh token answered",
+        ),
+        (
+            Some("rotated-refresh"),
+            Some(true),
+            "once seen rotating, a grant is taken to rotate",
+        ),
+    ] {
+        mock.answer(tokens("new-access", answered));
+        refreshed = refreshed.refresh(&http).await.expect("refreshed");
+        assert_eq!(refreshed.rotates_refresh_tokens, learnt, "{why}");
+    }
+    assert!(
+        refreshed
+            .refresh_token
+            .as_ref()
+            .is_some_and(|r| r.matches("rotated-refresh"))
+    );
 }
 
 #[tokio::test]

@@ -31,6 +31,9 @@ pub(crate) struct GrantRecord {
     revocation_endpoint: Option<String>,
     client: ClientRecord,
     resource: String,
+    /// Added after the first records were sealed: a record without it opens as not known yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rotates_refresh_tokens: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -53,6 +56,7 @@ impl From<&Grant> for GrantRecord {
             revocation_endpoint,
             client,
             resource,
+            rotates_refresh_tokens,
         } = grant;
         Self {
             access_token: access_token.expose().to_owned(),
@@ -64,6 +68,7 @@ impl From<&Grant> for GrantRecord {
             revocation_endpoint: revocation_endpoint.clone(),
             client: ClientRecord::from(client),
             resource: resource.clone(),
+            rotates_refresh_tokens: *rotates_refresh_tokens,
         }
     }
 }
@@ -80,6 +85,7 @@ impl From<GrantRecord> for Grant {
             revocation_endpoint: record.revocation_endpoint,
             client: record.client.into(),
             resource: record.resource,
+            rotates_refresh_tokens: record.rotates_refresh_tokens,
         }
     }
 }

@@ -32,6 +32,7 @@ fn grant(token: &str) -> Grant {
             kind: RegistrationKind::Dynamic,
         },
         resource: "https://mcp.example.com/mcp".to_owned(),
+        rotates_refresh_tokens: Some(false),
     }
 }
 
@@ -101,9 +102,51 @@ fn a_saved_grant_loads_back_whole() {
     assert_eq!(grant.token_endpoint, original.token_endpoint);
     assert_eq!(grant.revocation_endpoint, original.revocation_endpoint);
     assert_eq!(grant.resource, original.resource);
+    assert_eq!(grant.rotates_refresh_tokens, Some(false));
     assert_eq!(grant.client.client_id, "muster-client");
     assert_eq!(grant.client.client_secret, original.client.client_secret);
     assert_eq!(grant.client.kind, RegistrationKind::Dynamic);
+}
+
+#[test]
+fn a_grant_sealed_before_rotation_was_learnt_opens_as_not_known_yet() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = GrantStoreKey::generate();
+    let store = store(dir.path(), &key);
+    // The record as sealed before grants learnt whether their refresh token rotates: no
+    // `rotates_refresh_tokens`.
+    let old = serde_json::json!({
+        "owner": "subject:alice",
+        "server": "github",
+        "grant": {
+            "access_token": "old-access",
+            "refresh_token": "old-refresh",
+            "expires_at": null,
+            "scope": "repo",
+            "issuer": "https://auth.example.com",
+            "token_endpoint": "https://auth.example.com/token",
+            "revocation_endpoint": null,
+            "client": {"client_id": "muster-client", "client_secret": null, "kind": "pre_registered"},
+            "resource": "https://mcp.example.com/mcp",
+        },
+    });
+    let id = FileId::of("subject:alice", "github");
+    let plaintext = serde_json::to_vec(&old).expect("json");
+    let sealed = store.sealer.seal(HEADER, &id.0, plaintext).expect("seals");
+    fs::write(store.path(&id), sealed).expect("writes");
+
+    let loaded = store.load_all().expect("loads");
+    assert_eq!(loaded.len(), 1, "the old record opens");
+    let grant = &loaded[0].grant;
+    assert!(grant.access_token.matches("old-access"));
+    assert_eq!(grant.rotates_refresh_tokens, None);
+
+    // Saved again without knowing, it keeps the old shape.
+    store.save("subject:alice", "github", grant).expect("saves");
+    let mut bytes = fs::read(store.path(&id)).expect("reads");
+    let plaintext = store.sealer.open(HEADER, &id.0, &mut bytes).expect("opens");
+    let record: serde_json::Value = serde_json::from_slice(plaintext).expect("json");
+    assert_eq!(record, old);
 }
 
 #[test]

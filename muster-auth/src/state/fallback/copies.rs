@@ -1,4 +1,4 @@
-//! [`Copies`]: the last-known copies of transport sessions' grants a
+//! [`Copies`]: the last-known copies of grants a
 //! [`SessionGrantFallback`](super::SessionGrantFallback) keeps, by owner and server, at most
 //! `capacity` of them; and which of them were changed here and wait to be written back.
 
@@ -126,19 +126,23 @@ impl Copies {
         servers
     }
 
-    /// The store answered `held` for `key`: kept, unless a change of this process waits to be
-    /// written back, which is newer; what the caller gets.
-    pub(super) fn read(&mut self, key: GrantKey, held: HeldGrant) -> HeldGrant {
+    /// The store answered `held` for `key`: kept when `copied` (else any copy goes), unless a
+    /// change of this process waits to be written back, which is newer; what the caller gets.
+    pub(super) fn read(&mut self, key: GrantKey, held: HeldGrant, copied: bool) -> HeldGrant {
         if let Some(newer) = self.unsynced(&key) {
             return newer;
         }
-        self.keep(key, held.clone());
+        self.written(key, held.clone(), copied);
         held
     }
 
-    /// The store kept `held` for `key`: the copy, whatever it was.
-    pub(super) fn written(&mut self, key: GrantKey, held: HeldGrant) {
-        self.keep(key, held);
+    /// The store kept `held` for `key`: the copy, whatever it was, when `copied`; else no copy.
+    pub(super) fn written(&mut self, key: GrantKey, held: HeldGrant, copied: bool) {
+        if copied {
+            self.keep(key, held);
+        } else {
+            self.entries.remove(&key);
+        }
     }
 
     fn keep(&mut self, key: GrantKey, held: HeldGrant) {
@@ -175,7 +179,7 @@ impl Copies {
                 tracing::warn!(
                     server = key.1,
                     capacity = self.capacity,
-                    "a session's grant refreshed here is dropped before it was written back: every kept copy waits"
+                    "a grant refreshed here is dropped before it was written back: every kept copy waits"
                 );
             }
             self.entries.remove(&key);

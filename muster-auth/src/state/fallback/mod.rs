@@ -1,21 +1,29 @@
 //! [`SessionGrantFallback`]: a [`SignInStore`] over another one across the network (Valkey, for
-//! replicas) that keeps this process's last-known copy of each transport session's grant, so
-//! that while that store cannot be reached a session's grant is still used, and refreshed, here,
-//! and written back once the store answers again.
+//! replicas) that keeps this process's last-known copy of the grants it may refresh alone, so
+//! that while that store cannot be reached such a grant is still used, and refreshed, here, and
+//! written back once the store answers again.
 //!
-//! Only a transport session's grants (owners that are not [durable](super::is_durable_owner)):
-//! a sessionful client stays on the replica that holds its session, so no other process uses
-//! that grant, and refreshing it here replays no refresh token. A person's or a principal's
-//! grant is used by every replica: refreshed here while the store is away, another replica could
-//! replay the refresh token this refresh rotated, and a provider that rotates refresh tokens
-//! revokes the grant when one is replayed. Their operations go to the store as they are, and
-//! fail while it is away ([`Unavailable`](super::SignInStoreError::Unavailable), naming the
-//! store).
+//! What it keeps a copy of, and why rotation decides it:
 //!
-//! For a transport session's grant:
+//! - a transport session's grant (an owner that is not [durable](super::is_durable_owner)),
+//!   always: a sessionful client stays on the replica that holds its session, so no other
+//!   process uses that grant, and refreshing it here replays no refresh token;
+//! - a person's (`grantScope: subject`) or a principal's grant only while its authorization
+//!   server is known *not* to rotate its refresh token
+//!   ([`Grant::rotates_refresh_tokens`] is `Some(false)`: its refreshes answered no refresh
+//!   token, or the same one). Such a grant is used by every replica, and during an outage each
+//!   may refresh it with the same refresh token. A provider that rotates refresh tokens spends
+//!   one at its first use and revokes the whole grant when it is used again, so two replicas
+//!   refreshing a rotating grant apart would sign the person out; a provider that does not
+//!   rotate answers both, and every token either refresh got stays valid. A durable grant never
+//!   refreshed yet (`None`: not known) or known to rotate (`Some(true)`, kept once seen) gets no
+//!   copy: its operations go to the store, and fail while it is away
+//!   ([`Unavailable`](super::SignInStoreError::Unavailable), naming the store), as before.
+//!
+//! For a grant it keeps a copy of:
 //!
 //! - every operation goes to the store first; a grant this process reads or writes is copied;
-//! - when the store fails, the copy answers: the grant (and the servers the session holds
+//! - when the store fails, the copy answers: the grant (and the servers its owner holds
 //!   copies for), and the refresh guard is one refresh of the grant at a time in this process
 //!   (always held, before the store's: two refreshes here never overlap either way);
 //! - a grant put while the store fails (a refresh: a sign-in needs the store to take its
@@ -26,14 +34,21 @@
 //!   started from: it lands (the copy takes the store's new generation) unless a new sign-in
 //!   replaced or removed that grant meanwhile, and then the copy is dropped; both logged at info.
 //!   It is tried on the next read of the grant, and by a task in the background (from 250 ms,
-//!   doubling up to every 5 s) that any operation the store answers wakes;
+//!   doubling up to every 5 s) that any operation the store answers wakes. Several replicas
+//!   may each have refreshed a person's grant while the store was away: the first write-back
+//!   lands, the others find the store's generation moved on and are dropped (their tokens stay
+//!   valid at a provider that does not rotate), and those replicas read the store's grant from
+//!   then on;
 //! - a copy goes when its grant is removed (a sign-out, a refused refresh, the end of its
 //!   session: the gateway removes an ended session's grants), when the store says the grant is
-//!   gone, and past [`SessionGrantFallback::with_capacity`] copies (10,000 by default) the least
-//!   recently used goes, a written one first.
+//!   gone, when the store answers a grant that is not to be copied (a person's grant whose
+//!   refresh turned out to rotate), and past [`SessionGrantFallback::with_capacity`] copies
+//!   (10,000 by default) the least recently used goes, a written one first.
 //!
 //! A connection opened with an unsynced copy reconnects once after the write-back, since the
-//! generation changes.
+//! generation changes. A person's grant refreshed here that answers a *different* refresh
+//! token (its provider began rotating) is still kept and written back, logged at warn: the
+//! refresh token it replaced may be spent already.
 //!
 //! ```
 //! use muster_auth::state::{MemorySignInStore, SessionGrantFallback, SignInStore};
@@ -78,8 +93,9 @@ const LOCAL_GENERATIONS: u64 = 1 << 63;
 const FIRST_RETRY: Duration = Duration::from_millis(250);
 const LONGEST_RETRY: Duration = Duration::from_secs(5);
 
-/// A [`SignInStore`] over `S` that keeps transport sessions' grants usable, and refreshable,
-/// in this process while `S` cannot be reached. See the [module docs](self).
+/// A [`SignInStore`] over `S` that keeps transport sessions' grants, and persons' and
+/// principals' grants whose refresh token does not rotate, usable and refreshable in this
+/// process while `S` cannot be reached. See the [module docs](self).
 pub struct SessionGrantFallback<S> {
     shared: Arc<Shared<S>>,
 }
@@ -107,8 +123,16 @@ fn key(owner: &str, server: &str) -> GrantKey {
     (owner.to_owned(), server.to_owned())
 }
 
+/// Whether this process keeps a copy of `owner`'s `grant`: a transport session's always; a
+/// person's or a principal's only while its authorization server is known not to rotate its
+/// refresh token (see the [module docs](self)).
+fn copied(owner: &str, grant: &Grant) -> bool {
+    !is_durable_owner(owner) || grant.rotates_refresh_tokens == Some(false)
+}
+
 impl<S: SignInStore + 'static> SessionGrantFallback<S> {
-    /// `store`, with transport sessions' grants copied here for when it cannot be reached.
+    /// `store`, with the grants this process may refresh alone copied here for when it cannot be
+    /// reached.
     pub fn new(store: S) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -171,12 +195,13 @@ impl<S: SignInStore + 'static> Shared<S> {
         match &written {
             Written::Landed(_) => tracing::info!(
                 server,
-                "a session's grant refreshed while the sign-in state store was unavailable is written back to it"
+                "a grant refreshed while the sign-in state store was unavailable is written back to it"
             ),
             Written::Dropped => tracing::info!(
                 server,
-                "a session's grant refreshed while the sign-in state store was unavailable is dropped: \
-                 the grant it was refreshed from was replaced (a new sign-in) or removed meanwhile"
+                "a grant refreshed while the sign-in state store was unavailable is dropped, and the store's \
+                 is read from now on: the grant it was refreshed from was replaced meanwhile (a new sign-in, \
+                 or another replica's refresh written back first) or removed"
             ),
             Written::Elsewhere => {}
         }
@@ -275,9 +300,6 @@ impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
 
     async fn grant(&self, owner: &str, server: &str) -> Result<Option<HeldGrant>> {
         let shared = &self.shared;
-        if is_durable_owner(owner) {
-            return shared.answered(shared.store.grant(owner, server).await);
-        }
         let key = key(owner, server);
         if shared.copies().is_unsynced(&key) {
             match shared.write_back(owner, server).await {
@@ -294,7 +316,8 @@ impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
         }
         match shared.store.grant(owner, server).await {
             Ok(Some(held)) => {
-                let held = shared.copies().read(key, held);
+                let copied = copied(owner, &held.grant);
+                let held = shared.copies().read(key, held, copied);
                 shared.answered(Ok(Some(held)))
             }
             Ok(None) => {
@@ -304,7 +327,7 @@ impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
             Err(e) => {
                 let copy = shared.copies().get(&key);
                 if copy.is_some() {
-                    tracing::debug!(server, error = %e, "a session's grant is read from this process's copy");
+                    tracing::debug!(server, error = %e, "a grant is read from this process's copy");
                     return Ok(copy);
                 }
                 Err(e)
@@ -314,26 +337,35 @@ impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
 
     async fn put_grant(&self, owner: &str, server: &str, grant: Grant) -> Result<u64> {
         let shared = &self.shared;
-        if is_durable_owner(owner) {
-            return shared.answered(shared.store.put_grant(owner, server, grant).await);
-        }
         let key = key(owner, server);
         match shared.store.put_grant(owner, server, grant.clone()).await {
             Ok(generation) => {
-                shared.copies().written(key, HeldGrant { grant, generation });
+                let copied = copied(owner, &grant);
+                shared.copies().written(key, HeldGrant { grant, generation }, copied);
                 shared.answered(Ok(generation))
             }
             Err(e) => {
                 let generation = LOCAL_GENERATIONS | (shared.next_local.fetch_add(1, Ordering::Relaxed) + 1);
+                let rotates = grant.rotates_refresh_tokens != Some(false);
                 if !shared.copies().changed_here(&key, grant, generation) {
                     return Err(e);
                 }
                 tracing::warn!(
                     server,
                     error = %e,
-                    "a session's grant is refreshed in this process while the sign-in state store is unavailable; \
+                    durable = is_durable_owner(owner),
+                    "a grant is refreshed in this process while the sign-in state store is unavailable; \
                      it is kept here and written back once the store answers"
                 );
+                if rotates && is_durable_owner(owner) {
+                    // Known not to rotate when this refresh began: the provider changed its mind.
+                    // The answer is kept (the refresh token it replaced may be spent already).
+                    tracing::warn!(
+                        server,
+                        "a grant other replicas use answered a rotated refresh token while the sign-in state \
+                         store is unavailable; a refresh elsewhere may replay the one it replaced"
+                    );
+                }
                 self.retry_in_background();
                 Ok(generation)
             }
@@ -342,16 +374,16 @@ impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
 
     async fn replace_grant(&self, owner: &str, server: &str, generation: u64, grant: Grant) -> Result<Option<u64>> {
         let shared = &self.shared;
-        if is_durable_owner(owner) {
-            return shared.answered(shared.store.replace_grant(owner, server, generation, grant).await);
-        }
         let key = key(owner, server);
         let replaced = shared
             .store
             .replace_grant(owner, server, generation, grant.clone())
             .await?;
         match replaced {
-            Some(generation) => shared.copies().written(key, HeldGrant { grant, generation }),
+            Some(generation) => {
+                let copied = copied(owner, &grant);
+                shared.copies().written(key, HeldGrant { grant, generation }, copied);
+            }
             None => shared.copies().gone(&key),
         }
         shared.answered(Ok(replaced))
@@ -359,9 +391,6 @@ impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
 
     async fn remove_grant(&self, owner: &str, server: &str) -> Result<Option<Grant>> {
         let shared = &self.shared;
-        if is_durable_owner(owner) {
-            return shared.answered(shared.store.remove_grant(owner, server).await);
-        }
         let key = key(owner, server);
         shared.copies().remove(&key);
         let removed = shared.store.remove_grant(owner, server).await;
@@ -373,7 +402,7 @@ impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
     async fn servers_of(&self, owner: &str) -> Result<Vec<String>> {
         let shared = &self.shared;
         match shared.store.servers_of(owner).await {
-            Err(e) if !is_durable_owner(owner) => {
+            Err(e) => {
                 let servers = shared.copies().servers_of(owner);
                 if servers.is_empty() { Err(e) } else { Ok(servers) }
             }
@@ -388,9 +417,6 @@ impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
 
     async fn refresh_guard(&self, owner: &str, server: &str) -> Result<RefreshGuard> {
         let shared = &self.shared;
-        if is_durable_owner(owner) {
-            return shared.answered(shared.store.refresh_guard(owner, server).await);
-        }
         let key = key(owner, server);
         let here = shared.refreshing.lock(key.clone()).await;
         let e = match shared.store.refresh_guard(owner, server).await {
@@ -401,7 +427,7 @@ impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
         if !known {
             return Err(e);
         }
-        tracing::debug!(server, error = %e, "a session's grant is refreshed one at a time in this process");
+        tracing::debug!(server, error = %e, "a grant is refreshed one at a time in this process");
         Ok(here)
     }
 

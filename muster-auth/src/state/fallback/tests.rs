@@ -13,9 +13,10 @@ use crate::state::{MemorySignInStore, SignInStoreError, contract};
 
 /// A memory store that can be made unavailable, as a store across the network is when it cannot
 /// be reached.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Flaky {
-    store: MemorySignInStore,
+    /// Shared by the clones: replicas of one store.
+    store: Arc<MemorySignInStore>,
     down: Arc<AtomicBool>,
 }
 
@@ -134,6 +135,30 @@ async fn signed_in_then_away() -> (SessionGrantFallback<Flaky>, Arc<AtomicBool>,
     (store, down, signed_in)
 }
 
+/// Two fallbacks over one flaky store, as two replicas over one Valkey, and its switch.
+fn replicas() -> (
+    SessionGrantFallback<Flaky>,
+    SessionGrantFallback<Flaky>,
+    Arc<AtomicBool>,
+) {
+    let flaky = Flaky::default();
+    let down = Arc::clone(&flaky.down);
+    (
+        SessionGrantFallback::new(flaky.clone()),
+        SessionGrantFallback::new(flaky),
+        down,
+    )
+}
+
+/// A sample grant with access token `token` whose refresh token is known to rotate or not
+/// (`None`: not known yet).
+fn rotating(token: &str, rotates: Option<bool>) -> Grant {
+    Grant {
+        rotates_refresh_tokens: rotates,
+        ..contract::sample_grant(token)
+    }
+}
+
 fn token(held: &HeldGrant) -> &str {
     held.grant.access_token.expose()
 }
@@ -143,26 +168,30 @@ async fn the_fallback_keeps_the_contract_while_its_store_answers() {
     contract::check(&SessionGrantFallback::new(MemorySignInStore::new())).await;
 }
 
-#[tokio::test]
-async fn a_sessions_grant_is_refreshed_here_while_the_store_is_away_and_written_back_on_the_next_read() {
-    let (store, down, signed_in) = signed_in_then_away().await;
+/// `owner`'s grant for github (`grant` makes it from an access token) is read, listed and
+/// refreshed from this process's copy while the store is away, and written back on its next
+/// read once the store answers.
+async fn refreshed_here_while_away_and_written_back_on_the_next_read(owner: &str, grant: fn(&str) -> Grant) {
+    let (store, down) = fallback();
+    let signed_in = store.put_grant(owner, "github", grant("t1")).await.expect("put");
+    down.store(true, Ordering::SeqCst);
 
     let held = store
-        .grant("s1", "github")
+        .grant(owner, "github")
         .await
         .expect("the copy answers")
         .expect("held");
-    assert_eq!((token(&held), held.generation), ("t1", signed_in));
-    assert_eq!(store.servers_of("s1").await.expect("the copies answer"), ["github"]);
-    let guard = store.refresh_guard("s1", "github").await.expect("one refresh here");
-    let refreshed = put(&store, "s1", "github", "t2").await.expect("kept here");
+    assert_eq!((token(&held), held.generation), ("t1", signed_in), "{owner}");
+    assert_eq!(store.servers_of(owner).await.expect("the copies answer"), ["github"]);
+    let guard = store.refresh_guard(owner, "github").await.expect("one refresh here");
+    let refreshed = store.put_grant(owner, "github", grant("t2")).await.expect("kept here");
     drop(guard);
     assert!(
         refreshed != signed_in && refreshed & LOCAL_GENERATIONS != 0,
         "a generation of this process"
     );
     let held = store
-        .grant("s1", "github")
+        .grant(owner, "github")
         .await
         .expect("the copy answers")
         .expect("held");
@@ -170,18 +199,24 @@ async fn a_sessions_grant_is_refreshed_here_while_the_store_is_away_and_written_
 
     down.store(false, Ordering::SeqCst);
     assert_eq!(
-        in_store(&store, "s1", "github").await,
+        in_store(&store, owner, "github").await,
         Some(("t1".to_owned(), signed_in)),
         "not written back yet"
     );
-    let held = store.grant("s1", "github").await.expect("read").expect("held");
-    let written = in_store(&store, "s1", "github").await.expect("kept");
+    let held = store.grant(owner, "github").await.expect("read").expect("held");
+    let written = in_store(&store, owner, "github").await.expect("kept");
     assert_eq!(written.0, "t2", "the refreshed grant is written back");
     assert!(
-        written.1 != signed_in && written.1 != refreshed,
+        written.1 != signed_in && written.1 & LOCAL_GENERATIONS == 0,
         "with a new generation of the store's"
     );
     assert_eq!((token(&held), held.generation), ("t2", written.1));
+    assert!(!store.shared.copies().any_unsynced());
+}
+
+#[tokio::test]
+async fn a_sessions_grant_is_refreshed_here_while_the_store_is_away_and_written_back_on_the_next_read() {
+    refreshed_here_while_away_and_written_back_on_the_next_read("s1", contract::sample_grant).await;
 }
 
 #[tokio::test]
@@ -261,23 +296,92 @@ async fn a_write_back_is_dropped_when_a_new_sign_in_replaced_the_grant_meanwhile
 }
 
 #[tokio::test]
-async fn a_persons_grant_fails_while_the_store_is_away_naming_the_store() {
-    let (store, down) = fallback();
-    for owner in ["subject-x", "principal-1"] {
-        put(&store, owner, "github", "t1").await.expect("put");
+async fn a_persons_grant_not_known_not_to_rotate_fails_while_the_store_is_away_naming_the_store() {
+    for rotates in [None, Some(true)] {
+        let (store, down) = fallback();
+        for owner in ["subject-x", "principal-1"] {
+            let grant = rotating("t1", rotates);
+            store.put_grant(owner, "github", grant).await.expect("put");
+            store.grant(owner, "github").await.expect("read").expect("held");
+        }
+        down.store(true, Ordering::SeqCst);
+        for owner in ["subject-x", "principal-1"] {
+            let read = store
+                .grant(owner, "github")
+                .await
+                .expect_err("no copy of a person's grant that may rotate");
+            assert!(read.to_string().contains("flaky at test:1"), "{rotates:?}: {read}");
+            let guard = store.refresh_guard(owner, "github").await.map(drop);
+            assert!(guard.is_err(), "{rotates:?}: no refresh here");
+            let refreshed = store.put_grant(owner, "github", rotating("t2", rotates)).await;
+            assert!(refreshed.is_err(), "{rotates:?}: not kept here");
+            assert!(store.servers_of(owner).await.is_err());
+        }
+        assert_eq!(store.copies(), 0, "{rotates:?}");
     }
+}
+
+#[tokio::test]
+async fn a_persons_grant_known_not_to_rotate_is_refreshed_here_while_the_store_is_away_and_written_back() {
+    for owner in ["subject-x", "principal-1"] {
+        refreshed_here_while_away_and_written_back_on_the_next_read(owner, |t| rotating(t, Some(false))).await;
+    }
+}
+
+#[tokio::test]
+async fn of_two_replicas_refreshing_a_persons_grant_while_the_store_is_away_the_first_write_back_wins() {
+    let (one, two, down) = replicas();
+    let signed_in = one
+        .put_grant("subject-x", "github", rotating("t1", Some(false)))
+        .await
+        .expect("put");
+    two.grant("subject-x", "github").await.expect("read").expect("held");
     down.store(true, Ordering::SeqCst);
-    for owner in ["subject-x", "principal-1"] {
-        let read = store
-            .grant(owner, "github")
+    for (replica, refreshed) in [(&one, "one-t2"), (&two, "two-t2")] {
+        let _guard = replica.refresh_guard("subject-x", "github").await.expect("here");
+        let grant = rotating(refreshed, Some(false));
+        replica
+            .put_grant("subject-x", "github", grant)
             .await
-            .expect_err("no copy of a person's grant");
-        assert!(read.to_string().contains("flaky at test:1"), "{read}");
-        assert!(store.refresh_guard(owner, "github").await.is_err());
-        assert!(put(&store, owner, "github", "t2").await.is_err());
-        assert!(store.servers_of(owner).await.is_err());
+            .expect("kept here");
     }
+    down.store(false, Ordering::SeqCst);
+
+    let first = two.grant("subject-x", "github").await.expect("read").expect("held");
+    assert_eq!(token(&first), "two-t2", "written back first");
+    assert!(first.generation != signed_in && first.generation & LOCAL_GENERATIONS == 0);
+    let second = one.grant("subject-x", "github").await.expect("read").expect("held");
+    assert_eq!(
+        (token(&second), second.generation),
+        ("two-t2", first.generation),
+        "the later write-back is dropped, and the store's grant read instead"
+    );
+    assert!(!one.shared.copies().any_unsynced(), "nothing waits to be written back");
+    let again = one.grant("subject-x", "github").await.expect("read").expect("held");
+    assert_eq!(token(&again), "two-t2");
+    assert_eq!(
+        in_store(&one, "subject-x", "github").await.map(|s| s.0).as_deref(),
+        Some("two-t2")
+    );
+}
+
+#[tokio::test]
+async fn a_persons_grant_leaves_no_copy_once_it_rotates_or_is_signed_out() {
+    let (store, down) = fallback();
+    for owner in ["subject-x", "subject-y"] {
+        let grant = rotating("t1", Some(false));
+        store.put_grant(owner, "github", grant).await.expect("put");
+    }
+    assert_eq!(store.copies(), 2);
+    // A refresh through the store answered a new refresh token: from then on it rotates.
+    let grant = rotating("t2", Some(true));
+    store.put_grant("subject-x", "github", grant).await.expect("put");
+    store.remove_grant("subject-y", "github").await.expect("signed out");
     assert_eq!(store.copies(), 0);
+    down.store(true, Ordering::SeqCst);
+    for owner in ["subject-x", "subject-y"] {
+        assert!(store.grant(owner, "github").await.is_err(), "{owner}");
+    }
 }
 
 #[tokio::test]

@@ -41,8 +41,9 @@
 //! with the store's key (written by a gateway with another key) fails the same way, saying so.
 //! Wrapped in a [`SessionGrantFallback`](super::SessionGrantFallback), as the gateway wraps it, a
 //! transport session's grant is still used and refreshed on its replica meanwhile, and written
-//! back (`replace_grant`, only over the grant it was refreshed from) once Valkey answers; a
-//! person's or a principal's grant keeps failing, since every replica uses it.
+//! back (`replace_grant`, only over the grant it was refreshed from) once Valkey answers; so is a
+//! person's or a principal's grant whose refresh token is known not to rotate. Any other
+//! person's or principal's grant keeps failing, since every replica uses it.
 //!
 //! Make the store inside a Tokio runtime.
 //!
