@@ -18,7 +18,7 @@
 //!   grants, sign-in attempts, refreshes in flight, exchanged tokens): [`state::SignInStore`],
 //!   in memory by default ([`state::MemorySignInStore`]), in Valkey for replicas
 //!   (`state::ValkeyStore`, feature `valkey`), or in a store of the embedder's; over a store
-//!   across the network, [`state::SessionGrantFallback`] keeps a transport session's grant (and a
+//!   across the network, [`state::GrantFallback`] keeps a transport session's grant (and a
 //!   person's whose refresh token does not rotate) usable and refreshable on the replica while
 //!   that store is away.
 //!

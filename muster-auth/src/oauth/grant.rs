@@ -48,7 +48,7 @@ pub struct Grant {
     /// a refresh answered a different refresh token (and from then on), `Some(false)` while
     /// every refresh answered none or the same one. Only a grant that is known not to rotate
     /// is refreshed on one replica while the others use it too (see
-    /// [`SessionGrantFallback`](crate::state::SessionGrantFallback)).
+    /// [`GrantFallback`](crate::state::GrantFallback)).
     pub rotates_refresh_tokens: Option<bool>,
 }
 

@@ -25,7 +25,7 @@
 //! they survive a restart. `ValkeyStore` (feature `valkey`, module `valkey`) keeps it all in
 //! Valkey or Redis, for replicas. Another store is checked against the same rules with
 //! `contract::check` (feature `test-util`). When a sign-in completes on a replica that does not
-//! hold the session that asked, [`SignInNotices`] tells the one that does. [`SessionGrantFallback`]
+//! hold the session that asked, [`SignInNotices`] tells the one that does. [`GrantFallback`]
 //! wraps a store across the network so that a transport session's grant (and a person's whose
 //! refresh token does not rotate) is still used, and refreshed, while that store cannot be
 //! reached.
@@ -78,7 +78,7 @@ use muster_core::BoxError;
 #[cfg(feature = "valkey")]
 pub use self::valkey::{ValkeyNotices, ValkeyOptions, ValkeyOptionsError, ValkeyStore};
 pub use self::{
-    fallback::SessionGrantFallback,
+    fallback::GrantFallback,
     memory::MemorySignInStore,
     notices::{LocalSignInNotices, SignInNotice, SignInNotices},
     owners::{is_durable_owner, owner_of},
@@ -151,7 +151,7 @@ pub trait SignInStore: Send + Sync + fmt::Debug {
     /// `generation`, atomically (compare and put): its new generation, as
     /// [`SignInStore::put_grant`] gives one, or `None`, and nothing kept, when another grant
     /// replaced that one or it was removed. How a grant refreshed while the store could not be
-    /// reached is written back ([`SessionGrantFallback`]) without undoing a sign-in that came
+    /// reached is written back ([`GrantFallback`]) without undoing a sign-in that came
     /// meanwhile.
     async fn replace_grant(&self, owner: &str, server: &str, generation: u64, grant: Grant) -> Result<Option<u64>>;
 

@@ -375,7 +375,7 @@ impl SignInService {
     /// token that connection carries has expired, since renewing it needs the store. (A
     /// transport session's grant, and a person's or principal's whose refresh token is known not
     /// to rotate, is still read, and refreshed, while Valkey is away: see
-    /// [`SessionGrantFallback`](muster_auth::state::SessionGrantFallback); any other is not.)
+    /// [`GrantFallback`](muster_auth::state::GrantFallback); any other is not.)
     fn without_store(&self, ctx: &CallContext, server: &str, error: &SignInStoreError) -> Result<(), ToolError> {
         let expired = self
             .connections

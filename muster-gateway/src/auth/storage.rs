@@ -1,7 +1,7 @@
 //! The sign-in state store `config.yaml` asks for (`aggregator.oauth.server.storage`): in memory
 //! (with people's grants in the encrypted `grantStore`, when configured), or in Valkey, shared by
 //! replicas, its secrets sealed with the key of `encryptionKeyFile`, behind a
-//! [`SessionGrantFallback`] (transport sessions' grants, and people's and principals' grants
+//! [`GrantFallback`] (transport sessions' grants, and people's and principals' grants
 //! whose refresh token is known not to rotate, are used and refreshed on the replica while
 //! Valkey is away, and written back when it returns).
 
@@ -11,8 +11,7 @@ use muster_auth::{
     Secret,
     oauth::store::{EncryptedGrantStore, GrantStoreError, GrantStoreKey},
     state::{
-        LocalSignInNotices, MemorySignInStore, SessionGrantFallback, SignInNotices, SignInStore, ValkeyOptions,
-        ValkeyStore,
+        GrantFallback, LocalSignInNotices, MemorySignInStore, SignInNotices, SignInStore, ValkeyOptions, ValkeyStore,
     },
 };
 use muster_core::config::{McpClientConfig, MusterConfig, ValkeyConfig};
@@ -36,7 +35,7 @@ pub(crate) fn configured_store(config: &MusterConfig) -> Result<SharedState, Sto
         let notices = Arc::new(store.notices());
         // A transport session's grant stays usable, and refreshable, on the replica holding the
         // session while Valkey cannot be reached.
-        return Ok((Arc::new(SessionGrantFallback::new(store)), notices));
+        return Ok((Arc::new(GrantFallback::new(store)), notices));
     }
     if oauth.server.storage.kind == muster_core::config::StorageType::Valkey {
         return Err(StorageError::NoServer);

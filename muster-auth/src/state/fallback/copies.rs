@@ -1,5 +1,5 @@
 //! [`Copies`]: the last-known copies of grants a
-//! [`SessionGrantFallback`](super::SessionGrantFallback) keeps, by owner and server, at most
+//! [`GrantFallback`](super::GrantFallback) keeps, by owner and server, at most
 //! `capacity` of them; and which of them were changed here and wait to be written back.
 
 use std::collections::HashMap;

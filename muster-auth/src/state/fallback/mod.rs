@@ -1,4 +1,4 @@
-//! [`SessionGrantFallback`]: a [`SignInStore`] over another one across the network (Valkey, for
+//! [`GrantFallback`]: a [`SignInStore`] over another one across the network (Valkey, for
 //! replicas) that keeps this process's last-known copy of the grants it may refresh alone, so
 //! that while that store cannot be reached such a grant is still used, and refreshed, here, and
 //! written back once the store answers again.
@@ -42,7 +42,7 @@
 //! - a copy goes when its grant is removed (a sign-out, a refused refresh, the end of its
 //!   session: the gateway removes an ended session's grants), when the store says the grant is
 //!   gone, when the store answers a grant that is not to be copied (a person's grant whose
-//!   refresh turned out to rotate), and past [`SessionGrantFallback::with_capacity`] copies
+//!   refresh turned out to rotate), and past [`GrantFallback::with_capacity`] copies
 //!   (10,000 by default) the least recently used goes, a written one first.
 //!
 //! A connection opened with an unsynced copy reconnects once after the write-back, since the
@@ -51,13 +51,13 @@
 //! refresh token it replaced may be spent already.
 //!
 //! ```
-//! use muster_auth::state::{MemorySignInStore, SessionGrantFallback, SignInStore};
+//! use muster_auth::state::{MemorySignInStore, GrantFallback, SignInStore};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // A gateway wraps its Valkey store (`SessionGrantFallback::new(valkey_store)`); any store
+//! // A gateway wraps its Valkey store (`GrantFallback::new(valkey_store)`); any store
 //! // can be wrapped.
-//! let store = SessionGrantFallback::new(MemorySignInStore::new()).with_capacity(1_000);
+//! let store = GrantFallback::new(MemorySignInStore::new()).with_capacity(1_000);
 //! assert!(store.grant("session-1", "github").await?.is_none());
 //! assert!(store.servers_of("session-1").await?.is_empty());
 //! assert_eq!(store.copies(), 0);
@@ -96,7 +96,7 @@ const LONGEST_RETRY: Duration = Duration::from_secs(5);
 /// A [`SignInStore`] over `S` that keeps transport sessions' grants, and persons' and
 /// principals' grants whose refresh token does not rotate, usable and refreshable in this
 /// process while `S` cannot be reached. See the [module docs](self).
-pub struct SessionGrantFallback<S> {
+pub struct GrantFallback<S> {
     shared: Arc<Shared<S>>,
 }
 
@@ -110,9 +110,9 @@ struct Shared<S> {
     wake: Arc<Notify>,
 }
 
-impl<S: fmt::Debug> fmt::Debug for SessionGrantFallback<S> {
+impl<S: fmt::Debug> fmt::Debug for GrantFallback<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SessionGrantFallback")
+        f.debug_struct("GrantFallback")
             .field("store", &self.shared.store)
             .field("copies", &self.shared.copies().len())
             .finish_non_exhaustive()
@@ -130,7 +130,7 @@ fn copied(owner: &str, grant: &Grant) -> bool {
     !is_durable_owner(owner) || grant.rotates_refresh_tokens == Some(false)
 }
 
-impl<S: SignInStore + 'static> SessionGrantFallback<S> {
+impl<S: SignInStore + 'static> GrantFallback<S> {
     /// `store`, with the grants this process may refresh alone copied here for when it cannot be
     /// reached.
     pub fn new(store: S) -> Self {
@@ -223,7 +223,7 @@ impl<S: SignInStore + 'static> Shared<S> {
     }
 }
 
-impl<S: SignInStore + 'static> SessionGrantFallback<S> {
+impl<S: SignInStore + 'static> GrantFallback<S> {
     /// Starts the background write-back, unless it runs.
     fn retry_in_background(&self) {
         {
@@ -260,7 +260,7 @@ async fn retry<S: SignInStore + 'static>(shared: Weak<Shared<S>>, wake: Arc<Noti
 }
 
 #[async_trait]
-impl<S: SignInStore + 'static> SignInStore for SessionGrantFallback<S> {
+impl<S: SignInStore + 'static> SignInStore for GrantFallback<S> {
     async fn put_pending(&self, state: &str, pending: PendingSignIn) -> Result<()> {
         self.shared
             .answered(self.shared.store.put_pending(state, pending).await)

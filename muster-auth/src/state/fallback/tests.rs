@@ -108,27 +108,27 @@ impl SignInStore for Flaky {
 }
 
 /// A fallback over a flaky store, and the switch that makes the store unavailable.
-fn fallback() -> (SessionGrantFallback<Flaky>, Arc<AtomicBool>) {
+fn fallback() -> (GrantFallback<Flaky>, Arc<AtomicBool>) {
     let flaky = Flaky::default();
     let down = Arc::clone(&flaky.down);
-    (SessionGrantFallback::new(flaky), down)
+    (GrantFallback::new(flaky), down)
 }
 
 /// What the wrapped store itself holds for `owner` and `server`: the access token and the
 /// generation.
-async fn in_store(fallback: &SessionGrantFallback<Flaky>, owner: &str, server: &str) -> Option<(String, u64)> {
+async fn in_store(fallback: &GrantFallback<Flaky>, owner: &str, server: &str) -> Option<(String, u64)> {
     let held = fallback.get_ref().store.grant(owner, server).await.expect("memory");
     held.map(|h| (h.grant.access_token.expose().to_owned(), h.generation))
 }
 
 /// Puts `owner`'s grant for `server` with access token `token` through `store`.
-async fn put(store: &SessionGrantFallback<Flaky>, owner: &str, server: &str, token: &str) -> Result<u64> {
+async fn put(store: &GrantFallback<Flaky>, owner: &str, server: &str, token: &str) -> Result<u64> {
     store.put_grant(owner, server, contract::sample_grant(token)).await
 }
 
 /// A fallback holding session `s1`'s grant `t1` for github (and its generation), its store then
 /// unavailable.
-async fn signed_in_then_away() -> (SessionGrantFallback<Flaky>, Arc<AtomicBool>, u64) {
+async fn signed_in_then_away() -> (GrantFallback<Flaky>, Arc<AtomicBool>, u64) {
     let (store, down) = fallback();
     let signed_in = put(&store, "s1", "github", "t1").await.expect("put");
     down.store(true, Ordering::SeqCst);
@@ -136,18 +136,10 @@ async fn signed_in_then_away() -> (SessionGrantFallback<Flaky>, Arc<AtomicBool>,
 }
 
 /// Two fallbacks over one flaky store, as two replicas over one Valkey, and its switch.
-fn replicas() -> (
-    SessionGrantFallback<Flaky>,
-    SessionGrantFallback<Flaky>,
-    Arc<AtomicBool>,
-) {
+fn replicas() -> (GrantFallback<Flaky>, GrantFallback<Flaky>, Arc<AtomicBool>) {
     let flaky = Flaky::default();
     let down = Arc::clone(&flaky.down);
-    (
-        SessionGrantFallback::new(flaky.clone()),
-        SessionGrantFallback::new(flaky),
-        down,
-    )
+    (GrantFallback::new(flaky.clone()), GrantFallback::new(flaky), down)
 }
 
 /// A sample grant with access token `token` whose refresh token is known to rotate or not
@@ -165,7 +157,7 @@ fn token(held: &HeldGrant) -> &str {
 
 #[tokio::test]
 async fn the_fallback_keeps_the_contract_while_its_store_answers() {
-    contract::check(&SessionGrantFallback::new(MemorySignInStore::new())).await;
+    contract::check(&GrantFallback::new(MemorySignInStore::new())).await;
 }
 
 /// `owner`'s grant for github (`grant` makes it from an access token) is read, listed and

@@ -39,7 +39,7 @@
 //! [`SignInStoreError::Unavailable`] naming the store (`valkey at valkey.muster:6379`), never a
 //! token or the key; once Valkey is back, the same store answers again. A value that does not open
 //! with the store's key (written by a gateway with another key) fails the same way, saying so.
-//! Wrapped in a [`SessionGrantFallback`](super::SessionGrantFallback), as the gateway wraps it, a
+//! Wrapped in a [`GrantFallback`](super::GrantFallback), as the gateway wraps it, a
 //! transport session's grant is still used and refreshed on its replica meanwhile, and written
 //! back (`replace_grant`, only over the grant it was refreshed from) once Valkey answers; so is a
 //! person's or a principal's grant whose refresh token is known not to rotate. Any other
