@@ -17,7 +17,7 @@
 //! let secrets = StaticSecrets::default().with("exchange-client", "client-id", "muster");
 //! assert_eq!(secrets.get(None, "exchange-client", "client-id").await.unwrap().expose(), "muster");
 //! let missing = secrets.get(None, "exchange-client", "client-secret").await.unwrap_err();
-//! assert!(missing.contains("client-secret"), "{missing}");
+//! assert!(missing.to_string().contains("client-secret"), "{missing}");
 //! # }
 //! ```
 
@@ -27,9 +27,58 @@ use futures::future::BoxFuture;
 use muster_auth::Secret;
 use muster_core::crd::{ClientCredentialsSecretRef, MCPServer};
 
-/// What a Secret reader that reads only while an admission policy guards the references
-/// answers when that policy is not in force (followed by `: ` and why).
+/// How the text of a [`SecretError::PolicyNotInForce`] begins (followed by `: ` and why).
 pub const POLICY_NOT_IN_FORCE: &str = "MCPServer Secret reference policy is not in force";
+
+/// Why a Secret could not be read. The text names the Secret and the key, never a value; the
+/// kind is what a caller branches on (a server's Ready reason, say).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecretError {
+    /// Missing, refused or unreadable, as the text says.
+    #[error("{0}")]
+    Refused(String),
+    /// Not read at all: the reader reads only while an admission policy guards the Secret
+    /// references, and it is not in force (the text begins with [`POLICY_NOT_IN_FORCE`]).
+    #[error("{0}")]
+    PolicyNotInForce(String),
+}
+
+impl SecretError {
+    /// The refusal of a reader whose guarding policy is not in force, for `reason`.
+    pub fn policy_not_in_force(reason: impl std::fmt::Display) -> Self {
+        Self::PolicyNotInForce(format!("{POLICY_NOT_IN_FORCE}: {reason}"))
+    }
+
+    /// The Ready reason of a server this error keeps from connecting: `otherwise` (what the
+    /// Secret was for), unless the reader's guarding policy is not in force.
+    pub(crate) fn ready_reason(&self, otherwise: &'static str) -> &'static str {
+        match self {
+            Self::PolicyNotInForce(_) => SECRET_REFERENCE_POLICY,
+            Self::Refused(_) => otherwise,
+        }
+    }
+
+    /// The same error, its text after `context` (`<context>: <text>`).
+    #[must_use]
+    pub fn context(self, context: impl std::fmt::Display) -> Self {
+        match self {
+            Self::Refused(text) => Self::Refused(format!("{context}: {text}")),
+            Self::PolicyNotInForce(text) => Self::PolicyNotInForce(format!("{context}: {text}")),
+        }
+    }
+}
+
+/// The Ready reason of a server whose `headersFrom` Secrets cannot be read.
+pub(crate) const SECRET_REFERENCE: &str = "SecretReference";
+
+/// The Ready reason of a server whose token exchange's client credentials cannot be read (or
+/// whose exchange is not configured whole).
+pub(crate) const TOKEN_EXCHANGE_CREDENTIALS: &str = "TokenExchangeCredentials";
+
+/// The Ready reason of a server whose Secrets are not read because the admission policy that
+/// guards them is not in force.
+const SECRET_REFERENCE_POLICY: &str = "SecretReferencePolicyNotInForce";
 
 /// A reader of Secrets by namespace, name and key. Errors name what is missing or refused,
 /// never a value.
@@ -41,7 +90,7 @@ pub trait SecretSource: Send + Sync + std::fmt::Debug {
         namespace: Option<&'a str>,
         name: &'a str,
         key: &'a str,
-    ) -> BoxFuture<'a, Result<Secret, String>>;
+    ) -> BoxFuture<'a, Result<Secret, SecretError>>;
 }
 
 /// Whose connection a server's `headersFrom` values are read for.
@@ -61,7 +110,7 @@ pub(crate) async fn with_secret_headers(
     secrets: &dyn SecretSource,
     mut server: MCPServer,
     connection: HeadersFor,
-) -> Result<MCPServer, String> {
+) -> Result<MCPServer, SecretError> {
     let namespace = server.metadata.namespace.clone();
     for entry in std::mem::take(&mut server.spec.headers_from) {
         if connection == HeadersFor::Session && entry.name.eq_ignore_ascii_case("authorization") {
@@ -71,17 +120,17 @@ pub(crate) async fn with_secret_headers(
         let value = secrets
             .get(namespace.as_deref(), &reference.name, &reference.key)
             .await
-            .map_err(|e| format!("headersFrom {}: {e}", entry.name))?;
+            .map_err(|e| e.context(format_args!("headersFrom {}", entry.name)))?;
         let value = value.expose();
         let value = value
             .strip_suffix("\r\n")
             .or_else(|| value.strip_suffix('\n'))
             .unwrap_or(value);
         if http::HeaderValue::from_str(value).is_err() {
-            return Err(format!(
+            return Err(SecretError::Refused(format!(
                 "headersFrom {}: key {} of Secret {} is not a valid HTTP header value",
                 entry.name, reference.key, reference.name
-            ));
+            )));
         }
         server
             .spec
@@ -98,7 +147,7 @@ pub(crate) async fn client_credentials(
     secrets: &dyn SecretSource,
     server: &MCPServer,
     reference: &ClientCredentialsSecretRef,
-) -> Result<(String, Secret), String> {
+) -> Result<(String, Secret), SecretError> {
     let namespace = reference.namespace.as_deref().or(server.metadata.namespace.as_deref());
     let id = secrets
         .get(namespace, &reference.name, &reference.client_id_key)
@@ -119,10 +168,10 @@ impl SecretSource for NoSecrets {
         _namespace: Option<&'a str>,
         name: &'a str,
         key: &'a str,
-    ) -> BoxFuture<'a, Result<Secret, String>> {
-        Box::pin(std::future::ready(Err(format!(
+    ) -> BoxFuture<'a, Result<Secret, SecretError>> {
+        Box::pin(std::future::ready(Err(SecretError::Refused(format!(
             "Secret {name} (key {key}) cannot be read: this gateway has no Secret reader (put it in the config directory's secrets/{name}.yaml)"
-        ))))
+        )))))
     }
 }
 
@@ -147,12 +196,12 @@ impl SecretSource for StaticSecrets {
         _namespace: Option<&'a str>,
         name: &'a str,
         key: &'a str,
-    ) -> BoxFuture<'a, Result<Secret, String>> {
+    ) -> BoxFuture<'a, Result<Secret, SecretError>> {
         Box::pin(std::future::ready(
             self.values
                 .get(&(name.to_owned(), key.to_owned()))
                 .cloned()
-                .ok_or_else(|| format!("Secret {name} has no key {key}")),
+                .ok_or_else(|| SecretError::Refused(format!("Secret {name} has no key {key}"))),
         ))
     }
 }
@@ -186,9 +235,9 @@ impl SecretSource for DirectorySecrets {
         _namespace: Option<&'a str>,
         name: &'a str,
         key: &'a str,
-    ) -> BoxFuture<'a, Result<Secret, String>> {
+    ) -> BoxFuture<'a, Result<Secret, SecretError>> {
         // A few small files: read where the gateway asks, as a config file is.
-        Box::pin(std::future::ready(self.read(name, key)))
+        Box::pin(std::future::ready(self.read(name, key).map_err(SecretError::Refused)))
     }
 }
 
@@ -230,7 +279,7 @@ mod tests {
     use super::*;
 
     fn get(secrets: &dyn SecretSource, name: &str, key: &str) -> Result<Secret, String> {
-        futures::executor::block_on(secrets.get(None, name, key))
+        futures::executor::block_on(secrets.get(None, name, key)).map_err(|e| e.to_string())
     }
 
     fn server_with(headers: &[(&str, &str)], from: &[(&str, &str, &str)]) -> MCPServer {
@@ -266,6 +315,7 @@ mod tests {
     ) -> Result<Vec<(String, String)>, String> {
         futures::executor::block_on(with_secret_headers(secrets, server, connection))
             .map(|s| s.spec.headers.into_iter().collect())
+            .map_err(|e| e.to_string())
     }
 
     #[test]

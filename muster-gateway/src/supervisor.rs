@@ -19,7 +19,10 @@ use crate::{
     events::{Event, EventDetails, reasons},
     metrics::GatewayMetrics,
     registry::{Change, Command, Key, Registry, Unsupervised},
-    secrets::{HeadersFor, NoSecrets, SecretSource, with_secret_headers},
+    secrets::{
+        HeadersFor, NoSecrets, SECRET_REFERENCE, SecretError, SecretSource, TOKEN_EXCHANGE_CREDENTIALS,
+        with_secret_headers,
+    },
     upstream::{Egress, ListChanged, UpstreamConnection, UpstreamError},
 };
 
@@ -494,13 +497,6 @@ async fn watch(
     }
 }
 
-/// The Ready reason of a server whose Secret references cannot be read.
-const SECRET_REFERENCE: &str = "SecretReference";
-
-/// The Ready reason of a server whose Secrets are not read because the admission policy that
-/// guards them is not in force.
-const SECRET_REFERENCE_POLICY: &str = "SecretReferencePolicyNotInForce";
-
 /// `definition` as the gateway connects to it, its `headersFrom` values read from `secrets`;
 /// else why it cannot connect (a Ready reason and the problem). A token exchange whose client
 /// credentials cannot be read fails every caller alike, and so fails here too.
@@ -508,20 +504,14 @@ async fn secret_references(
     secrets: &dyn crate::secrets::SecretSource,
     definition: &muster_core::crd::MCPServer,
 ) -> Result<muster_core::crd::MCPServer, (&'static str, String)> {
-    let classify = |problem: String, class: &'static str| {
-        if problem.contains(crate::secrets::POLICY_NOT_IN_FORCE) {
-            (SECRET_REFERENCE_POLICY, problem)
-        } else {
-            (class, problem)
-        }
-    };
+    let classify = |problem: SecretError, class| (problem.ready_reason(class), problem.to_string());
     let connecting = with_secret_headers(secrets, definition.clone(), HeadersFor::Gateway)
         .await
         .map_err(|problem| classify(problem, SECRET_REFERENCE))?;
     if definition.uses_callers_identity()
         && let Some(problem) = crate::auth::sso::credentials_problem(secrets, definition).await
     {
-        return Err(classify(problem, "TokenExchangeCredentials"));
+        return Err(classify(problem, TOKEN_EXCHANGE_CREDENTIALS));
     }
     Ok(connecting)
 }

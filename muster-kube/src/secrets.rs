@@ -10,7 +10,7 @@
 //!   `secretBinding.admissionPolicyBinding` has `Deny` among its `validationActions` and no
 //!   `matchResources`, and its policy exists with `failurePolicy: Fail` (the default). A check
 //!   that passed holds for at most a minute. Otherwise the read fails with
-//!   [`POLICY_NOT_IN_FORCE`] and the reason.
+//!   [`SecretError::PolicyNotInForce`] (its text [`POLICY_NOT_IN_FORCE`] and the reason).
 //! - **muster's own Secrets are never read** for an MCPServer (`secretBinding.protectedSecrets`).
 //! - **Secret types that hold something else** are never read: Helm releases, TLS keys,
 //!   ServiceAccount and bootstrap tokens, image pull credentials.
@@ -49,8 +49,8 @@ use k8s_openapi::api::{
 use kube::{Api, Client};
 use muster_auth::Secret;
 use muster_core::config::SecretBindingConfig;
-pub use muster_gateway::secrets::POLICY_NOT_IN_FORCE;
 use muster_gateway::secrets::SecretSource;
+pub use muster_gateway::secrets::{POLICY_NOT_IN_FORCE, SecretError};
 
 /// Secret types muster never reads for an MCPServer: they hold a Helm release, a TLS key, a
 /// ServiceAccount or bootstrap token, or image pull credentials, never a header value or an
@@ -99,18 +99,21 @@ impl KubeSecrets {
         }
     }
 
-    async fn read(&self, namespace: Option<&str>, name: &str, key: &str) -> Result<Secret, String> {
+    async fn read(&self, namespace: Option<&str>, name: &str, key: &str) -> Result<Secret, SecretError> {
         let namespace = namespace.unwrap_or(&self.namespace);
-        let what = format!("Secret {namespace}/{name}");
         if self.binding.protects(&self.namespace, namespace, name) {
-            return Err(format!(
-                "{what} is one of muster's own Secrets (secretBinding.protectedSecrets), which muster never reads \
-                 for an MCPServer"
-            ));
+            return Err(SecretError::Refused(format!(
+                "Secret {namespace}/{name} is one of muster's own Secrets (secretBinding.protectedSecrets), which \
+                 muster never reads for an MCPServer"
+            )));
         }
-        self.policy_in_force()
-            .await
-            .map_err(|reason| format!("{POLICY_NOT_IN_FORCE}: {reason}"))?;
+        self.policy_in_force().await.map_err(SecretError::policy_not_in_force)?;
+        self.fetch(namespace, name, key).await.map_err(SecretError::Refused)
+    }
+
+    /// The value under `key` of Secret `name` in `namespace`, once the rules allow reading it.
+    async fn fetch(&self, namespace: &str, name: &str, key: &str) -> Result<Secret, String> {
+        let what = format!("Secret {namespace}/{name}");
         let secrets: Api<KubeSecret> = Api::namespaced(self.client.clone(), namespace);
         let secret = match tokio::time::timeout(READ_TIMEOUT, secrets.get_opt(name)).await {
             Err(_) => {
@@ -209,7 +212,7 @@ impl SecretSource for KubeSecrets {
         namespace: Option<&'a str>,
         name: &'a str,
         key: &'a str,
-    ) -> BoxFuture<'a, Result<Secret, String>> {
+    ) -> BoxFuture<'a, Result<Secret, SecretError>> {
         Box::pin(self.read(namespace, name, key))
     }
 }

@@ -6,7 +6,7 @@
 use muster_core::config::SecretBindingConfig;
 use muster_gateway::secrets::SecretSource;
 use muster_kube::{
-    secrets::{FORBIDDEN_TYPES, KubeSecrets, POLICY_NOT_IN_FORCE},
+    secrets::{FORBIDDEN_TYPES, KubeSecrets, POLICY_NOT_IN_FORCE, SecretError},
     testing::ApiServerDouble,
 };
 use serde_json::{Value, json};
@@ -104,14 +104,14 @@ async fn a_secret_is_read_in_the_namespace_named_else_in_musters() {
     );
     assert_eq!(
         secrets.get(Some("team-a"), "api", "other").await.expect_err("no key"),
-        "Secret team-a/api has no key other"
+        SecretError::Refused("Secret team-a/api has no key other".into())
     );
     assert_eq!(
         secrets
             .get(Some("team-b"), "api", "token")
             .await
             .expect_err("no secret"),
-        "Secret team-b/api not found"
+        SecretError::Refused("Secret team-b/api not found".into())
     );
 }
 
@@ -171,6 +171,8 @@ async fn nothing_is_read_unless_the_admission_policy_is_in_force() {
             .get(None, "api", "token")
             .await
             .expect_err(reason);
+        assert!(matches!(error, SecretError::PolicyNotInForce(_)), "{error:?}");
+        let error = error.to_string();
         assert!(error.starts_with(POLICY_NOT_IN_FORCE), "{error}");
         assert!(error.contains(reason), "{reason}: {error}");
         assert!(
@@ -183,7 +185,8 @@ async fn nothing_is_read_unless_the_admission_policy_is_in_force() {
     let error = secrets(&double, other)
         .get(None, "api", "token")
         .await
-        .expect_err("no such binding");
+        .expect_err("no such binding")
+        .to_string();
     assert!(
         error.contains("ValidatingAdmissionPolicyBinding someone-elses does not exist"),
         "{error}"
@@ -235,7 +238,11 @@ async fn musters_own_secrets_and_secret_types_that_hold_something_else_are_never
         (None, "muster-oauth", "client-secret"),
         (Some("vault"), "valkey", "password"),
     ] {
-        let error = reader.get(namespace, name, key).await.expect_err("protected");
+        let error = reader
+            .get(namespace, name, key)
+            .await
+            .expect_err("protected")
+            .to_string();
         assert!(error.contains("secretBinding.protectedSecrets"), "{error}");
         assert!(!error.contains("0wn-cl1ent"), "{error}");
     }
@@ -244,7 +251,9 @@ async fn musters_own_secrets_and_secret_types_that_hold_something_else_are_never
         let error = reader.get(None, "typed", "token").await.expect_err(kind);
         assert_eq!(
             error,
-            format!("Secret muster/typed is of type {kind}, which muster never reads for an MCPServer")
+            SecretError::Refused(format!(
+                "Secret muster/typed is of type {kind}, which muster never reads for an MCPServer"
+            ))
         );
     }
     put_secret(&double, "muster", "typed", Some("Opaque"), &[("token", "fine")]);
@@ -267,7 +276,11 @@ async fn a_secret_muster_may_not_get_or_an_api_server_away_is_an_error_naming_th
         reader.get(None, "api", "token").await.expect("allowed").expose(),
         "t0ken"
     );
-    let error = reader.get(Some("team-a"), "api", "token").await.expect_err("forbidden");
+    let error = reader
+        .get(Some("team-a"), "api", "token")
+        .await
+        .expect_err("forbidden")
+        .to_string();
     assert!(
         error.starts_with("muster's ServiceAccount may not get Secret team-a/api (grant it get on Secrets in team-a)"),
         "{error}"
@@ -275,6 +288,8 @@ async fn a_secret_muster_may_not_get_or_an_api_server_away_is_an_error_naming_th
     double.set_unavailable(true);
     let away = KubeSecrets::new(double.client(), "muster", SecretBindingConfig::default());
     let error = away.get(None, "api", "token").await.expect_err("away");
+    assert!(matches!(error, SecretError::PolicyNotInForce(_)), "{error:?}");
+    let error = error.to_string();
     assert!(error.starts_with(POLICY_NOT_IN_FORCE), "{error}");
     assert!(!error.contains("t0ken"), "{error}");
 }

@@ -567,8 +567,9 @@ async fn connect_as(
     identity: Option<&muster_auth::Secret>,
     egress: Egress,
 ) -> Result<UpstreamConnection, String> {
-    let mut definition =
-        crate::secrets::with_secret_headers(secrets, definition, crate::secrets::HeadersFor::Session).await?;
+    let mut definition = crate::secrets::with_secret_headers(secrets, definition, crate::secrets::HeadersFor::Session)
+        .await
+        .map_err(|e| e.to_string())?;
     definition.spec.headers.insert(
         "Authorization".to_owned(),
         format!("Bearer {}", grant.access_token.expose()),

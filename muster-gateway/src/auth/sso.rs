@@ -37,7 +37,9 @@ use muster_core::{
 use crate::{
     events::{Event, reasons},
     registry::{Registry, ServerView},
-    secrets::{HeadersFor, SecretSource, client_credentials, with_secret_headers},
+    secrets::{
+        HeadersFor, SecretError, SecretSource, TOKEN_EXCHANGE_CREDENTIALS, client_credentials, with_secret_headers,
+    },
     upstream::{Egress, UpstreamConnection},
 };
 
@@ -181,7 +183,7 @@ impl SsoService {
             .await
             .map_err(|reason| ToolError::ServerUnavailable {
                 server: name.clone(),
-                reason,
+                reason: reason.to_string(),
             })?;
         definition
             .spec
@@ -241,8 +243,9 @@ impl SsoService {
         let name = view.definition.metadata.name.as_str();
         let exchange = match exchange_of(&*self.secrets, &view.definition).await {
             Ok(exchange) => exchange,
-            Err(reason) => {
-                registry.fail_shared(name, "TokenExchangeCredentials", &reason);
+            Err(problem) => {
+                let reason = problem.to_string();
+                registry.fail_shared(name, problem.ready_reason(TOKEN_EXCHANGE_CREDENTIALS), &reason);
                 return Err(ToolError::ServerUnavailable {
                     server: name.to_owned(),
                     reason,
@@ -297,9 +300,9 @@ impl SsoService {
     }
 }
 
-/// Why `server`'s token exchange cannot run for anyone (its client credentials Secret cannot be
-/// read from `secrets`), if that is so.
-pub async fn credentials_problem(secrets: &dyn SecretSource, server: &MCPServer) -> Option<String> {
+/// Why `server`'s token exchange cannot run for anyone (it is not configured whole, or its client
+/// credentials Secret cannot be read from `secrets`), if that is so.
+pub async fn credentials_problem(secrets: &dyn SecretSource, server: &MCPServer) -> Option<SecretError> {
     let exchange = server.spec.auth.as_ref()?.token_exchange.as_ref()?;
     if !exchange.enabled || exchange.client_credentials_secret_ref.is_none() {
         return None;
@@ -307,14 +310,19 @@ pub async fn credentials_problem(secrets: &dyn SecretSource, server: &MCPServer)
     exchange_of(secrets, server).await.err()
 }
 
-/// The exchange `server` configures, with its client credentials read from their Secret.
-async fn exchange_of(secrets: &dyn SecretSource, server: &MCPServer) -> Result<TokenExchange, String> {
-    let auth = server.spec.auth.as_ref().ok_or("no auth")?;
-    let config = auth.token_exchange.as_ref().ok_or("no tokenExchange")?;
+/// The exchange `server` configures, with its client credentials read from their Secret; a
+/// configuration that is not whole is refused as its credentials are.
+async fn exchange_of(secrets: &dyn SecretSource, server: &MCPServer) -> Result<TokenExchange, SecretError> {
+    let incomplete = |what: &str| SecretError::Refused(what.to_owned());
+    let auth = server.spec.auth.as_ref().ok_or_else(|| incomplete("no auth"))?;
+    let config = auth
+        .token_exchange
+        .as_ref()
+        .ok_or_else(|| incomplete("no tokenExchange"))?;
     let endpoint = config
         .dex_token_endpoint
         .clone()
-        .ok_or("tokenExchange.dexTokenEndpoint is not set")?;
+        .ok_or_else(|| incomplete("tokenExchange.dexTokenEndpoint is not set"))?;
     let mut exchange = TokenExchange::new(endpoint, config.connector_id.clone().unwrap_or_default())
         .with_scopes(if config.scopes.trim().is_empty() {
             DEFAULT_EXCHANGE_SCOPES.to_owned()
