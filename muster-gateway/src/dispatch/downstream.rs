@@ -1,28 +1,4 @@
 //! [`DownstreamTools`]: the downstream servers' tools as one [`ToolService`](muster_core::ToolService).
-//!
-//! A call of an exposed name goes, through the caller's session catalogue, to the server that
-//! provides the tool: the session's own connection when it signed in to that server (connected,
-//! or refreshed, first when it takes part in sign-in: [`DownstreamTools::with_auth`]), else the
-//! gateway's connection. The server is sent its own name for the tool, and a family's tool
-//! takes its instance from its instance argument, which is removed. The
-//! [`Dispatcher`](super::Dispatcher) routes the catalogue's downstream entries here; alone, it
-//! serves only the downstream tools:
-//!
-//! ```
-//! use std::sync::Arc;
-//! use muster_core::{CallContext, JsonObject, ToolCall, config::MusterConfig};
-//! use muster_gateway::{dispatch::DownstreamTools, registry::{Registry, RegistryOptions}};
-//! use tower::ServiceExt;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
-//! let downstream = DownstreamTools::new(Arc::clone(&registry));
-//! // Not in the catalogue (no server provides it), or not a downstream tool: not found.
-//! let call = ToolCall::new("core_service_list", JsonObject::new(), CallContext::default());
-//! assert_eq!(downstream.oneshot(call).await.unwrap_err().to_string(), "tool not found: core_service_list");
-//! # Ok(()) }
-//! ```
 
 use std::{
     sync::Arc,
@@ -38,8 +14,31 @@ use crate::{
     registry::Registry,
 };
 
-/// The downstream servers' tools of a registry, each call run on its server's connection. See
-/// the [module docs](self).
+/// The downstream servers' tools of a registry, each call run on its server's connection.
+///
+/// A call of an exposed name goes, through the caller's session catalogue, to the server that
+/// provides the tool: the session's own connection when it signed in to that server (connected,
+/// or refreshed, first when it takes part in sign-in: [`DownstreamTools::with_auth`]), else the
+/// gateway's connection. The server is sent its own name for the tool, and a family's tool
+/// takes its instance from its instance argument, which is removed. The
+/// [`Dispatcher`](crate::dispatch::Dispatcher) routes the catalogue's downstream entries here; alone, it
+/// serves only the downstream tools:
+///
+/// ```
+/// use std::sync::Arc;
+/// use muster_core::{CallContext, JsonObject, ToolCall, config::MusterConfig};
+/// use muster_gateway::{dispatch::DownstreamTools, registry::{Registry, RegistryOptions}};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
+/// let downstream = DownstreamTools::new(Arc::clone(&registry));
+/// // Not in the catalogue (no server provides it), or not a downstream tool: not found.
+/// let call = ToolCall::new("core_service_list", JsonObject::new(), CallContext::default());
+/// assert_eq!(downstream.oneshot(call).await.unwrap_err().to_string(), "tool not found: core_service_list");
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct DownstreamTools {
     registry: Arc<Registry>,
