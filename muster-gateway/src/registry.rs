@@ -151,7 +151,7 @@ impl Registry {
     }
 
     /// Records an event.
-    pub fn emit(&self, event: Event) {
+    pub(crate) fn emit(&self, event: Event) {
         self.events.emit(event);
     }
 
@@ -166,7 +166,7 @@ impl Registry {
     }
 
     /// `aggregator.exposure`, read without copying the configuration (on every request).
-    pub fn exposure(&self) -> muster_core::config::Exposure {
+    pub(crate) fn exposure(&self) -> muster_core::config::Exposure {
         self.config
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -394,7 +394,7 @@ impl Registry {
     }
 
     /// The concurrency limits of sessions and servers.
-    pub fn call_limits(&self) -> &Arc<muster_upstream::limits::CallLimits> {
+    pub(crate) fn call_limits(&self) -> &Arc<muster_upstream::limits::CallLimits> {
         &self.limits
     }
 
@@ -407,7 +407,7 @@ impl Registry {
 
     /// Why `server` may not run where the gateway runs, as its [`ServerPolicy`] says; `None`
     /// when it may.
-    pub fn refusal(&self, server: &MCPServer) -> Option<String> {
+    pub(crate) fn refusal(&self, server: &MCPServer) -> Option<String> {
         self.server_policy.refusal(server)
     }
 
@@ -525,7 +525,7 @@ impl Registry {
 
     /// Why `name`, absent from the catalogue, cannot run: it belongs (by its exposed prefix) to a
     /// defined server that is not connected. `None` when no defined server claims it.
-    pub fn unavailable_tool(&self, name: &str) -> Option<ToolError> {
+    pub(crate) fn unavailable_tool(&self, name: &str) -> Option<ToolError> {
         if let Some(workflow) = NameRules::workflow_of(name)
             && let Some(availability) = self.workflow_availability(workflow)
             && !availability.available

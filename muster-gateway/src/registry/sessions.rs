@@ -37,7 +37,7 @@ impl Registry {
     /// The servers a sign-in would unlock for `session`: waiting for people to sign in, not
     /// suspended, and not signed in to by this session. With `pattern`, only those whose tools'
     /// exposed names the pattern could match.
-    pub fn servers_requiring_auth(
+    pub(crate) fn servers_requiring_auth(
         &self,
         session: &SessionId,
         pattern: Option<&muster_catalog::pattern::NamePattern>,
@@ -132,7 +132,7 @@ impl Registry {
     }
 
     /// Notes that `session` made a request now.
-    pub fn touch_session(&self, session: &SessionId) {
+    pub(crate) fn touch_session(&self, session: &SessionId) {
         self.sessions.touch(session);
     }
 
