@@ -146,6 +146,47 @@ async fn exchange_code(
     .await
 }
 
+/// The pre-registered client of the fixture's `OIDC_STATIC_*` settings, as the tests start it.
+const STATIC_CLIENT: (&str, &str) = ("muster-static", "static-secret");
+
+/// The redirect URI the static client signs in with: another loopback port than the one it was
+/// registered with (1).
+const STATIC_REDIRECT_URI: &str = "http://127.0.0.1:45678/oauth/proxy/callback";
+
+/// `user` signs in with [`STATIC_CLIENT`] for `scope` (the provider's `metadata`), and the code
+/// is exchanged: the callback the browser was sent to, the status and the token answer.
+async fn sign_in_static(
+    provider: &OidcProvider,
+    http: &reqwest::Client,
+    metadata: &Value,
+    user: &str,
+    scope: &str,
+) -> (Url, StatusCode, Value) {
+    let (verifier, challenge) = pkce();
+    let url = authorization_url(
+        str_field(metadata, "authorization_endpoint"),
+        STATIC_CLIENT.0,
+        STATIC_REDIRECT_URI,
+        scope,
+        None,
+        "state-1",
+        &challenge,
+    );
+    let callback = provider.sign_in(&url, user).await;
+    let code = query_param(&callback, "code").unwrap_or_else(|| panic!("no code in {callback}"));
+    let token_endpoint = str_field(metadata, "token_endpoint");
+    let (status, tokens) = exchange_code(
+        http,
+        token_endpoint,
+        STATIC_CLIENT,
+        &code,
+        STATIC_REDIRECT_URI,
+        &verifier,
+    )
+    .await;
+    (callback, status, tokens)
+}
+
 fn assert_access_token_for_resource(token: &str, issuer: &str, subject: &str, client_id: &str) -> Value {
     let claims = jwt_claims(token);
     assert_eq!(claims["iss"], issuer, "{claims}");
@@ -327,8 +368,8 @@ async fn a_dynamically_registered_public_client_signs_in_exchanges_refreshes_and
 #[tokio::test]
 async fn a_pre_registered_client_on_any_loopback_port_signs_in_with_a_short_lived_token() {
     let provider = OidcProvider::start_with_env(&[
-        ("OIDC_STATIC_CLIENT_ID", "muster-static"),
-        ("OIDC_STATIC_CLIENT_SECRET", "static-secret"),
+        ("OIDC_STATIC_CLIENT_ID", STATIC_CLIENT.0),
+        ("OIDC_STATIC_CLIENT_SECRET", STATIC_CLIENT.1),
         ("OIDC_STATIC_REDIRECT_URI", "http://127.0.0.1:1/oauth/proxy/callback"),
         ("OIDC_ACCESS_TTL", "5"),
         ("OIDC_OAUTH_METADATA", "1"),
@@ -342,31 +383,10 @@ async fn a_pre_registered_client_on_any_loopback_port_signs_in_with_a_short_live
     let token_endpoint = str_field(&metadata, "token_endpoint");
 
     // Registered with port 1, used with another: loopback ports are not compared (RFC 8252 7.3).
-    let redirect_uri = "http://127.0.0.1:45678/oauth/proxy/callback";
-    let (verifier, challenge) = pkce();
-    let url = authorization_url(
-        str_field(&metadata, "authorization_endpoint"),
-        "muster-static",
-        redirect_uri,
-        "openid offline_access email",
-        None,
-        "state-1",
-        &challenge,
-    );
-    let callback = provider.sign_in(&url, "bob").await;
-    assert!(callback.as_str().starts_with(redirect_uri), "{callback}");
+    let (callback, status, tokens) =
+        sign_in_static(&provider, &http, &metadata, "bob", "openid offline_access email").await;
+    assert!(callback.as_str().starts_with(STATIC_REDIRECT_URI), "{callback}");
     assert_eq!(query_param(&callback, "iss").as_deref(), Some(issuer));
-    let code = query_param(&callback, "code").unwrap_or_else(|| panic!("no code in {callback}"));
-
-    let (status, tokens) = exchange_code(
-        &http,
-        token_endpoint,
-        ("muster-static", "static-secret"),
-        &code,
-        redirect_uri,
-        &verifier,
-    )
-    .await;
     assert_eq!(status, StatusCode::OK, "{tokens}");
     assert_eq!(tokens["expires_in"], 5, "OIDC_ACCESS_TTL: {tokens}");
     let claims = jwt_claims(str_field(&tokens, "access_token"));
@@ -383,7 +403,7 @@ async fn a_pre_registered_client_on_any_loopback_port_signs_in_with_a_short_live
     let (status, plain) = post_form(
         &http,
         token_endpoint,
-        Some(("muster-static", "static-secret")),
+        Some(STATIC_CLIENT),
         &[
             ("grant_type", "refresh_token"),
             ("refresh_token", str_field(&tokens, "refresh_token")),
@@ -406,8 +426,8 @@ async fn a_pre_registered_client_on_any_loopback_port_signs_in_with_a_short_live
 #[tokio::test]
 async fn with_rotation_a_refresh_token_is_used_once_and_a_replay_revokes_the_grant() {
     let provider = OidcProvider::start_with_env(&[
-        ("OIDC_STATIC_CLIENT_ID", "muster-static"),
-        ("OIDC_STATIC_CLIENT_SECRET", "static-secret"),
+        ("OIDC_STATIC_CLIENT_ID", STATIC_CLIENT.0),
+        ("OIDC_STATIC_CLIENT_SECRET", STATIC_CLIENT.1),
         ("OIDC_STATIC_REDIRECT_URI", "http://127.0.0.1:1/oauth/proxy/callback"),
         ("OIDC_ROTATE_REFRESH", "1"),
     ]);
@@ -418,29 +438,8 @@ async fn with_rotation_a_refresh_token_is_used_once_and_a_replay_revokes_the_gra
     )
     .await;
     let token_endpoint = str_field(&metadata, "token_endpoint");
-    let redirect_uri = "http://127.0.0.1:45678/oauth/proxy/callback";
-    let (verifier, challenge) = pkce();
-    let url = authorization_url(
-        str_field(&metadata, "authorization_endpoint"),
-        "muster-static",
-        redirect_uri,
-        "openid offline_access",
-        None,
-        "state-1",
-        &challenge,
-    );
-    let callback = provider.sign_in(&url, "carol").await;
-    let code = query_param(&callback, "code").unwrap_or_else(|| panic!("no code in {callback}"));
-    let client = Some(("muster-static", "static-secret"));
-    let (status, tokens) = exchange_code(
-        &http,
-        token_endpoint,
-        ("muster-static", "static-secret"),
-        &code,
-        redirect_uri,
-        &verifier,
-    )
-    .await;
+    let (_, status, tokens) = sign_in_static(&provider, &http, &metadata, "carol", "openid offline_access").await;
+    let client = Some(STATIC_CLIENT);
     assert_eq!(status, StatusCode::OK, "{tokens}");
     let first = str_field(&tokens, "refresh_token").to_owned();
     let refresh = |token: String| {

@@ -65,8 +65,7 @@ use crate::workflows::GatewayWorkflows;
 /// each: a downstream server's connection, a core tool, a workflow, or a tool of the embedder's.
 #[derive(Clone)]
 pub struct Dispatcher {
-    registry: Arc<Registry>,
-    /// The downstream servers' tools.
+    /// The downstream servers' tools, over the registry whose catalogue routes every call.
     downstream: DownstreamTools,
     /// The tools that run in this process (the core tools, the embedder's own), by exposed name.
     in_process: ToolRouter,
@@ -88,8 +87,7 @@ impl Dispatcher {
     /// [`Dispatcher::with_tool`].
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
-            downstream: DownstreamTools::new(Arc::clone(&registry)),
-            registry,
+            downstream: DownstreamTools::new(registry),
             in_process: ToolRouter::new(),
             workflows: None,
         }
@@ -118,7 +116,7 @@ impl Dispatcher {
     /// calls with the caller's whole context. A tool of the same name as a core tool replaces it.
     #[must_use]
     pub fn with_tool(mut self, entry: ToolEntry, service: impl ToolService + Sync) -> Self {
-        self.registry.offer_tools([entry.clone()]);
+        self.downstream.registry().offer_tools([entry.clone()]);
         self.in_process = self.in_process.with_tool(entry, service);
         self
     }
@@ -132,7 +130,9 @@ impl Dispatcher {
         entries: impl IntoIterator<Item = &'a ToolEntry> + Clone,
         service: impl ToolService + Sync,
     ) -> Self {
-        self.registry.offer_tools(entries.clone().into_iter().cloned());
+        self.downstream
+            .registry()
+            .offer_tools(entries.clone().into_iter().cloned());
         self.in_process = self.in_process.with_tools(entries, service);
         self
     }
@@ -140,13 +140,12 @@ impl Dispatcher {
     /// Runs `call`: a tool that runs in this process with its service, a downstream tool on its
     /// server (the session's own connection when it signed in to it), or a workflow here.
     async fn dispatch(
-        registry: Arc<Registry>,
         downstream: DownstreamTools,
         in_process: ToolRouter,
         workflows: Option<Arc<BoxToolService>>,
         call: ToolCall,
     ) -> Result<ToolOutput, ToolError> {
-        let catalog = registry.catalog_for(&call.ctx.session);
+        let catalog = downstream.registry().catalog_for(&call.ctx.session);
         let entry = catalog
             .tool(&call.name)
             .ok_or_else(|| ToolError::not_found(&call.name))?;
@@ -182,7 +181,6 @@ impl Service<ToolCall> for Dispatcher {
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
         Box::pin(Self::dispatch(
-            Arc::clone(&self.registry),
             self.downstream.clone(),
             self.in_process.clone(),
             self.workflows.clone(),
@@ -205,7 +203,6 @@ mod tests {
         let registry =
             Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), Default::default()).expect("a registry");
         let dispatch = Dispatcher::dispatch(
-            Arc::clone(&registry),
             DownstreamTools::new(registry),
             ToolRouter::new(),
             None,

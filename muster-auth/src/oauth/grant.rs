@@ -47,8 +47,8 @@ pub struct Grant {
     /// new one), as learnt from its refreshes: `None` until it was refreshed, `Some(true)` once
     /// a refresh answered a different refresh token (and from then on), `Some(false)` while
     /// every refresh answered none or the same one. Only a grant that is known not to rotate
-    /// is refreshed on one replica while the others use it too (see
-    /// [`GrantFallback`](crate::state::GrantFallback)).
+    /// is refreshed on one replica while the others use it too (the sign-in state store's
+    /// `GrantFallback` reads this).
     pub rotates_refresh_tokens: Option<bool>,
 }
 

@@ -71,6 +71,11 @@ impl DownstreamTools {
         self
     }
 
+    /// The registry whose servers these are.
+    pub(super) fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// Runs `call` of the downstream tool `entry` (the caller looked it up in the session's
     /// catalogue).
     pub(super) async fn call_entry(&self, entry: &ToolEntry, call: ToolCall) -> Result<ToolOutput, ToolError> {
