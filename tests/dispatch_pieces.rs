@@ -32,15 +32,17 @@ async fn echo_registry(workflows: Vec<Workflow>) -> (ScriptedServer, Arc<Registr
         })
         .serve()
         .await;
-    let options = RegistryOptions::default().with_supervision(fast_supervision());
     let registry = Registry::new(
         MusterConfig::default(),
         vec![remote("echo", &echo.url)],
         workflows,
-        options,
+        RegistryOptions::default(),
     )
     .expect("a registry");
-    Supervisor::new(Arc::clone(&registry)).start().await;
+    Supervisor::new(Arc::clone(&registry))
+        .with_config(fast_supervision())
+        .start()
+        .await;
     (echo, registry)
 }
 

@@ -12,10 +12,7 @@ use muster::core::{
     config::{AggregatorConfig, McpClientConfig, MusterConfig, OAuthServerConfig},
     crd::{MCPServer, MCPServerAuth, MCPServerState},
 };
-use muster::gateway::{
-    Gateway,
-    registry::{RegistryOptions, SessionReaping},
-};
+use muster::gateway::{Gateway, GatewayOptions, registry::SessionReaping};
 use rmcp::{RoleClient, ServiceExt, service::RunningService, transport::StreamableHttpClientTransport};
 use serde_json::{Value, json};
 
@@ -40,7 +37,7 @@ impl Served {
         reaping: SessionReaping,
     ) -> Self {
         let base = format!("http://{}", listener.local_addr().expect("addr"));
-        let options = RegistryOptions::default()
+        let options = GatewayOptions::default()
             .with_supervision(fast_supervision())
             .with_session_reaping(reaping);
         let gateway = Gateway::with_options(
@@ -340,10 +337,9 @@ async fn exchange_gateway_with(
     let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_oauth_server(
         OAuthServerConfig::trusting(base.clone(), vec![front_issuer.to_owned()]).with_clock_skew_seconds(clock_skew),
     ));
-    let options = muster::gateway::GatewayOptions::from(
-        muster::gateway::registry::RegistryOptions::default().with_supervision(fast_supervision()),
-    )
-    .with_secrets(secrets);
+    let options = GatewayOptions::default()
+        .with_supervision(fast_supervision())
+        .with_secrets(secrets);
     let gateway = Gateway::with_options(config, servers, Vec::new(), options).expect("valid configuration");
     gateway.start().await;
     let app = gateway.router();

@@ -499,7 +499,7 @@ async fn the_example_config_directory_loads_and_its_workflow_runs() {
 
 #[tokio::test]
 async fn an_oversized_result_is_truncated_in_the_record_but_not_in_the_answer() {
-    use muster::gateway::{GatewayOptions, registry::RegistryOptions};
+    use muster::gateway::GatewayOptions;
     use muster::workflow::record::{ExecutionStore, FsExecutionStore, TRUNCATION_MARKER};
 
     let dir = tempfile::tempdir().expect("temp dir");
@@ -508,7 +508,8 @@ async fn an_oversized_result_is_truncated_in_the_record_but_not_in_the_answer() 
         "big",
         json!({"steps": [{"id": "blob", "tool": "x_demo_echo", "args": {"message": "{{ repeat 400000 \"x\" }}"}, "output": true}]}),
     );
-    let options = GatewayOptions::from(RegistryOptions::default().with_supervision(fast_supervision()))
+    let options = GatewayOptions::default()
+        .with_supervision(fast_supervision())
         .with_executions(store.clone());
     let gateway = Gateway::with_options(MusterConfig::default(), vec![demo_stdio("demo")], vec![wf], options)
         .expect("valid configuration");

@@ -23,7 +23,7 @@ use muster::{
         config::MusterConfig,
         crd::{MCPServer, Workflow},
     },
-    gateway::{Gateway, GatewayOptions, registry::RegistryOptions, supervisor::SupervisorConfig},
+    gateway::{Gateway, GatewayOptions, supervisor::SupervisorConfig},
 };
 use serde::de::DeserializeOwned;
 
@@ -113,7 +113,8 @@ impl ConfigSource {
             }
             Self::BuiltIn { searched, data_dir } => {
                 let (config, servers, workflows) = built_in()?;
-                let options = GatewayOptions::from(RegistryOptions::default().with_supervision(supervision))
+                let options = GatewayOptions::default()
+                    .with_supervision(supervision)
                     .with_data_dir(data_dir)?;
                 tracing::info!(
                     "no config directory at {} (create one there, or pass --config-path): serving the built-in \

@@ -80,10 +80,10 @@ pub(crate) async fn gateway(
         KubeEvents::new(client.clone(), &namespace).with_namespaces(config.additional_namespaces.iter().cloned());
     let executions = executions(client, &namespace).await;
     let registry = RegistryOptions::default()
-        .with_supervision(supervision)
         .with_events(EventLog::with_backend(Arc::new(events), EventLogOptions::default()))
         .with_server_policy(Arc::new(KubernetesPolicy::new(&namespace)));
     let options = GatewayOptions::from(registry)
+        .with_supervision(supervision)
         .with_secrets(Arc::new(secrets))
         .with_executions(executions)
         .with_definition_store(Arc::new(store));

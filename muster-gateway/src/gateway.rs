@@ -61,7 +61,7 @@ use crate::{
     http,
     meta::MetaTools,
     metrics::{CountingStore, GatewayMetrics, MeteredObserver, MetricsLayer, MetricsSource},
-    registry::{Registry, RegistryOptions},
+    registry::{Registry, RegistryOptions, SessionReaping},
     secrets::{DirectorySecrets, NoSecrets, SecretSource},
     supervisor::{Supervisor, SupervisorConfig},
     workflows::{EventObserver, GatewayWorkflows},
@@ -81,13 +81,17 @@ pub struct ShutdownReport {
 }
 
 /// What a gateway is given besides its definitions and configuration: its registry's options,
-/// where workflow runs are recorded, and where its core tools write definitions and find the
-/// config directory.
+/// how its servers are supervised and its sessions reaped, where workflow runs are recorded and
+/// Secrets read, and where its core tools write definitions and find the config directory.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GatewayOptions {
-    /// Supervision, session reaping, where events go and Secrets are read, which servers run.
+    /// Where events go, which servers run.
     pub registry: RegistryOptions,
+    /// Reconnect backoff and health checks.
+    pub supervision: SupervisorConfig,
+    /// How often ended and idle sessions are reaped, and when a session is idle.
+    pub session_reaping: SessionReaping,
     /// Where workflow execution records go (in memory unless given).
     pub executions: Option<Arc<dyn ExecutionStore>>,
     /// Where the Secrets servers name are read (none: every read fails naming the Secret).
@@ -110,6 +114,20 @@ impl From<RegistryOptions> for GatewayOptions {
 }
 
 impl GatewayOptions {
+    /// Sets the reconnect backoff and health checks.
+    #[must_use]
+    pub fn with_supervision(mut self, supervision: SupervisorConfig) -> Self {
+        self.supervision = supervision;
+        self
+    }
+
+    /// Sets how often sessions are reaped and when one is idle.
+    #[must_use]
+    pub fn with_session_reaping(mut self, reaping: SessionReaping) -> Self {
+        self.session_reaping = reaping;
+        self
+    }
+
     /// Keeps events in `dir/events/` and workflow run records in `dir/workflow_executions/`
     /// (creating them; a run an earlier process left unfinished is marked failed), as filesystem
     /// mode does beside its definitions. Refused when either cannot be opened.
@@ -160,7 +178,8 @@ pub struct Gateway {
     registry: Arc<Registry>,
     metrics: Arc<GatewayMetrics>,
     executions: Arc<dyn ExecutionStore>,
-    secrets: Arc<dyn SecretSource>,
+    /// Connects the servers and keeps them connected, from [`Gateway::start`] on.
+    supervisor: Supervisor,
     workflows: GatewayWorkflows,
     auth: DownstreamAuth,
     core_tools: CoreTools,
@@ -168,6 +187,8 @@ pub struct Gateway {
     shutdown: CancellationToken,
     /// Cancelled when a shutdown's deadline ends the calls still running.
     calls_ended: CancellationToken,
+    /// Each client session's call slots, shared by every transport's meta-tools.
+    session_limits: Arc<muster_upstream::limits::CallLimits>,
     drain: Arc<http::guard::Drain>,
 }
 
@@ -187,15 +208,7 @@ impl Gateway {
         workflows: Vec<Workflow>,
         supervision: SupervisorConfig,
     ) -> Result<Self, GatewayError> {
-        Self::with_options(
-            config,
-            servers,
-            workflows,
-            RegistryOptions {
-                supervision,
-                ..RegistryOptions::default()
-            },
-        )
+        Self::with_options(config, servers, workflows, GatewayOptions::default().with_supervision(supervision))
     }
 
     /// A gateway with every option: supervision, the event log, the definition store and the
@@ -212,6 +225,7 @@ impl Gateway {
     ) -> Result<Self, GatewayError> {
         let options = options.into();
         // Below the stack: the server table, the catalogue and the sessions' connections.
+        let session_limits = Arc::new(muster_upstream::limits::CallLimits::new(config.aggregator.limits.clone()));
         let registry = Registry::new(config, servers, workflows, options.registry)?;
         let metrics = Arc::new(GatewayMetrics::new());
         metrics.set_source(Arc::downgrade(&registry) as Weak<dyn MetricsSource>);
@@ -230,6 +244,11 @@ impl Gateway {
         });
         let secrets = options.secrets.unwrap_or_else(|| Arc::new(NoSecrets));
         let auth = DownstreamAuth::for_registry(&registry, Arc::clone(&secrets))?;
+        let supervisor = Supervisor::new(Arc::clone(&registry))
+            .with_config(options.supervision)
+            .with_session_reaping(options.session_reaping)
+            .with_secrets(secrets)
+            .with_metrics(Arc::clone(&metrics));
         let mut core_tools = CoreTools::new(Arc::clone(&registry))
             .with_auth(&auth)
             .with_executions(Arc::clone(&executions));
@@ -258,13 +277,14 @@ impl Gateway {
             registry,
             metrics,
             executions,
-            secrets,
+            supervisor,
             workflows,
             auth,
             core_tools,
             tools,
             shutdown: CancellationToken::new(),
             calls_ended: CancellationToken::new(),
+            session_limits,
             drain: Arc::default(),
         })
     }
@@ -284,7 +304,8 @@ impl Gateway {
         })?;
         let store = config_dir::ConfigStore::new(dir);
         let snapshot = store.snapshot(&loaded);
-        let options = GatewayOptions::from(RegistryOptions::default().with_supervision(supervision))
+        let options = GatewayOptions::default()
+            .with_supervision(supervision)
             .with_secrets(Arc::new(DirectorySecrets::new(dir.join("secrets"))))
             .with_data_dir(dir)?
             .with_config_dir(store);
@@ -328,11 +349,7 @@ impl Gateway {
     /// and retried on its backoff, never fatal).
     pub async fn start(&self) {
         crate::workflows::spawn_retention(Arc::clone(&self.executions), self.shutdown.child_token());
-        Supervisor::new(Arc::clone(&self.registry))
-            .with_secrets(Arc::clone(&self.secrets))
-            .with_metrics(Arc::clone(&self.metrics))
-            .start()
-            .await;
+        self.supervisor.start().await;
     }
 
     /// Refuses a started gateway whose `prefixMode: never` left two servers exposing the same
@@ -392,6 +409,7 @@ impl Gateway {
         MetaTools::new(Arc::clone(&self.registry), self.tools.clone())
             .with_metrics(Arc::clone(&self.metrics))
             .with_calls_ended(self.calls_ended.clone())
+            .with_session_limits(Arc::clone(&self.session_limits))
             .with_auth(self.auth.clone())
     }
 

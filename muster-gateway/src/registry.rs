@@ -62,7 +62,6 @@ use muster_workflow::{
 use crate::{
     events::{Author, Event, EventLog, reasons},
     upstream::SharedConnection,
-    upstream::supervision::SupervisorConfig,
     workflows,
 };
 
@@ -84,13 +83,10 @@ pub struct Registry {
     changes: ChangeBus,
     /// Which servers may run where the gateway runs.
     server_policy: Arc<dyn ServerPolicy>,
-    supervision: SupervisorConfig,
-    /// How sessions are reaped once supervision started.
-    session_reaping: SessionReaping,
     /// Whether supervision started (`Supervisor::start`).
     started: std::sync::atomic::AtomicBool,
     events: EventLog,
-    /// The concurrency limits of sessions and servers (`aggregator.limits`, read at start).
+    /// The concurrency limits of the servers (`aggregator.limits`, read at start).
     limits: Arc<muster_upstream::limits::CallLimits>,
 }
 
@@ -103,7 +99,6 @@ impl Registry {
         workflows: Vec<Workflow>,
         options: RegistryOptions,
     ) -> Result<Arc<Self>, crate::error::GatewayError> {
-        let supervision = options.supervision;
         let presets = Arc::new(Presets::from_config(&config.toolset_presets)?);
         let names = NameRules::new(config.aggregator.muster_prefix.clone())
             .unprefixed(config.aggregator.prefix_mode == muster_core::config::PrefixMode::Never);
@@ -131,8 +126,6 @@ impl Registry {
             sessions: SessionConnections::default(),
             changes: ChangeBus::default(),
             server_policy: options.server_policy.unwrap_or_else(|| Arc::new(AnyServer)),
-            supervision,
-            session_reaping: options.session_reaping,
             started: std::sync::atomic::AtomicBool::new(false),
             events,
         });
@@ -199,11 +192,6 @@ impl Registry {
     /// Notes that supervision started; `true` the first time.
     pub(crate) fn mark_started(&self) -> bool {
         !self.started.swap(true, std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// How supervisors retry and check health.
-    pub(crate) fn supervision(&self) -> SupervisorConfig {
-        self.supervision
     }
 
     /// Adds server `definition`, or replaces the definition of the server of that name (its
@@ -393,10 +381,6 @@ impl Registry {
         &self.changes
     }
 
-    /// The concurrency limits of sessions and servers.
-    pub(crate) fn call_limits(&self) -> &Arc<muster_upstream::limits::CallLimits> {
-        &self.limits
-    }
 
     /// `conn` bounded by its server's concurrency limit: every connection the registry installs
     /// goes through here.

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::{
     events::{Event, EventDetails, reasons},
     metrics::GatewayMetrics,
-    registry::{Change, Command, Key, Registry, Unsupervised},
+    registry::{Change, Command, Key, Registry, SessionReaping, Unsupervised},
     secrets::{
         HeadersFor, NoSecrets, SECRET_REFERENCE, SecretError, SecretSource, TOKEN_EXCHANGE_CREDENTIALS,
         with_secret_headers,
@@ -41,23 +41,30 @@ enum Outcome {
 }
 
 /// Supervises the servers of a registry: one task per server, which connects it, watches the
-/// connection and reconnects on backoff, counting connection failures and reconnects in the
-/// gateway's metrics when given them.
+/// connection and reconnects on backoff ([`SupervisorConfig`]), counting connection failures and
+/// reconnects in the gateway's metrics when given them. While the registry lives it also reaps
+/// its ended and idle sessions ([`SessionReaping`]).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
 /// use muster_core::config::MusterConfig;
-/// use muster_gateway::{metrics::GatewayMetrics, registry::{Registry, RegistryOptions}, supervisor::Supervisor};
+/// use muster_gateway::{metrics::GatewayMetrics, registry::{Registry, RegistryOptions}, supervisor::{Supervisor, SupervisorConfig}};
 ///
 /// let registry = Registry::new(MusterConfig::default(), Vec::new(), Vec::new(), RegistryOptions::default())?;
 /// let metrics = Arc::new(GatewayMetrics::new());
-/// Supervisor::new(Arc::clone(&registry)).with_metrics(metrics).start().await;
+/// Supervisor::new(Arc::clone(&registry))
+///     .with_config(SupervisorConfig::from_env())
+///     .with_metrics(metrics)
+///     .start()
+///     .await;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
 pub struct Supervisor {
     registry: Arc<Registry>,
+    config: SupervisorConfig,
+    reaping: SessionReaping,
     secrets: Arc<dyn SecretSource>,
     metrics: Option<Arc<GatewayMetrics>>,
 }
@@ -73,14 +80,30 @@ struct Watched {
 }
 
 impl Supervisor {
-    /// The supervision of `registry`'s servers, with the registry's
-    /// [`SupervisorConfig`], reading no Secret until [`Supervisor::with_secrets`].
+    /// The supervision of `registry`'s servers with the default [`SupervisorConfig`] and
+    /// [`SessionReaping`], reading no Secret until [`Supervisor::with_secrets`].
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
             registry,
+            config: SupervisorConfig::default(),
+            reaping: SessionReaping::default(),
             secrets: Arc::new(NoSecrets),
             metrics: None,
         }
+    }
+
+    /// Retries and checks health as `config` says.
+    #[must_use]
+    pub fn with_config(mut self, config: SupervisorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Reaps the registry's ended and idle sessions as `reaping` says.
+    #[must_use]
+    pub fn with_session_reaping(mut self, reaping: SessionReaping) -> Self {
+        self.reaping = reaping;
+        self
     }
 
     /// Reads the Secrets the servers name (`headersFrom`, token-exchange client credentials)
@@ -106,12 +129,12 @@ impl Supervisor {
         let registry = &self.registry;
         let watched = Watched {
             registry: Arc::downgrade(registry),
-            config: registry.supervision(),
+            config: self.config,
             secrets: Arc::clone(&self.secrets),
             metrics: self.metrics.clone(),
         };
         if registry.mark_started() {
-            registry.spawn_session_reaper();
+            registry.spawn_session_reaper(self.reaping);
             tokio::spawn(supervise_new_servers(watched.clone(), registry.changes().listen()));
         }
         let first_attempts: Vec<_> = registry

@@ -361,9 +361,9 @@ impl InProcessReplica {
 
     /// Starts it (again) on its port: a new gateway, as after a restart.
     pub async fn start_again(&mut self) {
-        use muster::gateway::{Gateway, GatewayOptions, registry::RegistryOptions};
+        use muster::gateway::{Gateway, GatewayOptions};
         assert!(self.running.is_none(), "{} is running", self.name);
-        let mut options = GatewayOptions::from(RegistryOptions::default().with_supervision(super::fast_supervision()));
+        let mut options = GatewayOptions::default().with_supervision(super::fast_supervision());
         if let Some(secrets) = &self.secrets {
             options = options.with_secrets(std::sync::Arc::clone(secrets));
         }

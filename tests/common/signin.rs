@@ -5,7 +5,7 @@ use muster::core::config::{AggregatorConfig, MusterConfig};
 use muster::core::crd::MCPServer;
 use muster::gateway::{
     Gateway, GatewayOptions,
-    registry::{RegistryOptions, SessionReaping},
+    registry::SessionReaping,
 };
 use serde_json::json;
 
@@ -105,11 +105,9 @@ impl SignInGateway {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let config = MusterConfig::default().with_aggregator(configure(base.clone()));
-        let mut options = GatewayOptions::from(
-            RegistryOptions::default()
-                .with_supervision(fast_supervision())
-                .with_session_reaping(reaping),
-        );
+        let mut options = GatewayOptions::default()
+            .with_supervision(fast_supervision())
+            .with_session_reaping(reaping);
         if let Some(secrets) = &secrets {
             options = options.with_secrets(std::sync::Arc::clone(secrets));
         }

@@ -33,6 +33,7 @@ use muster_catalog::{
     },
 };
 use muster_core::{BoxToolService, CallContext, JsonObject, Principal, ProgressSink, SessionId, call::ProgressUpdate};
+use muster_upstream::limits::CallLimits;
 use rmcp::{
     RoleServer,
     model::{CallToolResult, ProgressNotification, ServerJsonRpcMessage, ServerNotification},
@@ -63,6 +64,8 @@ pub struct MetaTools {
     metrics: Arc<GatewayMetrics>,
     /// Cancelled when a shutdown's deadline ends the calls still running.
     calls_ended: tokio_util::sync::CancellationToken,
+    /// Each session's call slots (`aggregator.limits.maxConcurrentCallsPerSession`).
+    session_limits: Arc<CallLimits>,
     /// What a call retried after its person accepted to sign in waits on (sign-in by link).
     sign_in_waiter: Option<Arc<dyn SignInWaiter>>,
     /// Answers the meta-tools: discovery over the registry's catalogue (which scopes every
@@ -110,6 +113,7 @@ impl MetaTools {
     pub fn new(registry: Arc<Registry>, tools: BoxToolService) -> Self {
         let metrics = Arc::new(GatewayMetrics::new());
         let unseen = Arc::new(RegistryUnseen::new(Arc::clone(&registry), None, Arc::clone(&metrics)));
+        let session_limits = Arc::new(CallLimits::new(registry.config().aggregator.limits));
         Self {
             meta: meta_service(&registry, None, tools, &unseen),
             unseen,
@@ -117,6 +121,7 @@ impl MetaTools {
             auth: None,
             metrics,
             calls_ended: tokio_util::sync::CancellationToken::new(),
+            session_limits,
             sign_in_waiter: None,
             sessions: None,
         }
@@ -136,6 +141,15 @@ impl MetaTools {
     #[must_use]
     pub fn with_calls_ended(mut self, token: tokio_util::sync::CancellationToken) -> Self {
         self.calls_ended = token;
+        self
+    }
+
+    /// Limits each session's calls with `limits` (by default, limiters of its own as
+    /// `aggregator.limits` read now says): share them between the meta-tools of several
+    /// transports for one limit across them.
+    #[must_use]
+    pub fn with_session_limits(mut self, limits: Arc<CallLimits>) -> Self {
+        self.session_limits = limits;
         self
     }
 

@@ -240,8 +240,7 @@ impl MetaTools {
             self.sign_in_waiter.as_deref(),
             |call| async move {
                 let _slot = self
-                    .registry
-                    .call_limits()
+                    .session_limits
                     .session_slot(&call.ctx.session)
                     .await
                     .map_err(McpError::from)?;

@@ -179,11 +179,9 @@ impl Registry {
         self.sessions.observe(observer);
     }
 
-    /// Reaps ended and idle sessions as its [`SessionReaping`](super::SessionReaping) says,
-    /// while the registry lives.
-    pub(crate) fn spawn_session_reaper(self: &Arc<Self>) {
+    /// Reaps ended and idle sessions as `reaping` says, while the registry lives.
+    pub(crate) fn spawn_session_reaper(self: &Arc<Self>, reaping: super::SessionReaping) {
         let registry = Arc::downgrade(self);
-        let reaping = self.session_reaping;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(reaping.interval);
             tick.tick().await;
