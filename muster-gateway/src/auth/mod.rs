@@ -57,7 +57,7 @@ use self::{
 use crate::{
     events::{Event, reasons},
     registry::Registry,
-    upstream::{Egress, UpstreamConnection},
+    upstream::{Egress, SharedConnection, UpstreamConnection},
 };
 
 /// Sign-in by link: the links, the callback, and the grants' use, over a sign-in state store.
@@ -290,15 +290,26 @@ impl SignInService {
     /// no grant for the server, or when the grants cannot be read (the call goes on with the
     /// connection the session holds, unless the token it carries expired). A
     /// refresh the authorization server refuses signs the owner out.
-    pub async fn prepare_call(&self, registry: &Registry, ctx: &CallContext, server: &str) -> Result<(), ToolError> {
+    ///
+    /// `Ok(Some(connection))` when the connection the call goes through was found on the way
+    /// (the caller need not look it up again), `Ok(None)` when the caller looks it up.
+    pub async fn prepare_call(
+        &self,
+        registry: &Registry,
+        ctx: &CallContext,
+        server: &str,
+    ) -> Result<Option<SharedConnection>, ToolError> {
         let owner = self.owner(registry, ctx, server);
         // No round trip to the store for a server the caller holds no grant for and that the
         // session reaches already (a server without sign-in has one connection for all); without
         // a connection, the store is asked (a grant kept on another replica, not told yet).
         let indexed = match self.grant_index.holds(&*self.store, &owner, server).await {
-            Ok(false) if registry.connection_for(&ctx.session, server).is_some() => return Ok(()),
+            Ok(false) => match registry.connection_for(&ctx.session, server) {
+                Some(connection) => return Ok(Some(connection)),
+                None => false,
+            },
             Ok(indexed) => indexed,
-            Err(e) => return self.without_store(ctx, server, &e),
+            Err(e) => return self.without_store(ctx, server, &e).map(|()| None),
         };
         let found = self.store.grant(&owner, server).await;
         if matches!(&found, Ok(held) if held.is_some() != indexed) {
@@ -306,8 +317,8 @@ impl SignInService {
         }
         let mut held = match found {
             Ok(Some(held)) => held,
-            Ok(None) => return Ok(()),
-            Err(e) => return self.without_store(ctx, server, &e),
+            Ok(None) => return Ok(None),
+            Err(e) => return self.without_store(ctx, server, &e).map(|()| None),
         };
         if let Some(conflict) = registry.issuer_conflict(server) {
             registry.remove_session_connection(&ctx.session, server);
@@ -317,7 +328,7 @@ impl SignInService {
             // Boxed: refreshing is rare, and every call's future would carry it.
             match Box::pin(self.refreshed(registry, &owner, server)).await? {
                 Some(current) => held = current,
-                None => return Ok(()),
+                None => return Ok(None),
             }
         }
         let view = registry
@@ -344,12 +355,12 @@ impl SignInService {
                 && registry.session_connection(&ctx.session, server).is_some()
         };
         if current() {
-            return Ok(());
+            return Ok(None);
         }
         // One call connects; the ones that waited for it use its connection.
         let _connecting = self.connections.connecting(&ctx.session, server).await;
         if current() {
-            return Ok(());
+            return Ok(None);
         }
         // Boxed, as the refresh above: connecting is rare, and every call's future would carry it.
         let egress = Egress::of(&view.definition, &registry.config().aggregator);
@@ -367,7 +378,7 @@ impl SignInService {
         })?;
         registry.put_session_connection(&ctx.session, server, conn);
         self.connections.mark_used(&ctx.session, server, used);
-        Ok(())
+        Ok(None)
     }
 
     /// What a call of `ctx`'s session to `server` does when the grants cannot be read (the

@@ -81,11 +81,12 @@ impl DownstreamTools {
     pub(super) async fn call_entry(&self, entry: &ToolEntry, call: ToolCall) -> Result<ToolOutput, ToolError> {
         let registry = &self.registry;
         let (server, tool, arguments) = downstream_route(entry, call.arguments, &call.name)?;
-        if let Some(sign_in) = &self.sign_in {
-            sign_in.prepare_call(registry, &call.ctx, &server).await?;
-        }
-        let conn = registry
-            .connection_for(&call.ctx.session, &server)
+        let prepared = match &self.sign_in {
+            Some(sign_in) => sign_in.prepare_call(registry, &call.ctx, &server).await?,
+            None => None,
+        };
+        let conn = prepared
+            .or_else(|| registry.connection_for(&call.ctx.session, &server))
             .ok_or_else(|| ToolError::ServerUnavailable {
                 server: server.clone(),
                 reason: registry
