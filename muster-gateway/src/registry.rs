@@ -20,6 +20,13 @@
 //! - the per-session side of the registry (`sessions`): those joined with the server table, and
 //!   the reaping of sessions that ended, told to each [`SessionObserver`] (the sign-in services,
 //!   which sit above the registry).
+//!
+//! Besides these it keeps what its own changes need: the running configuration (a snapshot's
+//! `config.yaml` replaces it; the core tools and the sign-in services read it through
+//! [`Registry::config`]), the event log each change is recorded in ([`Registry::events`]), the
+//! servers' call limits (every connection it installs is bounded by them), and which servers may
+//! run ([`ServerPolicy`]). How servers are supervised and sessions reaped is the `Supervisor`'s
+//! (given to it, not to the registry); each session's call slots are the meta-tools'.
 
 mod apply;
 mod changes;
