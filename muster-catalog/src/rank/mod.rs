@@ -87,9 +87,11 @@
 mod analyzer;
 mod bm25f;
 mod explain;
+mod fusion;
 mod index;
 #[doc(hidden)]
 pub mod reference;
+pub mod semantic;
 mod words;
 
 pub use analyzer::{Analyzer, Folding, TermClass, fold};
@@ -97,7 +99,8 @@ pub use bm25f::{
     Bm25fParams, CorpusStatistics, FieldParams, TermWeight, display_score, idf, length_norm, saturate,
     weighted_field_tf,
 };
-pub use explain::{Explanation, FieldExplanation, TermExplanation};
+pub use explain::{Explanation, FieldExplanation, HybridExplanation, TermExplanation};
+pub use fusion::{Fused, Fusion, fuse, reciprocal_rank};
 pub use index::{Hit, PrefixTokens, Query, QueryTerm, RankingConfig, SearchIndex, SnapshotStatistics};
 
 /// A field of a tool's text, most to least weighty.
