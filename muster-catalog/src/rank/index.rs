@@ -14,8 +14,8 @@ use super::{
     analyzer::{Analyzer, TermClass},
     bm25f::{Bm25fParams, CorpusStatistics, TermWeight, length_norm, weighted_field_tf},
     explain::{Explanation, FieldExplanation, HybridExplanation, TermExplanation},
-    fusion::{Fused, fuse},
-    semantic::{SemanticRanking, ToolVectors},
+    fusion::{Fused, fuse, rank_of},
+    semantic::{QuantizedVector, SemanticRanking, ToolVectors},
 };
 
 /// What the `x_<server>_` prefix of a downstream tool's exposed name is to its name field.
@@ -414,7 +414,7 @@ impl SearchIndex {
         if query.matches_nothing() || candidates.is_empty() {
             return Vec::new();
         }
-        if let Some(fused) = self.fused(query, candidates) {
+        if let Some((fused, _)) = self.fused(query, candidates, top) {
             return fused
                 .into_iter()
                 .filter_map(|f| {
@@ -437,16 +437,20 @@ impl SearchIndex {
         hits
     }
 
-    /// The fused ranking of `candidates`, when the index has a semantic ranker and the query a
-    /// vector; best first (the fusion orders them all).
-    fn fused(&self, query: &Query, candidates: &[Option<DocId>]) -> Option<Vec<Fused>> {
+    /// The fused ranking of `candidates` (the best `top` first and in order), with each
+    /// candidate's BM25F score and similarity, when the index has a semantic ranker and the query
+    /// a vector.
+    #[allow(clippy::type_complexity)]
+    fn fused(&self, query: &Query, candidates: &[Option<DocId>], top: usize) -> Option<(Vec<Fused>, (Vec<f64>, Vec<f32>))> {
         let (semantic, vectors, vector) = (self.config.semantic.as_ref()?, self.vectors.as_ref()?, query.vector()?);
         let lexical = self.lexical_scores(query, candidates);
+        let vector = QuantizedVector::new(vector);
         let similarity: Vec<f32> = candidates
             .iter()
-            .map(|doc| doc.map_or(0.0, |d| vectors.similarity(d.index(), vector)))
+            .map(|doc| doc.map_or(0.0, |d| vectors.similarity(d.index(), &vector)))
             .collect();
-        Some(fuse(&lexical, &similarity, semantic.fusion, semantic.depth))
+        let fused = fuse(&lexical, &similarity, semantic.fusion, semantic.depth, top);
+        Some((fused, (lexical, similarity)))
     }
 
     /// The BM25F score of each candidate (0 for no match, or a document the index does not hold).
@@ -493,12 +497,14 @@ impl SearchIndex {
         let Some(position) = docs.iter().position(|&d| d == Some(doc)) else {
             return explanation;
         };
-        if let (Some(fused), Some(vectors), Some(vector)) = (self.fused(query, &docs), &self.vectors, query.vector()) {
+        if let (Some((fused, (lexical, similarity))), Some(semantic)) =
+            (self.fused(query, &docs, 0), &self.config.semantic)
+        {
             let found = fused.iter().find(|f| f.position == position);
             explanation.hybrid = Some(HybridExplanation {
-                similarity: vectors.similarity(doc.index(), vector),
-                lexical_rank: found.and_then(|f| f.lexical_rank),
-                semantic_rank: found.and_then(|f| f.semantic_rank),
+                similarity: similarity[position],
+                lexical_rank: rank_of(&lexical, position, usize::MAX),
+                semantic_rank: rank_of(&similarity, position, semantic.depth),
                 lexical_part: found.map_or(0.0, |f| f.lexical_part),
                 semantic_part: found.map_or(0.0, |f| f.semantic_part),
                 score: found.map_or(0.0, |f| f.score),

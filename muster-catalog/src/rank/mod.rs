@@ -100,7 +100,7 @@ pub use bm25f::{
     weighted_field_tf,
 };
 pub use explain::{Explanation, FieldExplanation, HybridExplanation, TermExplanation};
-pub use fusion::{Fused, Fusion, fuse, reciprocal_rank};
+pub use fusion::{Fused, Fusion, fuse, rank_of, reciprocal_rank};
 pub use index::{Hit, PrefixTokens, Query, QueryTerm, RankingConfig, SearchIndex, SnapshotStatistics};
 
 /// A field of a tool's text, most to least weighty.

@@ -89,56 +89,109 @@ impl SemanticRanking {
     }
 }
 
-/// The unit vector of every tool of a snapshot, row by row in document order.
+/// The unit vector of every tool of a snapshot, row by row in document order, quantised to
+/// `i8` with a scale per row: a quarter of the memory of `f32` rows, and a quarter of the bytes
+/// a query streams through (at 10,000 tools, 1.3 MB at 128 dimensions instead of 5.1 MB, which
+/// decided it: the `f32` scan was memory-bound). Cosine similarities move by about 0.005.
 #[derive(Debug, Clone, Default)]
 pub struct ToolVectors {
     dimensions: usize,
-    values: Vec<f32>,
+    values: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+/// A query's unit vector quantised as the tool vectors are, to compare with them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantizedVector {
+    values: Vec<i8>,
+    scale: f32,
+}
+
+impl QuantizedVector {
+    /// `vector` quantised: each value mapped onto −127..=127 by the largest magnitude.
+    pub fn new(vector: &[f32]) -> Self {
+        let max = vector.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let scale = if max > 0.0 { max / 127.0 } else { 0.0 };
+        let values = vector
+            .iter()
+            .map(|v| if scale > 0.0 { (v / scale).round().clamp(-127.0, 127.0) as i8 } else { 0 })
+            .collect();
+        Self { values, scale }
+    }
 }
 
 impl ToolVectors {
     /// Embeds each entry's [`tool_text`] with `model`.
     pub fn build<'a>(model: &StaticModel, entries: impl IntoIterator<Item = &'a Arc<ToolEntry>>) -> Self {
         let dimensions = model.dimensions();
-        let mut values = Vec::new();
+        let mut out = Self {
+            dimensions,
+            ..Self::default()
+        };
         let mut text = String::new();
+        let mut vector = vec![0.0; dimensions];
         for entry in entries {
-            let start = values.len();
-            values.resize(start + dimensions, 0.0);
             tool_text(entry, &mut text);
-            model.embed_into(&text, &mut values[start..]);
+            model.embed_into(&text, &mut vector);
+            let quantized = QuantizedVector::new(&vector);
+            out.values.extend_from_slice(&quantized.values);
+            out.scales.push(quantized.scale);
         }
-        Self { dimensions, values }
+        out
     }
 
-    /// The vector of document `doc` (its position in the snapshot).
-    pub fn vector(&self, doc: usize) -> Option<&[f32]> {
-        self.values.get(doc * self.dimensions..(doc + 1) * self.dimensions)
+    /// How many vectors there are (one per document).
+    pub fn len(&self) -> usize {
+        self.scales.len()
     }
 
-    /// The cosine similarity of document `doc` and the unit vector `query` (0 for a document
-    /// without a vector).
-    pub fn similarity(&self, doc: usize, query: &[f32]) -> f32 {
-        self.vector(doc).map_or(0.0, |v| dot(v, query))
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.scales.is_empty()
     }
 
-    /// Bytes held by the vectors.
+    /// The (dequantised) vector of document `doc` (its position in the snapshot).
+    pub fn vector(&self, doc: usize) -> Option<Vec<f32>> {
+        let scale = *self.scales.get(doc)?;
+        let row = &self.values[doc * self.dimensions..(doc + 1) * self.dimensions];
+        Some(row.iter().map(|&v| f32::from(v) * scale).collect())
+    }
+
+    /// The cosine similarity of document `doc` and the query (0 for a document without a
+    /// vector, or one this snapshot does not have).
+    pub fn similarity(&self, doc: usize, query: &QuantizedVector) -> f32 {
+        match self.scales.get(doc) {
+            Some(&scale) if query.values.len() == self.dimensions => {
+                let row = &self.values[doc * self.dimensions..(doc + 1) * self.dimensions];
+                dot_i8(row, &query.values) as f32 * scale * query.scale
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Bytes held by the vectors and their scales.
     pub fn bytes(&self) -> usize {
-        self.values.len() * size_of::<f32>()
+        self.values.len() + self.scales.len() * size_of::<f32>()
     }
 }
 
-/// The dot product, in eight lanes so that it vectorises.
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a8.remainder().iter().zip(b8.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in a8.zip(b8) {
-        for ((lane, x), y) in lanes.iter_mut().zip(x).zip(y) {
-            *lane += x * y;
+/// The dot product of two `i8` vectors, in sixteen `i32` lanes so that it vectorises.
+pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    const LANES: usize = 16;
+    let mut lanes = [0i32; LANES];
+    let (a16, b16) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: i32 = a16
+        .remainder()
+        .iter()
+        .zip(b16.remainder())
+        .map(|(&x, &y)| i32::from(x) * i32::from(y))
+        .sum();
+    for (x, y) in a16.zip(b16) {
+        for ((lane, &x), &y) in lanes.iter_mut().zip(x).zip(y) {
+            *lane += i32::from(x) * i32::from(y);
         }
     }
-    lanes.iter().sum::<f32>() + tail
+    lanes.iter().sum::<i32>() + tail
 }
 
 /// The text a tool is embedded from, written into `out`: its own name as words (`get_forecast`,
@@ -192,9 +245,20 @@ mod tests {
 
     #[test]
     fn the_dot_product_covers_every_lane_and_the_tail() {
-        let a: Vec<f32> = (0..11).map(|i| i as f32).collect();
-        let b = vec![1.0; 11];
-        assert_eq!(dot(&a, &b), 55.0);
+        let a: Vec<i8> = (0..67).collect();
+        let b = vec![-1; 67];
+        assert_eq!(dot_i8(&a, &b), -2211);
+        assert_eq!(dot_i8(&[127; 64], &[-127; 64]), -127 * 127 * 64);
+    }
+
+    #[test]
+    fn quantisation_keeps_the_cosine_close() {
+        let a = [0.6f32, -0.8, 0.0];
+        let b = [0.8f32, 0.0, -0.6];
+        let (qa, qb) = (QuantizedVector::new(&a), QuantizedVector::new(&b));
+        assert_eq!(qa.values, [95, -127, 0]);
+        let cosine = dot_i8(&qa.values, &qb.values) as f32 * qa.scale * qb.scale;
+        assert!((cosine - 0.48).abs() < 0.005, "{cosine}");
     }
 
     #[test]
@@ -203,9 +267,11 @@ mod tests {
         let model = StaticModel::new(tokenizer, &[vec![0.0, 0.0], vec![3.0, 0.0], vec![0.0, 4.0]]).expect("fits");
         let entries = [Arc::new(entry("post", "")), Arc::new(entry("zzz", "qqq"))];
         let vectors = ToolVectors::build(&model, &entries);
-        assert_eq!(vectors.vector(0), Some(&[1.0, 0.0][..]));
-        assert_eq!(vectors.vector(1), Some(&[0.0, 0.0][..]));
-        assert_eq!(vectors.similarity(0, &[0.6, 0.8]), 0.6);
-        assert_eq!(vectors.bytes(), 16);
+        assert_eq!(vectors.vector(0), Some(vec![1.0, 0.0]));
+        assert_eq!(vectors.vector(1), Some(vec![0.0, 0.0]));
+        let similarity = vectors.similarity(0, &QuantizedVector::new(&[0.6, 0.8]));
+        assert!((similarity - 0.6).abs() < 0.005, "{similarity}");
+        assert_eq!(vectors.similarity(1, &QuantizedVector::new(&[0.6, 0.8])), 0.0);
+        assert_eq!(vectors.bytes(), 2 * 2 + 2 * 4);
     }
 }
