@@ -6,7 +6,7 @@
 //! so a query still has a finite, meaningful count of matches.
 //!
 //! ```
-//! use muster_catalog::rank::{Fusion, fuse};
+//! use muster_catalog::rank::{Fusion, fuse, rank_of};
 //!
 //! // Candidate 0 matches the query's words; candidate 2 only its meaning. The default fusion is
 //! // the weighted sum: candidate 0 scores 0.7 · 1 + 0.3 · 0.41 / 0.77, candidate 2 0.3 · 1.

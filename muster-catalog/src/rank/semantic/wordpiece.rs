@@ -15,7 +15,8 @@
 //! let tokenizer = WordPiece::new(vocabulary.iter().map(|t| t.to_string()), "[UNK]").expect("has [UNK]");
 //! let ids: Vec<u32> = tokenizer.token_ids("Post messages to Slack!").collect();
 //! let tokens: Vec<&str> = ids.iter().map(|&id| tokenizer.token(id)).collect();
-//! assert_eq!(tokens, ["post", "message", "##s", "slack", "[UNK]"]);
+//! // "to" is not in the vocabulary, and neither is "!": each is one unknown token.
+//! assert_eq!(tokens, ["post", "message", "##s", "[UNK]", "slack", "[UNK]"]);
 //! ```
 
 use std::collections::HashMap;
