@@ -31,7 +31,7 @@ use muster_catalog::{
     Catalog,
     rank::{
         RankingConfig,
-        semantic::{SemanticRanking, StaticModel},
+        semantic::SemanticRanking,
     },
     tools::{Scope, filter_tools},
     toolset::Presets,
@@ -41,8 +41,8 @@ use serde_json::json;
 /// The hybrid ranking with the model the repository ships (which is always there).
 fn hybrid() -> RankingConfig {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/minilm-l6-static");
-    let model = StaticModel::load(&dir).unwrap_or_else(|e| panic!("the shipped model: {e}"));
-    RankingConfig::default().with_semantic(SemanticRanking::new(Arc::new(model)))
+    let semantic = SemanticRanking::load(&dir).unwrap_or_else(|e| panic!("the shipped model: {e}"));
+    RankingConfig::default().with_semantic(semantic)
 }
 
 /// Recall@5 of `filter_tools` ranking with `ranking` over every `step`th query of `data_set`, and

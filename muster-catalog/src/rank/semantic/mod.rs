@@ -73,6 +73,12 @@ impl SemanticRanking {
         }
     }
 
+    /// The model in folder `dir` (see [`StaticModel::load`]) with the default fusion and depth:
+    /// what the gateway's `aggregator.ranking.model` asks for.
+    pub fn load(dir: impl AsRef<std::path::Path>) -> Result<Self, ModelError> {
+        Ok(Self::new(Arc::new(StaticModel::load(dir)?)))
+    }
+
     /// How many similar candidates join the lexical matches by default.
     pub const DEFAULT_DEPTH: usize = 50;
 
