@@ -88,7 +88,9 @@ fn options() -> Result<Options, Box<dyn Error>> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--model" => options.model = Some(args.next().ok_or("--model needs a folder")?),
-            "--fusion" => options.fusions.push(fusion(&args.next().ok_or("--fusion needs a spec")?)?),
+            "--fusion" => options
+                .fusions
+                .push(fusion(&args.next().ok_or("--fusion needs a spec")?)?),
             "--depth" => options.depth = args.next().ok_or("--depth needs a number")?.parse()?,
             "--no-go" => options.go = false,
             "--bench" => {} // cargo passes it to examples run as benches
@@ -178,7 +180,14 @@ fn main() -> Result<(), Box<dyn Error>> {
             println!("{}", g.row(&format!("{name} | Go muster (port)")));
             started.elapsed()
         });
-        timings.push((name, data.tools.len(), data.cases.len(), ours_time, hybrid_time, go_time));
+        timings.push((
+            name,
+            data.tools.len(),
+            data.cases.len(),
+            ours_time,
+            hybrid_time,
+            go_time,
+        ));
     }
     println!();
     let per_query = |t: std::time::Duration, queries: usize| t.as_secs_f64() * 1e6 / queries as f64;
@@ -188,7 +197,10 @@ fn main() -> Result<(), Box<dyn Error>> {
             per_query(ours, queries)
         );
         if let Some(hybrid) = hybrid {
-            line.push_str(&format!(", hybrid {:.1} µs/query (with the snapshot build)", per_query(hybrid, queries)));
+            line.push_str(&format!(
+                ", hybrid {:.1} µs/query (with the snapshot build)",
+                per_query(hybrid, queries)
+            ));
         }
         if let Some(go) = go {
             line.push_str(&format!(", Go port {:.1} µs/query", per_query(go, queries)));

@@ -29,10 +29,7 @@ use std::sync::Arc;
 
 use muster_catalog::{
     Catalog,
-    rank::{
-        RankingConfig,
-        semantic::SemanticRanking,
-    },
+    rank::{RankingConfig, semantic::SemanticRanking},
     tools::{Scope, filter_tools},
     toolset::Presets,
 };

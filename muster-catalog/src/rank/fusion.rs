@@ -116,7 +116,9 @@ pub fn fuse(lexical: &[f64], semantic: &[f32], fusion: Fusion, depth: usize, top
                 ),
                 Fusion::WeightedSum { semantic_weight } => (
                     (1.0 - semantic_weight) * share(lexical[position], max_lexical),
-                    semantic_rank.map_or(0.0, |_| semantic_weight * share(f64::from(semantic[position]), max_semantic)),
+                    semantic_rank.map_or(0.0, |_| {
+                        semantic_weight * share(f64::from(semantic[position]), max_semantic)
+                    }),
                 ),
             };
             Fused {
@@ -172,7 +174,9 @@ fn ranks<S: Copy + PartialOrd + Default>(scores: &[S], depth: usize) -> Vec<u32>
         .filter(|&(_, s)| s > zero)
         .collect();
     let order = |a: &(u32, S), b: &(u32, S)| {
-        b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0))
+        b.1.partial_cmp(&a.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.0.cmp(&b.0))
     };
     if depth == 0 {
         positive.clear();
@@ -231,7 +235,13 @@ mod tests {
 
     #[test]
     fn the_weighted_sum_normalises_each_side_by_its_best() {
-        let fused = fuse(&[4.0, 2.0], &[0.2, 0.4], Fusion::WeightedSum { semantic_weight: 0.5 }, 10, usize::MAX);
+        let fused = fuse(
+            &[4.0, 2.0],
+            &[0.2, 0.4],
+            Fusion::WeightedSum { semantic_weight: 0.5 },
+            10,
+            usize::MAX,
+        );
         // 0: 0.5·1 + 0.5·0.5 = 0.75; 1: 0.5·0.5 + 0.5·1 = 0.75: a tie, kept in position order.
         assert_eq!(fused.iter().map(|f| f.position).collect::<Vec<_>>(), [0, 1]);
         assert!((fused[0].score - 0.75).abs() < 1e-9 && (fused[1].score - 0.75).abs() < 1e-9);

@@ -441,7 +441,12 @@ impl SearchIndex {
     /// candidate's BM25F score and similarity, when the index has a semantic ranker and the query
     /// a vector.
     #[allow(clippy::type_complexity)]
-    fn fused(&self, query: &Query, candidates: &[Option<DocId>], top: usize) -> Option<(Vec<Fused>, (Vec<f64>, Vec<f32>))> {
+    fn fused(
+        &self,
+        query: &Query,
+        candidates: &[Option<DocId>],
+        top: usize,
+    ) -> Option<(Vec<Fused>, (Vec<f64>, Vec<f32>))> {
         let (semantic, vectors, vector) = (self.config.semantic.as_ref()?, self.vectors.as_ref()?, query.vector()?);
         let lexical = self.lexical_scores(query, candidates);
         let vector = QuantizedVector::new(vector);

@@ -120,7 +120,13 @@ impl QuantizedVector {
         let scale = if max > 0.0 { max / 127.0 } else { 0.0 };
         let values = vector
             .iter()
-            .map(|v| if scale > 0.0 { (v / scale).round().clamp(-127.0, 127.0) as i8 } else { 0 })
+            .map(|v| {
+                if scale > 0.0 {
+                    (v / scale).round().clamp(-127.0, 127.0) as i8
+                } else {
+                    0
+                }
+            })
             .collect();
         Self { values, scale }
     }

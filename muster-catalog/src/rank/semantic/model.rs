@@ -340,7 +340,10 @@ mod tests {
     fn weights_and_a_mapping_shape_the_token_vectors() {
         let rows = f16(&[1.0, 0.0, 0.0, 1.0]);
         let mapping: Vec<u8> = [0i32, 0, 0, 1, 1].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let weights: Vec<u8> = [1.0f32, 1.0, 2.0, 1.0, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let weights: Vec<u8> = [1.0f32, 1.0, 2.0, 1.0, 1.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         let dir = model_dir(&[
             ("embeddings", "F16", vec![2, 2], rows),
             ("mapping", "I32", vec![5], mapping),

@@ -88,8 +88,14 @@ impl<'a> Tensors<'a> {
     pub(super) fn floats(&self, name: &'static str) -> Result<Matrix, SafetensorsProblem> {
         let (info, bytes) = self.tensor(name)?;
         let values = match info.dtype.as_str() {
-            "F32" => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-            "F16" => bytes.chunks_exact(2).map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
+            "F32" => bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            "F16" => bytes
+                .chunks_exact(2)
+                .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
+                .collect(),
             "BF16" => bytes
                 .chunks_exact(2)
                 .map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
@@ -200,7 +206,10 @@ mod tests {
 
     #[test]
     fn a_float16_matrix_reads_as_f32() {
-        let bytes: Vec<u8> = [0x3c00u16, 0xc000, 0x0000, 0x3800].iter().flat_map(|h| h.to_le_bytes()).collect();
+        let bytes: Vec<u8> = [0x3c00u16, 0xc000, 0x0000, 0x3800]
+            .iter()
+            .flat_map(|h| h.to_le_bytes())
+            .collect();
         let file = write(&[("embeddings", "F16", vec![2, 2], bytes)]);
         let tensors = Tensors::parse(&file).expect("parses");
         let m = tensors.floats("embeddings").expect("reads");
@@ -212,14 +221,20 @@ mod tests {
     fn integer_vectors_read_as_indices() {
         let bytes: Vec<u8> = [3i64, 0, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
         let file = write(&[("mapping", "I64", vec![3], bytes)]);
-        assert_eq!(Tensors::parse(&file).expect("parses").indices("mapping"), Ok(vec![3, 0, 7]));
+        assert_eq!(
+            Tensors::parse(&file).expect("parses").indices("mapping"),
+            Ok(vec![3, 0, 7])
+        );
     }
 
     #[test]
     fn a_byte_range_that_does_not_fit_the_shape_is_refused() {
         let file = write(&[("embeddings", "F32", vec![2, 2], vec![0; 12])]);
         let tensors = Tensors::parse(&file).expect("parses");
-        assert_eq!(tensors.floats("embeddings"), Err(SafetensorsProblem::Shape("embeddings".into())));
+        assert_eq!(
+            tensors.floats("embeddings"),
+            Err(SafetensorsProblem::Shape("embeddings".into()))
+        );
     }
 
     #[test]
@@ -232,6 +247,9 @@ mod tests {
     fn a_missing_tensor_is_named() {
         let file = write(&[]);
         let tensors = Tensors::parse(&file).expect("parses");
-        assert_eq!(tensors.floats("embeddings"), Err(SafetensorsProblem::Missing("embeddings")));
+        assert_eq!(
+            tensors.floats("embeddings"),
+            Err(SafetensorsProblem::Missing("embeddings"))
+        );
     }
 }

@@ -102,7 +102,10 @@ impl TokenizerFile {
                 _ => return Err(TokenizerProblem::SparseIds),
             }
         }
-        let tokens: Vec<String> = tokens.into_iter().collect::<Option<_>>().ok_or(TokenizerProblem::SparseIds)?;
+        let tokens: Vec<String> = tokens
+            .into_iter()
+            .collect::<Option<_>>()
+            .ok_or(TokenizerProblem::SparseIds)?;
         let unknown = self.model.unk_token.as_deref().unwrap_or("[UNK]");
         let mut word_piece = WordPiece::new(tokens, unknown).ok_or(TokenizerProblem::NoUnknownToken)?;
         if let Some(prefix) = self.model.continuing_subword_prefix {
@@ -134,7 +137,12 @@ impl WordPiece {
         let ids: HashMap<String, u32> = tokens
             .iter()
             .enumerate()
-            .map(|(id, t)| (t.clone(), u32::try_from(id).expect("a vocabulary of fewer than 2^32 tokens")))
+            .map(|(id, t)| {
+                (
+                    t.clone(),
+                    u32::try_from(id).expect("a vocabulary of fewer than 2^32 tokens"),
+                )
+            })
             .collect();
         let unknown = *ids.get(unknown)?;
         Some(Self {
@@ -288,7 +296,9 @@ mod tests {
     use super::*;
 
     fn tokenizer() -> WordPiece {
-        let vocabulary = ["[UNK]", "[CLS]", "get", "weather", "fore", "##cast", "##s", "cafe", "-", "!", "日"];
+        let vocabulary = [
+            "[UNK]", "[CLS]", "get", "weather", "fore", "##cast", "##s", "cafe", "-", "!", "日",
+        ];
         WordPiece::new(vocabulary.iter().map(|t| (*t).to_owned()), "[UNK]").expect("has [UNK]")
     }
 
@@ -331,7 +341,10 @@ mod tests {
     fn a_tokenizer_file_that_is_not_word_piece_is_refused() {
         let file: TokenizerFile =
             serde_json::from_str(r#"{"model": {"type": "Unigram", "vocab": {}}}"#).expect("parses");
-        assert_eq!(file.into_word_piece().err(), Some(TokenizerProblem::NotWordPiece("Unigram".into())));
+        assert_eq!(
+            file.into_word_piece().err(),
+            Some(TokenizerProblem::NotWordPiece("Unigram".into()))
+        );
     }
 
     #[test]

@@ -85,7 +85,10 @@ fn the_model_finds_tools_no_query_word_occurs_in() {
     let c = catalog(hybrid());
     assert_eq!(c.search_index().vectors().map(|v| v.len()), Some(3));
     assert_eq!(ranked(&c, "chat with my team")[0], "x_slack_post_message");
-    assert_eq!(ranked(&c, "weather tomorrow")[..2], ["x_weather_get_forecast", "x_weather_get_rain"]);
+    assert_eq!(
+        ranked(&c, "weather tomorrow")[..2],
+        ["x_weather_get_forecast", "x_weather_get_rain"]
+    );
 }
 
 #[test]
@@ -132,9 +135,16 @@ fn filter_tools_explain_carries_the_hybrid_parts() {
     let args = json!({"query": "weather tomorrow", "explain": true});
     let page = filter_tools(&c.view(), args.as_object().expect("object"), Scope::unscoped(&presets)).expect("a page");
     let top = &page.tools[0];
-    let hybrid = top.explanation.as_ref().and_then(|e| e.hybrid.as_ref()).expect("hybrid parts");
+    let hybrid = top
+        .explanation
+        .as_ref()
+        .and_then(|e| e.hybrid.as_ref())
+        .expect("hybrid parts");
     assert_eq!(hybrid.semantic_rank, Some(1));
     assert!(hybrid.similarity > 0.9, "{hybrid:?}");
     let wire = serde_json::to_value(hybrid).expect("serialises");
-    assert!(wire.get("semanticPart").is_some() && wire.get("lexicalRank").is_some(), "{wire}");
+    assert!(
+        wire.get("semanticPart").is_some() && wire.get("lexicalRank").is_some(),
+        "{wire}"
+    );
 }
