@@ -106,7 +106,7 @@ fn metatool_multi_recall_at_5_stays_above_its_floor() {
 
 /// Asserts hybrid recall@5 over every `step`th query of `data_set` is at least `floor`, and at
 /// least BM25F's alone on the same sample. The floors sit about 0.02 under what this sample
-/// measured when they were set (bfcl 0.769, metatool 0.650, metatool_multi 0.713; BM25F alone
+/// measured when they were set (bfcl 0.788, metatool 0.650, metatool_multi 0.713; BM25F alone
 /// 0.759, 0.619, 0.685).
 fn hybrid_gate(data_set: &'static str, step: usize, floor: f64) {
     let Some((lexical, _)) = recall_at_5(data_set, step, RankingConfig::default()) else {
@@ -142,4 +142,4 @@ fn metatool_multi_hybrid_recall_at_5_stays_above_its_floor_and_bm25f() {
 }
 
 /// bfcl, metatool, metatool_multi.
-const HYBRID_FLOORS: [f64; 3] = [0.75, 0.63, 0.69];
+const HYBRID_FLOORS: [f64; 3] = [0.77, 0.63, 0.69];

