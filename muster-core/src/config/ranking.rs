@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 #[non_exhaustive]
 pub struct RankingSettings {
     /// Folder of a static embedding model to fuse with BM25F (hybrid ranking). Default: none,
-    /// BM25F alone.
+    /// BM25F alone. Not applied by the gateway yet: it warns when the key is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<PathBuf>,
 }
