@@ -16,9 +16,16 @@
 //! snapshot's): on every synthetic query at every size and on every 10th bfcl query. Every
 //! measured call asserts its result count.
 //!
+//! The hybrid ranker (BM25F fused with a static embedding model's similarity) is measured beside
+//! it when a model is there (`$MUSTER_RANKING_MODEL`, else the repository's
+//! `models/minilm-l6-static`): `query/filter_tools_hybrid` against `query/filter_tools`, and
+//! `index_build_hybrid` (the snapshot's index with every tool's vector) against `index_build`;
+//! the memory of the tool vectors and of the model's token vectors is printed before measuring.
+//!
 //! ```text
 //! cargo bench --bench filter_tools -- --warm-up-time 1 --measurement-time 3
 //! cargo bench --bench filter_tools -- 'query/10000'        # one group and size
+//! cargo bench --bench filter_tools -- 'query/filter_tools(_hybrid)?/10000|index_build'
 //! ```
 //!
 //! Numbers and the command that produced them: `benches/README.md`.
@@ -33,7 +40,10 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use muster::{
     catalog::{
         Catalog, View,
-        rank::{RankingConfig, SearchIndex, display_score, reference},
+        rank::{
+            RankingConfig, SearchIndex, display_score, reference,
+            semantic::{SemanticRanking, StaticModel},
+        },
         tools::{Scope, filter_tools, list_tools},
         toolset::Presets,
     },
@@ -254,8 +264,8 @@ fn synthetic(size: usize) -> Vec<ToolEntry> {
     tools
 }
 
-fn catalog_of(tools: &[ToolEntry]) -> Arc<Catalog> {
-    let mut builder = Catalog::builder();
+fn catalog_of(tools: &[ToolEntry], ranking: RankingConfig) -> Arc<Catalog> {
+    let mut builder = Catalog::builder().with_ranking(ranking);
     for t in tools {
         builder.push_tool(t.clone());
     }
@@ -319,8 +329,33 @@ fn query_page(view: &View, presets: &Presets, args: &JsonObject) -> usize {
     page.tools.len()
 }
 
+/// The hybrid ranking configuration, when a model is there (see the module docs).
+fn hybrid_ranking() -> Option<RankingConfig> {
+    let dir = std::env::var_os("MUSTER_RANKING_MODEL").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/minilm-l6-static"),
+        std::path::PathBuf::from,
+    );
+    match StaticModel::load(&dir) {
+        Ok(model) => {
+            eprintln!(
+                "hybrid: model {} ({} tokens × {} dimensions, token vectors {:.1} MB)",
+                dir.display(),
+                model.tokenizer().len(),
+                model.dimensions(),
+                model.vector_bytes() as f64 / 1e6
+            );
+            Some(RankingConfig::default().with_semantic(SemanticRanking::new(Arc::new(model))))
+        }
+        Err(e) => {
+            eprintln!("hybrid left out: {e} (set MUSTER_RANKING_MODEL to a model folder)");
+            None
+        }
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let corpora = corpora();
+    let hybrid = hybrid_ranking();
     let presets = Presets::default();
     let query_args = json!({"query": QUERY, "limit": 5});
     let query_args = query_args.as_object().expect("an object");
@@ -330,11 +365,27 @@ fn bench(c: &mut Criterion) {
     let catalogs: Vec<(String, Arc<Catalog>)> = corpora
         .iter()
         .map(|(label, tools, queries)| {
-            let catalog = catalog_of(tools);
+            let catalog = catalog_of(tools, RankingConfig::default());
             check_muster_compatible_top5(label, &catalog, queries);
             (label.clone(), catalog)
         })
         .collect();
+    let hybrid_catalogs: Vec<(String, Arc<Catalog>)> = match &hybrid {
+        Some(ranking) => corpora
+            .iter()
+            .map(|(label, tools, _)| {
+                let catalog = catalog_of(tools, ranking.clone());
+                let bytes = catalog.search_index().vectors().map_or(0, |v| v.bytes());
+                eprintln!(
+                    "hybrid {label}: tool vectors {:.2} MB ({} tools)",
+                    bytes as f64 / 1e6,
+                    tools.len()
+                );
+                (label.clone(), catalog)
+            })
+            .collect(),
+        None => Vec::new(),
+    };
 
     let mut group = c.benchmark_group("index_build");
     for (label, catalog) in &catalogs {
@@ -348,10 +399,30 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
+    if let Some(ranking) = &hybrid {
+        let mut group = c.benchmark_group("index_build_hybrid");
+        for (label, catalog) in &catalogs {
+            group.bench_with_input(BenchmarkId::from_parameter(label), catalog, |b, catalog| {
+                b.iter(|| {
+                    let index = SearchIndex::build_with(black_box(catalog.tools()), ranking.clone());
+                    assert_eq!(index.vectors().map(|v| v.bytes() > 0), Some(true));
+                    index
+                });
+            });
+        }
+        group.finish();
+    }
+
     let mut group = c.benchmark_group("query");
     for (label, catalog) in &catalogs {
         let view = catalog.view();
         group.bench_with_input(BenchmarkId::new("filter_tools", label), &view, |b, view| {
+            b.iter(|| assert_eq!(query_page(view, &presets, black_box(query_args)), 5));
+        });
+    }
+    for (label, catalog) in &hybrid_catalogs {
+        let view = catalog.view();
+        group.bench_with_input(BenchmarkId::new("filter_tools_hybrid", label), &view, |b, view| {
             b.iter(|| assert_eq!(query_page(view, &presets, black_box(query_args)), 5));
         });
     }

@@ -5,9 +5,16 @@
 //! muster's ranker (`muster::catalog::rank::reference`) in the same run. Prints a Markdown table
 //! of R@1, R@5, R@10, MRR@10, nDCG@10 and the share of queries with no result.
 //!
+//! With `--model DIR` (a static embedding model, see `scripts/model/build-static-model.py`;
+//! `MUSTER_RANKING_MODEL` works too) it also ranks with the hybrid ranker, BM25F fused with the
+//! model's similarity, and prints its row under the lexical one. `--fusion sum:ALPHA` (default
+//! `sum:0.3`) or `--fusion rrf:K:WL:WS` and `--depth N` (default 50) choose the fusion; each
+//! `--fusion` given adds a row, so one run compares several. `--no-go` leaves the Go port out.
+//!
 //! ```text
 //! cargo run --release --example rankbench            # about a minute; the Go port takes most of it
 //! MUSTER_RANKBENCH=/path/to/rankbench cargo run --release --example rankbench
+//! cargo run --release --example rankbench -- --model models/minilm-l6-static --no-go
 //! ```
 //!
 //! The CI gate on a sample of these queries is `muster-catalog/tests/ranking_quality.rs`.
@@ -22,15 +29,18 @@ use std::{error::Error, sync::Arc, time::Instant};
 
 use muster::catalog::{
     Catalog,
-    rank::reference,
+    rank::{
+        Fusion, RankingConfig, reference,
+        semantic::{SemanticRanking, StaticModel},
+    },
     tools::{Scope, filter_tools},
     toolset::Presets,
 };
 use rankbench::{DATA_SETS, DataSet, Metrics};
 use serde_json::json;
 
-fn ours(data: &DataSet) -> Result<Metrics, Box<dyn Error>> {
-    let mut builder = Catalog::builder();
+fn ours(data: &DataSet, ranking: RankingConfig) -> Result<Metrics, Box<dyn Error>> {
+    let mut builder = Catalog::builder().with_ranking(ranking);
     for tool in &data.tools {
         builder.push_tool(tool.clone());
     }
@@ -59,7 +69,85 @@ fn go_port(data: &DataSet) -> Metrics {
     metrics
 }
 
+/// The command line: `--model DIR`, `--fusion SPEC` (repeatable), `--depth N`, `--no-go`.
+struct Options {
+    model: Option<String>,
+    fusions: Vec<Fusion>,
+    depth: usize,
+    go: bool,
+}
+
+fn options() -> Result<Options, Box<dyn Error>> {
+    let mut options = Options {
+        model: std::env::var("MUSTER_RANKING_MODEL").ok(),
+        fusions: Vec::new(),
+        depth: SemanticRanking::DEFAULT_DEPTH,
+        go: true,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--model" => options.model = Some(args.next().ok_or("--model needs a folder")?),
+            "--fusion" => options
+                .fusions
+                .push(fusion(&args.next().ok_or("--fusion needs a spec")?)?),
+            "--depth" => options.depth = args.next().ok_or("--depth needs a number")?.parse()?,
+            "--no-go" => options.go = false,
+            "--bench" => {} // cargo passes it to examples run as benches
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    if options.fusions.is_empty() {
+        options.fusions.push(Fusion::default());
+    }
+    Ok(options)
+}
+
+/// `rrf:K:WL:WS` or `sum:ALPHA`.
+fn fusion(spec: &str) -> Result<Fusion, Box<dyn Error>> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    match parts.as_slice() {
+        ["rrf", k, wl, ws] => Ok(Fusion::ReciprocalRank {
+            k: k.parse()?,
+            lexical_weight: wl.parse()?,
+            semantic_weight: ws.parse()?,
+        }),
+        ["sum", alpha] => Ok(Fusion::WeightedSum {
+            semantic_weight: alpha.parse()?,
+        }),
+        _ => Err(format!("--fusion {spec}: expected rrf:K:WL:WS or sum:ALPHA").into()),
+    }
+}
+
+fn label(fusion: Fusion, depth: usize) -> String {
+    match fusion {
+        Fusion::ReciprocalRank {
+            k,
+            lexical_weight,
+            semantic_weight,
+        } => format!("hybrid RRF k={k} {lexical_weight}:{semantic_weight} depth {depth}"),
+        Fusion::WeightedSum { semantic_weight } => format!("hybrid sum α={semantic_weight} depth {depth}"),
+        _ => format!("hybrid {fusion:?} depth {depth}"),
+    }
+}
+
 fn main() -> Result<(), Box<dyn Error>> {
+    let options = options()?;
+    let model = match &options.model {
+        Some(dir) => {
+            let started = Instant::now();
+            let model = Arc::new(StaticModel::load(dir)?);
+            println!(
+                "Model: {dir} ({} tokens × {} dimensions, {:.1} MB of vectors, loaded in {:.0} ms)",
+                model.tokenizer().len(),
+                model.dimensions(),
+                model.vector_bytes() as f64 / 1e6,
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            Some(model)
+        }
+        None => None,
+    };
     let looked: Vec<String> = rankbench::search_path()
         .iter()
         .map(|d| d.display().to_string())
@@ -71,22 +159,53 @@ fn main() -> Result<(), Box<dyn Error>> {
     for name in DATA_SETS {
         let data = rankbench::load(name)?;
         let started = Instant::now();
-        let m = ours(&data)?;
+        let m = ours(&data, RankingConfig::default())?;
         let ours_time = started.elapsed();
         println!("{}", m.row(&format!("{name} | muster-rs BM25F")));
-        let started = Instant::now();
-        let g = go_port(&data);
-        let go_time = started.elapsed();
-        println!("{}", g.row(&format!("{name} | Go muster (port)")));
-        timings.push((name, data.tools.len(), data.cases.len(), ours_time, go_time));
+        let mut hybrid_time = None;
+        if let Some(model) = &model {
+            for &fusion in &options.fusions {
+                let semantic = SemanticRanking::new(Arc::clone(model))
+                    .with_fusion(fusion)
+                    .with_depth(options.depth);
+                let started = Instant::now();
+                let h = ours(&data, RankingConfig::default().with_semantic(semantic))?;
+                hybrid_time.get_or_insert(started.elapsed());
+                println!("{}", h.row(&format!("{name} | {}", label(fusion, options.depth))));
+            }
+        }
+        let go_time = options.go.then(|| {
+            let started = Instant::now();
+            let g = go_port(&data);
+            println!("{}", g.row(&format!("{name} | Go muster (port)")));
+            started.elapsed()
+        });
+        timings.push((
+            name,
+            data.tools.len(),
+            data.cases.len(),
+            ours_time,
+            hybrid_time,
+            go_time,
+        ));
     }
     println!();
-    for (name, tools, queries, ours, go) in timings {
-        println!(
-            "{name}: {tools} tools, {queries} queries; filter_tools {:.1} µs/query, Go port {:.1} µs/query",
-            ours.as_secs_f64() * 1e6 / queries as f64,
-            go.as_secs_f64() * 1e6 / queries as f64
+    let per_query = |t: std::time::Duration, queries: usize| t.as_secs_f64() * 1e6 / queries as f64;
+    for (name, tools, queries, ours, hybrid, go) in timings {
+        let mut line = format!(
+            "{name}: {tools} tools, {queries} queries; filter_tools {:.1} µs/query",
+            per_query(ours, queries)
         );
+        if let Some(hybrid) = hybrid {
+            line.push_str(&format!(
+                ", hybrid {:.1} µs/query (with the snapshot build)",
+                per_query(hybrid, queries)
+            ));
+        }
+        if let Some(go) = go {
+            line.push_str(&format!(", Go port {:.1} µs/query", per_query(go, queries)));
+        }
+        println!("{line}");
     }
     Ok(())
 }

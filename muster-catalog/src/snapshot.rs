@@ -7,7 +7,10 @@ use std::{
 
 use muster_core::{PromptEntry, ResourceEntry, ToolEntry};
 
-use crate::{rank::SearchIndex, toolset::Selection};
+use crate::{
+    rank::{RankingConfig, SearchIndex},
+    toolset::Selection,
+};
 
 /// Every tool, resource and prompt the gateway exposes at one moment. Built once per change,
 /// shared behind an `Arc`, never mutated.
@@ -111,9 +114,17 @@ where
 #[derive(Debug, Default)]
 pub struct CatalogBuilder {
     catalog: Catalog,
+    ranking: RankingConfig,
 }
 
 impl CatalogBuilder {
+    /// Ranks the snapshot with `ranking` (default: BM25F alone). With a semantic ranker, every
+    /// tool's vector is computed by [`Self::build`].
+    pub fn with_ranking(mut self, ranking: RankingConfig) -> Self {
+        self.ranking = ranking;
+        self
+    }
+
     /// Adds a tool; returns `false` (and keeps the first) when the name is taken.
     pub fn push_tool(&mut self, entry: ToolEntry) -> bool {
         let name: Arc<str> = Arc::from(entry.name());
@@ -153,9 +164,10 @@ impl CatalogBuilder {
         self.catalog.server_labels.insert(server.into(), labels);
     }
 
-    /// The finished snapshot, with its search index.
+    /// The finished snapshot, with its search index (and its tool vectors, with a semantic
+    /// ranker).
     pub fn build(mut self) -> Catalog {
-        self.catalog.search_index = SearchIndex::build(&self.catalog.tools);
+        self.catalog.search_index = SearchIndex::build_with(&self.catalog.tools, self.ranking);
         self.catalog
     }
 }

@@ -116,6 +116,29 @@ pub struct ScoreExplanation {
     pub score: f64,
     /// The query terms the tool matched, in query order.
     pub terms: Vec<TermScore>,
+    /// With a semantic ranker: how its ranking and BM25F's fused into the tool's score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hybrid: Option<HybridScore>,
+}
+
+/// How a tool's fused score came about (hybrid ranking).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HybridScore {
+    /// Cosine similarity of the tool's and the query's vectors.
+    pub similarity: f32,
+    /// Rank among the lexical (BM25F) matches, 1 = best.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical_rank: Option<usize>,
+    /// Rank among the candidates most similar to the query.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic_rank: Option<usize>,
+    /// What the lexical ranking adds to the fused score.
+    pub lexical_part: f64,
+    /// What the semantic ranking adds.
+    pub semantic_part: f64,
+    /// The fused score (unrounded): the sum of the parts.
+    pub score: f64,
 }
 
 /// One query term's part of a score.
@@ -159,6 +182,14 @@ impl From<crate::rank::Explanation> for ScoreExplanation {
         use crate::rank::{Field, TermClass};
         Self {
             score: explanation.score,
+            hybrid: explanation.hybrid.map(|h| HybridScore {
+                similarity: h.similarity,
+                lexical_rank: h.lexical_rank,
+                semantic_rank: h.semantic_rank,
+                lexical_part: h.lexical_part,
+                semantic_part: h.semantic_part,
+                score: h.score,
+            }),
             terms: explanation
                 .terms
                 .into_iter()
@@ -360,6 +391,8 @@ fn filter_in(view: &View, args: &JsonObject) -> Result<ToolPage, CatalogError> {
         .filter(|e| labels.iter().all(|(k, v)| e.labels.get(k) == Some(v)))
         .collect();
 
+    // The candidate set a query ranks, kept for `explain` (fused ranks depend on it).
+    let candidates = if explain { matches.clone() } else { Vec::new() };
     let scores = query.map(|q| {
         let ranked = rank(view, &matches, q, paging.offset.saturating_add(paging.limit));
         matches = ranked.iter().map(|&(i, _)| matches[i]).collect();
@@ -383,7 +416,7 @@ fn filter_in(view: &View, args: &JsonObject) -> Result<ToolPage, CatalogError> {
         for listing in &mut page.tools {
             listing.explanation = index
                 .doc_id(&listing.entry)
-                .map(|doc| ScoreExplanation::from(index.explain(&query, doc)));
+                .map(|doc| ScoreExplanation::from(index.explain_among(&query, doc, &candidates)));
         }
     }
     Ok(page)

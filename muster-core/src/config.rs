@@ -34,6 +34,7 @@ use crate::crd::validate::{NAME_PATTERN, NAME_RE, NAMESPACE_PATTERN, NAMESPACE_R
 
 mod kubernetes;
 mod limits;
+mod ranking;
 mod server_api;
 mod storage;
 
@@ -41,6 +42,7 @@ pub use kubernetes::{
     DEFAULT_ADMISSION_POLICY_BINDING, KubernetesWritesConfig, SecretBindingConfig, UsernameClaim, WriteIdentity,
 };
 pub use limits::{DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_REQUEST_BODY_BYTES, DEFAULT_MAX_REQUEST_HEAD_BYTES, Limits};
+pub use ranking::RankingSettings;
 pub use server_api::ServerApiConfig;
 pub use storage::{DEFAULT_VALKEY_KEY_PREFIX, StorageConfig, StorageType, ValkeyConfig};
 
@@ -556,6 +558,14 @@ pub struct AggregatorConfig {
     /// affected.
     #[serde(skip_serializing_if = "is_default_server_api")]
     pub server_api: ServerApiConfig,
+    /// How `filter_tools {query}` ranks: BM25F alone (the default), or fused with a static
+    /// embedding model's similarity ([`RankingSettings`]).
+    #[serde(skip_serializing_if = "is_default_ranking")]
+    pub ranking: RankingSettings,
+}
+
+fn is_default_ranking(ranking: &RankingSettings) -> bool {
+    *ranking == RankingSettings::default()
 }
 
 fn is_default_server_api(api: &ServerApiConfig) -> bool {
@@ -627,6 +637,7 @@ impl Default for AggregatorConfig {
             allowed_origins: Vec::new(),
             limits: Limits::default(),
             server_api: ServerApiConfig::default(),
+            ranking: RankingSettings::default(),
         }
     }
 }
@@ -677,6 +688,12 @@ impl AggregatorConfig {
     /// Sets what definitions written through the core tools may do.
     pub fn with_server_api(mut self, server_api: ServerApiConfig) -> Self {
         self.server_api = server_api;
+        self
+    }
+
+    /// Sets how `filter_tools {query}` ranks.
+    pub fn with_ranking(mut self, ranking: RankingSettings) -> Self {
+        self.ranking = ranking;
         self
     }
 

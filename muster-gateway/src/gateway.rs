@@ -224,6 +224,13 @@ impl Gateway {
         options: impl Into<GatewayOptions>,
     ) -> Result<Self, GatewayError> {
         let options = options.into();
+        if let Some(model) = &config.aggregator.ranking.model {
+            // The registry's catalogue build does not take a RankingConfig yet (issue 32).
+            tracing::warn!(
+                model = %model.display(),
+                "aggregator.ranking.model is not applied yet: filter_tools ranks by BM25F alone"
+            );
+        }
         // Below the stack: the server table, the catalogue and the sessions' connections.
         let session_limits = Arc::new(muster_upstream::limits::CallLimits::new(config.aggregator.limits.clone()));
         let registry = Registry::new(config, servers, workflows, options.registry)?;

@@ -11,10 +11,30 @@ pub struct Explanation {
     pub doc: DocId,
     /// Its tool's exposed name.
     pub name: String,
-    /// The total: the sum of the terms' contributions.
+    /// The BM25F score: the sum of the terms' contributions.
     pub score: f64,
     /// The query terms the document matched, in query order.
     pub terms: Vec<TermExplanation>,
+    /// With a semantic ranker: the similarity and how the two rankings fused.
+    pub hybrid: Option<HybridExplanation>,
+}
+
+/// How a document's fused score came about: its BM25F rank, its similarity rank, and what each
+/// adds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HybridExplanation {
+    /// Cosine similarity of the tool's and the query's vectors.
+    pub similarity: f32,
+    /// Rank among the lexical matches (1 = best), when it is one.
+    pub lexical_rank: Option<usize>,
+    /// Rank among the most similar candidates, when it is one of them.
+    pub semantic_rank: Option<usize>,
+    /// What the lexical ranking adds.
+    pub lexical_part: f64,
+    /// What the semantic ranking adds.
+    pub semantic_part: f64,
+    /// The fused score: the sum of the parts.
+    pub score: f64,
 }
 
 impl Explanation {
@@ -74,6 +94,19 @@ pub struct FieldExplanation {
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{} (doc {}): score {:.4}", self.name, self.doc.index(), self.score)?;
+        if let Some(h) = &self.hybrid {
+            let rank = |r: Option<usize>| r.map_or_else(|| "-".to_owned(), |r| r.to_string());
+            writeln!(
+                f,
+                "  fused {:.4} = lexical {:.4} (rank {}) + semantic {:.4} (rank {}, similarity {:.4})",
+                h.score,
+                h.lexical_part,
+                rank(h.lexical_rank),
+                h.semantic_part,
+                rank(h.semantic_rank),
+                h.similarity
+            )?;
+        }
         for t in &self.terms {
             writeln!(
                 f,

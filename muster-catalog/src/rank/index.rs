@@ -13,7 +13,9 @@ use super::{
     DocId, Field, TermId,
     analyzer::{Analyzer, TermClass},
     bm25f::{Bm25fParams, CorpusStatistics, TermWeight, length_norm, weighted_field_tf},
-    explain::{Explanation, FieldExplanation, TermExplanation},
+    explain::{Explanation, FieldExplanation, HybridExplanation, TermExplanation},
+    fusion::{Fused, fuse, rank_of},
+    semantic::{QuantizedVector, SemanticRanking, ToolVectors},
 };
 
 /// What the `x_<server>_` prefix of a downstream tool's exposed name is to its name field.
@@ -41,6 +43,8 @@ pub struct RankingConfig {
     pub params: Bm25fParams,
     /// How the server prefix of exposed names is indexed.
     pub prefix: PrefixTokens,
+    /// The semantic ranker fused with BM25F; `None` (the default): BM25F alone.
+    pub semantic: Option<SemanticRanking>,
 }
 
 impl RankingConfig {
@@ -53,6 +57,7 @@ impl RankingConfig {
             analyzer: Analyzer::muster_compatible(),
             params: Bm25fParams::muster_compatible(),
             prefix: PrefixTokens::Counted,
+            semantic: None,
         }
     }
 
@@ -73,6 +78,13 @@ impl RankingConfig {
         self.prefix = prefix;
         self
     }
+
+    /// With a semantic ranker fused with BM25F: tool vectors are computed when the index is
+    /// built, a query vector when a query is analysed.
+    pub fn with_semantic(mut self, semantic: SemanticRanking) -> Self {
+        self.semantic = Some(semantic);
+        self
+    }
 }
 
 /// One query term after analysis.
@@ -88,10 +100,12 @@ pub struct QueryTerm {
     pub weight: f64,
 }
 
-/// An analysed query: its distinct terms, in the order they first occur.
+/// An analysed query: its distinct terms, in the order they first occur, and its unit vector
+/// when the index has a semantic ranker and the model knows a word of the query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Query {
     terms: Vec<QueryTerm>,
+    vector: Option<Vec<f32>>,
 }
 
 impl Query {
@@ -100,9 +114,15 @@ impl Query {
         &self.terms
     }
 
-    /// Whether no term of the query occurs anywhere in the index (nothing can match).
+    /// The query's unit vector, for the semantic ranker.
+    pub fn vector(&self) -> Option<&[f32]> {
+        self.vector.as_deref()
+    }
+
+    /// Whether nothing can match: no term of the query occurs anywhere in the index, and it has
+    /// no vector to compare.
     pub fn matches_nothing(&self) -> bool {
-        self.terms.iter().all(|t| t.term.is_none())
+        self.vector.is_none() && self.terms.iter().all(|t| t.term.is_none())
     }
 }
 
@@ -113,7 +133,8 @@ pub struct Hit {
     pub position: usize,
     /// Its document.
     pub doc: DocId,
-    /// Its BM25F score (unrounded; see [`super::display_score`]).
+    /// Its score (unrounded; see [`super::display_score`]): BM25F, or with a semantic ranker
+    /// the fused score.
     pub score: f64,
 }
 
@@ -168,6 +189,8 @@ pub struct SearchIndex {
     by_name: HashMap<Box<str>, DocId>,
     by_address: HashMap<usize, DocId, BuildHasherDefault<AddressHasher>>,
     stats: SnapshotStatistics,
+    /// Each document's vector, when the configuration has a semantic ranker.
+    vectors: Option<ToolVectors>,
 }
 
 impl SearchIndex {
@@ -223,6 +246,9 @@ impl SearchIndex {
                 let avg = index.stats.average_length[i];
                 doc.norm[i] = length_norm(doc.length[i], avg, index.config.params.fields[i].b);
             }
+        }
+        if let Some(semantic) = &index.config.semantic {
+            index.vectors = Some(ToolVectors::build(&semantic.model, &index.entries));
         }
         index
     }
@@ -283,6 +309,11 @@ impl SearchIndex {
         &self.stats
     }
 
+    /// The tools' vectors, when the index has a semantic ranker.
+    pub fn vectors(&self) -> Option<&ToolVectors> {
+        self.vectors.as_ref()
+    }
+
     /// How many documents (tools) the index holds.
     pub fn len(&self) -> usize {
         self.docs.len()
@@ -324,7 +355,8 @@ impl SearchIndex {
     }
 
     /// Analyses `text` into a query: its distinct terms in order; function words dropped unless
-    /// the query has no other word; ubiquitous verbs down-weighted.
+    /// the query has no other word; ubiquitous verbs down-weighted; with a semantic ranker, the
+    /// text's vector.
     pub fn query(&self, text: &str) -> Query {
         let analyzed = self.config.analyzer.query_terms(text);
         let only_function_words = analyzed.iter().all(|(_, c)| *c == TermClass::FunctionWord);
@@ -347,7 +379,11 @@ impl SearchIndex {
                 weight,
             });
         }
-        Query { terms }
+        let vector = self.config.semantic.as_ref().and_then(|semantic| {
+            let mut vector = vec![0.0; semantic.model.dimensions()];
+            semantic.model.embed_into(text, &mut vector).then_some(vector)
+        });
+        Query { terms, vector }
     }
 
     /// Ranks `candidates` (tools of this snapshot) for `query`: best first, ties in candidate
@@ -378,6 +414,52 @@ impl SearchIndex {
         if query.matches_nothing() || candidates.is_empty() {
             return Vec::new();
         }
+        if let Some((fused, _)) = self.fused(query, candidates, top) {
+            return fused
+                .into_iter()
+                .filter_map(|f| {
+                    candidates[f.position].map(|doc| Hit {
+                        position: f.position,
+                        doc,
+                        score: f.score,
+                    })
+                })
+                .collect();
+        }
+        let scores = self.lexical_scores(query, candidates);
+        let mut hits: Vec<Hit> = scores
+            .iter()
+            .enumerate()
+            .filter(|&(_, &s)| s > 0.0)
+            .filter_map(|(position, &score)| candidates[position].map(|doc| Hit { position, doc, score }))
+            .collect();
+        best_first(&mut hits, top);
+        hits
+    }
+
+    /// The fused ranking of `candidates` (the best `top` first and in order), with each
+    /// candidate's BM25F score and similarity, when the index has a semantic ranker and the query
+    /// a vector.
+    #[allow(clippy::type_complexity)]
+    fn fused(
+        &self,
+        query: &Query,
+        candidates: &[Option<DocId>],
+        top: usize,
+    ) -> Option<(Vec<Fused>, (Vec<f64>, Vec<f32>))> {
+        let (semantic, vectors, vector) = (self.config.semantic.as_ref()?, self.vectors.as_ref()?, query.vector()?);
+        let lexical = self.lexical_scores(query, candidates);
+        let vector = QuantizedVector::new(vector);
+        let similarity: Vec<f32> = candidates
+            .iter()
+            .map(|doc| doc.map_or(0.0, |d| vectors.similarity(d.index(), &vector)))
+            .collect();
+        let fused = fuse(&lexical, &similarity, semantic.fusion, semantic.depth, top);
+        Some((fused, (lexical, similarity)))
+    }
+
+    /// The BM25F score of each candidate (0 for no match, or a document the index does not hold).
+    fn lexical_scores(&self, query: &Query, candidates: &[Option<DocId>]) -> Vec<f64> {
         const ABSENT: u32 = u32::MAX;
         let mut slot = vec![ABSENT; self.docs.len()];
         for (position, doc) in candidates.iter().enumerate() {
@@ -396,14 +478,7 @@ impl SearchIndex {
                 }
             }
         }
-        let mut hits: Vec<Hit> = scores
-            .iter()
-            .enumerate()
-            .filter(|&(_, &s)| s > 0.0)
-            .filter_map(|(position, &score)| candidates[position].map(|doc| Hit { position, doc, score }))
-            .collect();
-        best_first(&mut hits, top);
-        hits
+        scores
     }
 
     /// `wtf`: the weighted, length-normalised term frequency over the fields.
@@ -418,8 +493,34 @@ impl SearchIndex {
         wtf
     }
 
-    /// Why `doc` scores what it does for `query`: per query term, the fields it matched with
-    /// their tf, length, weight and normalised tf, and the term's idf and contribution.
+    /// Why `doc` scores what it does for `query` among `candidates` (the set it was ranked in:
+    /// fused ranks depend on it): [`Self::explain`], and with a semantic ranker its
+    /// [`HybridExplanation`] (similarity, both ranks, both parts of the fused score).
+    pub fn explain_among<C: AsRef<ToolEntry>>(&self, query: &Query, doc: DocId, candidates: &[C]) -> Explanation {
+        let mut explanation = self.explain(query, doc);
+        let docs: Vec<Option<DocId>> = candidates.iter().map(|c| self.doc_id(c.as_ref())).collect();
+        let Some(position) = docs.iter().position(|&d| d == Some(doc)) else {
+            return explanation;
+        };
+        if let (Some((fused, (lexical, similarity))), Some(semantic)) =
+            (self.fused(query, &docs, 0), &self.config.semantic)
+        {
+            let found = fused.iter().find(|f| f.position == position);
+            explanation.hybrid = Some(HybridExplanation {
+                similarity: similarity[position],
+                lexical_rank: rank_of(&lexical, position, usize::MAX),
+                semantic_rank: rank_of(&similarity, position, semantic.depth),
+                lexical_part: found.map_or(0.0, |f| f.lexical_part),
+                semantic_part: found.map_or(0.0, |f| f.semantic_part),
+                score: found.map_or(0.0, |f| f.score),
+            });
+        }
+        explanation
+    }
+
+    /// Why `doc` scores what it does for `query` by BM25F: per query term, the fields it matched
+    /// with their tf, length, weight and normalised tf, and the term's idf and contribution. With
+    /// a semantic ranker, [`Self::explain_among`] adds the fused parts.
     pub fn explain(&self, query: &Query, doc: DocId) -> Explanation {
         let mut terms = Vec::new();
         let mut score = 0.0;
@@ -468,6 +569,7 @@ impl SearchIndex {
             name: self.entry(doc).map(|e| e.name().to_owned()).unwrap_or_default(),
             score,
             terms,
+            hybrid: None,
         }
     }
 }

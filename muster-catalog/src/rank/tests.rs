@@ -1,3 +1,5 @@
+mod hybrid;
+
 use std::sync::Arc;
 
 use muster_core::{JsonObject, ToolEntry, ToolKind};
