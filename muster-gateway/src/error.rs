@@ -47,6 +47,19 @@ pub enum GatewayError {
     /// The config directory cannot be watched.
     #[error("cannot watch the config directory: {0}")]
     Watch(String),
+    /// The static embedding model of `aggregator.ranking.model` cannot be loaded.
+    #[error(
+        "cannot load the ranking model of aggregator.ranking.model ({}): {source}; fix or remove the key \
+         (without it filter_tools ranks by BM25F alone)",
+        path.display()
+    )]
+    RankingModel {
+        /// The model folder, as configured.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: muster_catalog::rank::semantic::ModelError,
+    },
 }
 
 /// Why the configured sign-in state store cannot be used. Never contains a key or a password.

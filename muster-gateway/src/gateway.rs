@@ -208,7 +208,12 @@ impl Gateway {
         workflows: Vec<Workflow>,
         supervision: SupervisorConfig,
     ) -> Result<Self, GatewayError> {
-        Self::with_options(config, servers, workflows, GatewayOptions::default().with_supervision(supervision))
+        Self::with_options(
+            config,
+            servers,
+            workflows,
+            GatewayOptions::default().with_supervision(supervision),
+        )
     }
 
     /// A gateway with every option: supervision, the event log, the definition store and the
@@ -224,15 +229,10 @@ impl Gateway {
         options: impl Into<GatewayOptions>,
     ) -> Result<Self, GatewayError> {
         let options = options.into();
-        if let Some(model) = &config.aggregator.ranking.model {
-            // The registry's catalogue build does not take a RankingConfig yet (issue 32).
-            tracing::warn!(
-                model = %model.display(),
-                "aggregator.ranking.model is not applied yet: filter_tools ranks by BM25F alone"
-            );
-        }
         // Below the stack: the server table, the catalogue and the sessions' connections.
-        let session_limits = Arc::new(muster_upstream::limits::CallLimits::new(config.aggregator.limits.clone()));
+        let session_limits = Arc::new(muster_upstream::limits::CallLimits::new(
+            config.aggregator.limits.clone(),
+        ));
         let registry = Registry::new(config, servers, workflows, options.registry)?;
         let metrics = Arc::new(GatewayMetrics::new());
         metrics.set_source(Arc::downgrade(&registry) as Weak<dyn MetricsSource>);

@@ -119,6 +119,10 @@ impl Registry {
                 events.emit(Event::workflow(&name, reasons::WORKFLOW_VALIDATION_FAILED, message));
             }
         }
+        let ranking = match options.ranking {
+            Some(ranking) => ranking,
+            None => configured_ranking(&config.aggregator.ranking)?,
+        };
         let limits = Arc::new(muster_upstream::limits::CallLimits::new(
             config.aggregator.limits.clone(),
         ));
@@ -129,7 +133,7 @@ impl Registry {
             presets,
             servers: ServerTable::new(servers, events.clone()),
             workflows: table,
-            catalogue: CataloguePublisher::default(),
+            catalogue: CataloguePublisher::new(ranking),
             sessions: SessionConnections::default(),
             changes: ChangeBus::default(),
             server_policy: options.server_policy.unwrap_or_else(|| Arc::new(AnyServer)),
@@ -175,8 +179,21 @@ impl Registry {
     }
 
     /// Replaces the running configuration (a new listener address takes effect at the next
-    /// start; the name rules and presets are fixed at start).
+    /// start; the name rules, presets and ranking model are fixed at start).
     pub(crate) fn set_config(&self, config: MusterConfig) {
+        let running = self
+            .config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .aggregator
+            .ranking
+            .clone();
+        if running != config.aggregator.ranking {
+            tracing::warn!(
+                "aggregator.ranking changed; the ranking model is loaded when the gateway starts, so the change \
+                 takes effect at the next start"
+            );
+        }
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 
@@ -387,7 +404,6 @@ impl Registry {
     pub fn changes(&self) -> &ChangeBus {
         &self.changes
     }
-
 
     /// `conn` bounded by its server's concurrency limit: every connection the registry installs
     /// goes through here.
@@ -621,4 +637,23 @@ impl crate::metrics::MetricsSource for Registry {
             sessions: self.session_count(),
         }
     }
+}
+
+/// The ranking `aggregator.ranking` asks for: BM25F alone, or fused with the static embedding
+/// model of `model` (a relative path is taken from the working folder), loaded now.
+fn configured_ranking(
+    settings: &muster_core::config::RankingSettings,
+) -> Result<muster_catalog::rank::RankingConfig, crate::error::GatewayError> {
+    let ranking = muster_catalog::rank::RankingConfig::default();
+    let Some(path) = &settings.model else {
+        return Ok(ranking);
+    };
+    let semantic = muster_catalog::rank::semantic::SemanticRanking::load(path).map_err(|source| {
+        crate::error::GatewayError::RankingModel {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    tracing::info!(model = %path.display(), dimensions = semantic.model.dimensions(), "filter_tools ranks by BM25F fused with the static embedding model");
+    Ok(ranking.with_semantic(semantic))
 }

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use muster_catalog::{Catalog, CatalogBuilder};
+use muster_catalog::{Catalog, CatalogBuilder, rank::RankingConfig};
 use muster_core::{
     CompactTool, FamilyRoute, NameRules, PromptEntry, ResourceEntry, SchemaText, ToolEntry, crd::MCPServer,
 };
@@ -59,15 +59,16 @@ pub(crate) struct Collision {
 }
 
 /// Builds the catalogue of `contributions` (sorted by server name) plus `builtin` entries and
-/// the entries of the available `workflows`; answers it with the name collisions and every
-/// workflow's availability.
+/// the entries of the available `workflows`, ranked with `ranking`; answers it with the name
+/// collisions and every workflow's availability.
 pub(crate) fn build(
     names: &NameRules,
     contributions: &[Contribution<'_>],
     builtin: &[ToolEntry],
     workflows: &WorkflowTable,
+    ranking: &RankingConfig,
 ) -> (Catalog, Vec<Collision>, BTreeMap<String, Availability>) {
-    let mut builder = Catalog::builder();
+    let mut builder = Catalog::builder().with_ranking(ranking.clone());
     let mut collisions = Vec::new();
     let mut families: BTreeMap<&str, Vec<Contribution<'_>>> = BTreeMap::new();
     let mut solo = Vec::new();

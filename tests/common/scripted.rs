@@ -63,6 +63,14 @@ impl ScriptedBuilder {
         self
     }
 
+    /// Describes tool `name` (added before) as `description` (else "scripted tool <name>").
+    pub fn described(mut self, name: &str, description: &str) -> Self {
+        if let Some((tool, _)) = self.tools.get_mut(name) {
+            tool.description = Some(description.to_owned().into());
+        }
+        self
+    }
+
     /// Serves the tools on a loopback port.
     pub async fn serve(self) -> ScriptedServer {
         self.serve_inner(None, None).await

@@ -3,10 +3,7 @@
 
 use muster::core::config::{AggregatorConfig, MusterConfig};
 use muster::core::crd::MCPServer;
-use muster::gateway::{
-    Gateway, GatewayOptions,
-    registry::SessionReaping,
-};
+use muster::gateway::{Gateway, GatewayOptions, registry::SessionReaping};
 use serde_json::json;
 
 use super::{fast_supervision, oidc::OidcProvider, remote, scripted::ScriptedServer};

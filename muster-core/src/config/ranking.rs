@@ -2,7 +2,8 @@
 //! BM25F alone (the default); with one, BM25F fused with the similarity of a static embedding
 //! model loaded from that folder (model2vec layout: `model.safetensors`, `tokenizer.json`; built
 //! by the repository's `scripts/model/build-static-model.py`). The model is read once when the
-//! gateway starts, never downloaded; a relative path is taken from the gateway's working folder.
+//! gateway starts (one it cannot load stops it, naming the file and what is wrong), never
+//! downloaded; a relative path is taken from the gateway's working folder.
 //!
 //! ```
 //! use muster_core::config::MusterConfig;
@@ -24,8 +25,10 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase", default)]
 #[non_exhaustive]
 pub struct RankingSettings {
-    /// Folder of a static embedding model to fuse with BM25F (hybrid ranking). Default: none,
-    /// BM25F alone. Not applied by the gateway yet: it warns when the key is set.
+    /// Folder of a static embedding model to fuse with BM25F (hybrid ranking; the repository
+    /// ships `models/minilm-l6-static`). Default: none, BM25F alone. Read when the gateway
+    /// starts, a relative path from its working folder; a gateway refuses to start with a model
+    /// it cannot load.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<PathBuf>,
 }

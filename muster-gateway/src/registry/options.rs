@@ -1,7 +1,9 @@
-//! [`RegistryOptions`]: what a registry is given besides its definitions: where events go, and
-//! which servers may run. [`SessionReaping`]: how the supervision reaps the registry's sessions.
+//! [`RegistryOptions`]: what a registry is given besides its definitions: where events go,
+//! which servers may run, and how its catalogues rank. [`SessionReaping`]: how the supervision reaps the registry's sessions.
 
 use std::sync::Arc;
+
+use muster_catalog::rank::RankingConfig;
 
 use crate::events::EventLog;
 
@@ -13,6 +15,9 @@ pub struct RegistryOptions {
     pub events: Option<EventLog>,
     /// Which servers may run where the gateway runs (none given: any).
     pub server_policy: Option<Arc<dyn super::ServerPolicy>>,
+    /// How `filter_tools {query}` ranks the catalogues the registry builds (none given: as
+    /// `aggregator.ranking` says, BM25F alone without a model).
+    pub ranking: Option<RankingConfig>,
 }
 
 /// How a registry's sessions are reaped once its supervision started
@@ -41,6 +46,14 @@ impl RegistryOptions {
     /// Sets where events go.
     pub fn with_events(mut self, events: EventLog) -> Self {
         self.events = Some(events);
+        self
+    }
+
+    /// Ranks the catalogues with `ranking` instead of what `aggregator.ranking` says (a
+    /// semantic model already loaded, other BM25F parameters).
+    #[must_use]
+    pub fn with_ranking(mut self, ranking: RankingConfig) -> Self {
+        self.ranking = Some(ranking);
         self
     }
 

@@ -14,7 +14,7 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use muster_catalog::Catalog;
+use muster_catalog::{Catalog, rank::RankingConfig};
 use muster_core::{NameRules, ToolEntry};
 use muster_workflow::tools::{Availability, WorkflowTable};
 
@@ -33,23 +33,25 @@ pub(crate) struct CataloguePublisher {
     in_process: RwLock<Vec<ToolEntry>>,
     /// Whether each workflow can run, as of the published catalogue.
     availability: RwLock<BTreeMap<String, Availability>>,
+    /// How every catalogue built here ranks (`filter_tools {query}`).
+    ranking: RankingConfig,
 }
 
 /// What one build makes: the catalogue, the exposed names that collided (each kept by the first
 /// server that produced it), and each workflow's availability.
 pub(crate) type Built = (Catalog, Vec<Collision>, BTreeMap<String, Availability>);
 
-impl Default for CataloguePublisher {
-    fn default() -> Self {
+impl CataloguePublisher {
+    /// Nothing published yet; every catalogue built ranks with `ranking`.
+    pub(crate) fn new(ranking: RankingConfig) -> Self {
         Self {
             catalog: RwLock::new(Arc::new(Catalog::empty())),
             in_process: RwLock::default(),
             availability: RwLock::default(),
+            ranking,
         }
     }
-}
 
-impl CataloguePublisher {
     /// The shared catalogue, as last published.
     pub(crate) fn current(&self) -> Arc<Catalog> {
         Arc::clone(&self.catalog.read().unwrap_or_else(|e| e.into_inner()))
@@ -92,7 +94,7 @@ impl CataloguePublisher {
             })
             .collect();
         let in_process = self.in_process.read().unwrap_or_else(|e| e.into_inner());
-        server_entries::build(names, &contributions, &in_process, workflows)
+        server_entries::build(names, &contributions, &in_process, workflows, &self.ranking)
     }
 
     /// Publishes `catalog` as the shared one, with the workflows' `availability` as of it.

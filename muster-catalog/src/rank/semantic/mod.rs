@@ -37,6 +37,7 @@
 //! assert_eq!(catalog.tools()[hits[0].position].name(), "x_slack_post_message");
 //! ```
 
+mod cache;
 mod model;
 mod safetensors;
 mod wordpiece;
@@ -45,6 +46,7 @@ use std::sync::Arc;
 
 use muster_core::ToolEntry;
 
+pub use cache::VectorCache;
 pub use model::{ModelError, StaticModel};
 pub use safetensors::SafetensorsProblem;
 pub use wordpiece::{TokenizerProblem, WordPiece};
@@ -61,6 +63,8 @@ pub struct SemanticRanking {
     pub fusion: Fusion,
     /// How many of the candidates most similar to a query join its lexical matches.
     pub depth: usize,
+    /// The tool vectors of earlier builds, shared by the clones of this.
+    pub cache: Arc<VectorCache>,
 }
 
 impl SemanticRanking {
@@ -70,6 +74,7 @@ impl SemanticRanking {
             model,
             fusion: Fusion::default(),
             depth: Self::DEFAULT_DEPTH,
+            cache: Arc::default(),
         }
     }
 
@@ -149,6 +154,42 @@ impl ToolVectors {
             out.values.extend_from_slice(&quantized.values);
             out.scales.push(quantized.scale);
         }
+        out
+    }
+
+    /// Embeds each entry's [`tool_text`] as [`Self::build`] does, taking the vector of a tool
+    /// embedded before (the same name, description and schema) from `semantic`'s
+    /// [`VectorCache`] and keeping the new ones there.
+    pub fn build_cached<'a>(semantic: &SemanticRanking, entries: impl IntoIterator<Item = &'a Arc<ToolEntry>>) -> Self {
+        let model = &semantic.model;
+        let dimensions = model.dimensions();
+        let entries: Vec<&Arc<ToolEntry>> = entries.into_iter().collect();
+        let keys: Vec<u64> = entries.iter().map(|e| VectorCache::key(e)).collect();
+        let kept = semantic.cache.get_all(&keys);
+        let mut out = Self {
+            dimensions,
+            values: Vec::with_capacity(entries.len() * dimensions),
+            scales: Vec::with_capacity(entries.len()),
+        };
+        let mut computed = Vec::new();
+        let mut text = String::new();
+        let mut vector = vec![0.0; dimensions];
+        for ((entry, key), kept) in entries.iter().zip(&keys).zip(kept) {
+            let (values, scale) = match kept {
+                Some(row) if row.0.len() == dimensions => row,
+                _ => {
+                    tool_text(entry, &mut text);
+                    model.embed_into(&text, &mut vector);
+                    let quantized = QuantizedVector::new(&vector);
+                    let row: cache::Row = (quantized.values.into_boxed_slice(), quantized.scale);
+                    computed.push((*key, row.clone()));
+                    row
+                }
+            };
+            out.values.extend_from_slice(&values);
+            out.scales.push(scale);
+        }
+        semantic.cache.keep(computed, &keys);
         out
     }
 

@@ -148,3 +148,69 @@ fn filter_tools_explain_carries_the_hybrid_parts() {
         "{wire}"
     );
 }
+
+/// A catalogue of `tools` built with `semantic`; its tool vectors, row by row.
+fn vectors_of(semantic: &SemanticRanking, tools: Vec<ToolEntry>) -> Vec<Vec<f32>> {
+    let mut builder = Catalog::builder().with_ranking(RankingConfig::default().with_semantic(semantic.clone()));
+    for tool in tools {
+        builder.push_tool(tool);
+    }
+    let catalog = builder.build();
+    let vectors = catalog.search_index().vectors().expect("a semantic ranker");
+    (0..vectors.len())
+        .map(|doc| vectors.vector(doc).expect("a row"))
+        .collect()
+}
+
+#[test]
+fn a_rebuild_takes_unchanged_tools_vectors_from_the_cache_and_embeds_changed_ones_again() {
+    let semantic = SemanticRanking::new(model());
+    let first = vectors_of(&semantic, tools());
+    assert_eq!(semantic.cache.len(), 3, "each tool's vector is kept");
+
+    // The same tools again: the same vectors, nothing new kept.
+    assert_eq!(vectors_of(&semantic, tools()), first);
+    assert_eq!(semantic.cache.len(), 3);
+
+    // The forecast tool's description now speaks of messages: its vector is computed again.
+    let mut changed = tools();
+    let tool = Tool::new("get_forecast", "Post a chat message.", Arc::new(JsonObject::new()));
+    changed[1] = ToolEntry::downstream("x_weather_get_forecast", "weather", tool);
+    let rebuilt = vectors_of(&semantic, changed);
+    assert_eq!(semantic.cache.len(), 4);
+    assert_eq!(rebuilt[0], first[0]);
+    assert_eq!(rebuilt[2], first[2]);
+    assert!(
+        rebuilt[1][0] > first[1][0],
+        "the changed tool leans to messaging now: {:?}",
+        rebuilt[1]
+    );
+    // Vectors computed without the cache are the same.
+    let uncached = vectors_of(&SemanticRanking::new(model()), tools());
+    assert_eq!(uncached, first);
+}
+
+#[test]
+fn the_cache_keeps_only_the_last_builds_rows_once_it_outgrows_them() {
+    let semantic = SemanticRanking::new(model());
+    let many = |generation: usize| -> Vec<ToolEntry> {
+        (0..700)
+            .map(|i| {
+                let tool = Tool::new(
+                    format!("tool_{i}"),
+                    format!("chat {generation}"),
+                    Arc::new(JsonObject::new()),
+                );
+                ToolEntry::downstream(format!("x_s_tool_{i}"), "s", tool)
+            })
+            .collect()
+    };
+    vectors_of(&semantic, many(1));
+    assert_eq!(semantic.cache.len(), 700);
+    // 1,400 rows: no more than twice the 700 a build asks for, so all are kept.
+    vectors_of(&semantic, many(2));
+    assert_eq!(semantic.cache.len(), 1400);
+    // A third generation would make 2,100: trimmed to the 700 this build asked for.
+    vectors_of(&semantic, many(3));
+    assert_eq!(semantic.cache.len(), 700);
+}

@@ -1,0 +1,105 @@
+//! `aggregator.ranking.model` through the gateway: the shipped static model (`models/`) loaded
+//! from config, a real downstream MCP server over loopback HTTP, and a real MCP client asking
+//! `filter_tools` in words no tool's text contains. Without the model the same catalogue finds
+//! nothing for them; with it, the tool they mean comes first, and `explain` shows both parts.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{Harness, fast_supervision, remote, scripted::ScriptedServer};
+use muster::{
+    core::config::{AggregatorConfig, MusterConfig, RankingSettings},
+    gateway::{Gateway, GatewayError},
+};
+use serde_json::{Value, json};
+
+fn shipped_model() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/minilm-l6-static")
+}
+
+/// A downstream with a few everyday tools, none of whose text says "rain" or "tomorrow".
+async fn downstream() -> ScriptedServer {
+    let ok = |_: &serde_json::Map<String, Value>| Ok(json!({"ok": true}));
+    ScriptedServer::builder()
+        .tool("get_forecast", true, ok)
+        .described("get_forecast", "Get the weather forecast for a city.")
+        .tool("post_message", false, ok)
+        .described("post_message", "Post a message to a channel.")
+        .tool("create_issue", false, ok)
+        .described("create_issue", "Create an issue in a repository.")
+        .tool("list_invoices", true, ok)
+        .described("list_invoices", "List the invoices of a customer account.")
+        .serve()
+        .await
+}
+
+async fn gateway(model: Option<PathBuf>, server: &ScriptedServer) -> Harness {
+    let mut ranking = RankingSettings::default();
+    if let Some(model) = model {
+        ranking = ranking.with_model(model);
+    }
+    let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_ranking(ranking));
+    Harness::start_with(config, vec![remote("apps", &server.url)]).await
+}
+
+fn names(page: &Value) -> Vec<String> {
+    common::tool_names(page)
+}
+
+#[tokio::test]
+async fn with_the_model_a_query_in_other_words_finds_the_tool_it_means() {
+    let server = downstream().await;
+    let query = json!({"query": "will it rain tomorrow", "explain": true});
+
+    let lexical = gateway(None, &server).await;
+    let page = lexical.meta_json("filter_tools", query.clone()).await;
+    assert!(names(&page).is_empty(), "no tool's text has these words: {page}");
+
+    let hybrid = gateway(Some(shipped_model()), &server).await;
+    let page = hybrid.meta_json("filter_tools", query).await;
+    let found = names(&page);
+    assert_eq!(found.first().map(String::as_str), Some("x_apps_get_forecast"), "{page}");
+    let first = &page["tools"][0];
+    let parts = &first["explain"]["hybrid"];
+    assert!(parts["similarity"].as_f64().is_some_and(|s| s > 0.0), "{first}");
+    assert!(parts["semanticPart"].as_f64().is_some_and(|s| s > 0.0), "{first}");
+    assert_eq!(
+        parts["lexicalPart"].as_f64(),
+        Some(0.0),
+        "no word of the query is in the tool: {first}"
+    );
+}
+
+#[tokio::test]
+async fn with_the_model_an_exact_name_still_comes_first() {
+    let server = downstream().await;
+    let hybrid = gateway(Some(shipped_model()), &server).await;
+    let page = hybrid.meta_json("filter_tools", json!({"query": "create issue"})).await;
+    assert_eq!(
+        names(&page).first().map(String::as_str),
+        Some("x_apps_create_issue"),
+        "{page}"
+    );
+    // The lexical match is fused, not replaced: describe_tool and call_tool are unchanged.
+    let (failed, answer) = hybrid.core("x_apps_create_issue", json!({})).await;
+    assert!(!failed, "{answer}");
+}
+
+#[test]
+fn a_model_that_cannot_be_loaded_refuses_to_start_naming_the_key_and_the_file() {
+    let missing = PathBuf::from("/nonexistent/muster-model");
+    let config = MusterConfig::default()
+        .with_aggregator(AggregatorConfig::default().with_ranking(RankingSettings::default().with_model(&missing)));
+    let refused = Gateway::with_supervision(config, Vec::new(), Vec::new(), fast_supervision());
+    let Err(error) = refused else {
+        panic!("a gateway started with a model folder that does not exist");
+    };
+    assert!(
+        matches!(error, GatewayError::RankingModel { ref path, .. } if *path == missing),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("aggregator.ranking.model"), "{message}");
+    assert!(message.contains("/nonexistent/muster-model"), "{message}");
+}
