@@ -19,7 +19,9 @@
 //! The hybrid ranker (BM25F fused with a static embedding model's similarity) is measured beside
 //! it when a model is there (`$MUSTER_RANKING_MODEL`, else the repository's
 //! `models/minilm-l6-static`): `query/filter_tools_hybrid` against `query/filter_tools`, and
-//! `index_build_hybrid` (the snapshot's index with every tool's vector) against `index_build`;
+//! `index_build_hybrid` (the snapshot's index with every tool's vector) and
+//! `index_rebuild_hybrid` (the same tools again, their vectors from the ranker's cache) against
+//! `index_build`;
 //! the memory of the tool vectors and of the model's token vectors is printed before measuring.
 //!
 //! ```text
@@ -400,14 +402,29 @@ fn bench(c: &mut Criterion) {
     group.finish();
 
     if let Some(ranking) = &hybrid {
+        // The first build embeds every tool: each iteration starts from an empty vector cache.
         let mut group = c.benchmark_group("index_build_hybrid");
         for (label, catalog) in &catalogs {
             group.bench_with_input(BenchmarkId::from_parameter(label), catalog, |b, catalog| {
                 b.iter(|| {
-                    let index = SearchIndex::build_with(black_box(catalog.tools()), ranking.clone());
+                    let mut fresh = ranking.clone();
+                    if let Some(semantic) = fresh.semantic.as_mut() {
+                        semantic.cache = Arc::default();
+                    }
+                    let index = SearchIndex::build_with(black_box(catalog.tools()), fresh);
                     assert_eq!(index.vectors().map(|v| v.bytes() > 0), Some(true));
                     index
                 });
+            });
+        }
+        group.finish();
+        // A rebuild of the same tools (another change, a session's own catalogue): every vector
+        // from the cache.
+        let mut group = c.benchmark_group("index_rebuild_hybrid");
+        for (label, catalog) in &catalogs {
+            SearchIndex::build_with(catalog.tools(), ranking.clone());
+            group.bench_with_input(BenchmarkId::from_parameter(label), catalog, |b, catalog| {
+                b.iter(|| SearchIndex::build_with(black_box(catalog.tools()), ranking.clone()));
             });
         }
         group.finish();
