@@ -30,8 +30,10 @@ use muster_core::ToolEntry;
 /// One tool's quantised unit vector and its scale.
 pub(super) type Row = (Box<[i8]>, f32);
 
-/// Tool vectors by the tool's text; see the [module docs](self). Shared by every snapshot built
-/// with one [`SemanticRanking`](super::SemanticRanking) (its clones share it too).
+/// Tool vectors by a hash of what each is computed from (the tool's name, description and
+/// schema text), so that a rebuild embeds only new or changed tools. Shared by every snapshot
+/// built with one [`SemanticRanking`](super::SemanticRanking) (its clones share it too); trimmed
+/// to a build's rows once it holds more than twice them (and more than [`Self::SLACK`]).
 #[derive(Debug, Default)]
 pub struct VectorCache {
     rows: Mutex<HashMap<u64, Row>>,
