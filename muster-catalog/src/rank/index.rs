@@ -248,7 +248,7 @@ impl SearchIndex {
             }
         }
         if let Some(semantic) = &index.config.semantic {
-            index.vectors = Some(ToolVectors::build_cached(semantic, &index.entries));
+            index.vectors = Some(ToolVectors::build(semantic, &index.entries));
         }
         index
     }

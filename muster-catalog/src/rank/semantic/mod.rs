@@ -138,29 +138,10 @@ impl QuantizedVector {
 }
 
 impl ToolVectors {
-    /// Embeds each entry's [`tool_text`] with `model`.
-    pub fn build<'a>(model: &StaticModel, entries: impl IntoIterator<Item = &'a Arc<ToolEntry>>) -> Self {
-        let dimensions = model.dimensions();
-        let mut out = Self {
-            dimensions,
-            ..Self::default()
-        };
-        let mut text = String::new();
-        let mut vector = vec![0.0; dimensions];
-        for entry in entries {
-            tool_text(entry, &mut text);
-            model.embed_into(&text, &mut vector);
-            let quantized = QuantizedVector::new(&vector);
-            out.values.extend_from_slice(&quantized.values);
-            out.scales.push(quantized.scale);
-        }
-        out
-    }
-
-    /// Embeds each entry's [`tool_text`] as [`Self::build`] does, taking the vector of a tool
-    /// embedded before (the same name, description and schema) from `semantic`'s
-    /// [`VectorCache`] and keeping the new ones there.
-    pub fn build_cached<'a>(semantic: &SemanticRanking, entries: impl IntoIterator<Item = &'a Arc<ToolEntry>>) -> Self {
+    /// Embeds each entry's [`tool_text`] with `semantic`'s model, taking the vector of a tool
+    /// embedded before (the same name, description and schema) from its [`VectorCache`] and
+    /// keeping the new ones there.
+    pub fn build<'a>(semantic: &SemanticRanking, entries: impl IntoIterator<Item = &'a Arc<ToolEntry>>) -> Self {
         let model = &semantic.model;
         let dimensions = model.dimensions();
         let entries: Vec<&Arc<ToolEntry>> = entries.into_iter().collect();
@@ -348,7 +329,7 @@ mod tests {
         let tokenizer = WordPiece::new(["[UNK]", "post", "message"].map(str::to_owned), "[UNK]").expect("has [UNK]");
         let model = StaticModel::new(tokenizer, &[vec![0.0, 0.0], vec![3.0, 0.0], vec![0.0, 4.0]]).expect("fits");
         let entries = [Arc::new(entry("post", "")), Arc::new(entry("zzz", "qqq"))];
-        let vectors = ToolVectors::build(&model, &entries);
+        let vectors = ToolVectors::build(&SemanticRanking::new(Arc::new(model)), &entries);
         assert_eq!(vectors.vector(0), Some(vec![1.0, 0.0]));
         assert_eq!(vectors.vector(1), Some(vec![0.0, 0.0]));
         let similarity = vectors.similarity(0, &QuantizedVector::new(&[0.6, 0.8]));

@@ -7,6 +7,7 @@ use muster_core::{JsonObject, ToolEntry};
 use rmcp::model::Tool;
 use serde_json::json;
 
+use super::ranked;
 use crate::{
     Catalog,
     rank::{
@@ -61,15 +62,6 @@ fn catalog(ranking: RankingConfig) -> Arc<Catalog> {
 
 fn hybrid() -> RankingConfig {
     RankingConfig::default().with_semantic(SemanticRanking::new(model()))
-}
-
-fn ranked(catalog: &Catalog, query: &str) -> Vec<String> {
-    let index = catalog.search_index();
-    index
-        .rank(&index.query(query), catalog.tools())
-        .iter()
-        .map(|h| catalog.tools()[h.position].name().to_owned())
-        .collect()
 }
 
 #[test]
