@@ -9,7 +9,9 @@
 //! `MUSTER_RANKING_MODEL` works too) it also ranks with the hybrid ranker, BM25F fused with the
 //! model's similarity, and prints its row under the lexical one. `--fusion sum:ALPHA` (default
 //! `sum:0.3`) or `--fusion rrf:K:WL:WS` and `--depth N` (default 50) choose the fusion; each
-//! `--fusion` given adds a row, so one run compares several. `--no-go` leaves the Go port out.
+//! `--fusion` given adds a row, so one run compares several. `--parameters-weight W` (repeatable)
+//! ranks with that BM25F weight of the parameters field instead of the default, a row each.
+//! `--no-go` leaves the Go port out.
 //!
 //! ```text
 //! cargo run --release --example rankbench            # about a minute; the Go port takes most of it
@@ -30,7 +32,7 @@ use std::{error::Error, sync::Arc, time::Instant};
 use muster::catalog::{
     Catalog,
     rank::{
-        Fusion, RankingConfig, reference,
+        Bm25fParams, Field, Fusion, RankingConfig, reference,
         semantic::{SemanticRanking, StaticModel},
     },
     tools::{Scope, filter_tools},
@@ -69,9 +71,12 @@ fn go_port(data: &DataSet) -> Metrics {
     metrics
 }
 
-/// The command line: `--model DIR`, `--fusion SPEC` (repeatable), `--depth N`, `--no-go`.
+/// The command line: `--model DIR`, `--fusion SPEC` (repeatable), `--depth N`,
+/// `--parameters-weight W` (repeatable), `--no-go`.
 struct Options {
     model: Option<String>,
+    /// BM25F weights of the parameters field to compare (none: the default only).
+    parameter_weights: Vec<f64>,
     fusions: Vec<Fusion>,
     depth: usize,
     go: bool,
@@ -81,6 +86,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
     let mut options = Options {
         model: std::env::var("MUSTER_RANKING_MODEL").ok(),
         fusions: Vec::new(),
+        parameter_weights: Vec::new(),
         depth: SemanticRanking::DEFAULT_DEPTH,
         go: true,
     };
@@ -92,6 +98,9 @@ fn options() -> Result<Options, Box<dyn Error>> {
                 .fusions
                 .push(fusion(&args.next().ok_or("--fusion needs a spec")?)?),
             "--depth" => options.depth = args.next().ok_or("--depth needs a number")?.parse()?,
+            "--parameters-weight" => options
+                .parameter_weights
+                .push(args.next().ok_or("--parameters-weight needs a number")?.parse()?),
             "--no-go" => options.go = false,
             "--bench" => {} // cargo passes it to examples run as benches
             other => return Err(format!("unknown argument {other}").into()),
@@ -158,22 +167,45 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut timings = Vec::new();
     for name in DATA_SETS {
         let data = rankbench::load(name)?;
-        let started = Instant::now();
-        let m = ours(&data, RankingConfig::default())?;
-        let ours_time = started.elapsed();
-        println!("{}", m.row(&format!("{name} | muster-rs BM25F")));
+        let lexical: Vec<(String, RankingConfig)> = if options.parameter_weights.is_empty() {
+            vec![(String::new(), RankingConfig::default())]
+        } else {
+            let field = Bm25fParams::default().field(Field::Parameters);
+            options
+                .parameter_weights
+                .iter()
+                .map(|&w| {
+                    let params = Bm25fParams::default().with_field(Field::Parameters, w, field.b);
+                    (
+                        format!(", parameters {w}"),
+                        RankingConfig::default().with_params(params),
+                    )
+                })
+                .collect()
+        };
+        let mut ours_time = None;
         let mut hybrid_time = None;
-        if let Some(model) = &model {
-            for &fusion in &options.fusions {
-                let semantic = SemanticRanking::new(Arc::clone(model))
-                    .with_fusion(fusion)
-                    .with_depth(options.depth);
-                let started = Instant::now();
-                let h = ours(&data, RankingConfig::default().with_semantic(semantic))?;
-                hybrid_time.get_or_insert(started.elapsed());
-                println!("{}", h.row(&format!("{name} | {}", label(fusion, options.depth))));
+        for (suffix, config) in &lexical {
+            let started = Instant::now();
+            let m = ours(&data, config.clone())?;
+            ours_time.get_or_insert(started.elapsed());
+            println!("{}", m.row(&format!("{name} | muster-rs BM25F{suffix}")));
+            if let Some(model) = &model {
+                for &fusion in &options.fusions {
+                    let semantic = SemanticRanking::new(Arc::clone(model))
+                        .with_fusion(fusion)
+                        .with_depth(options.depth);
+                    let started = Instant::now();
+                    let h = ours(&data, config.clone().with_semantic(semantic))?;
+                    hybrid_time.get_or_insert(started.elapsed());
+                    println!(
+                        "{}",
+                        h.row(&format!("{name} | {}{suffix}", label(fusion, options.depth)))
+                    );
+                }
             }
         }
+        let ours_time = ours_time.unwrap_or_default();
         let go_time = options.go.then(|| {
             let started = Instant::now();
             let g = go_port(&data);

@@ -13,7 +13,7 @@
 //! Ranked tools come best first with a score (rounded to 4 decimals, at least 0.0001), ties in
 //! catalogue order; tools matching no query term are dropped. With `explain: true` each ranked
 //! tool also carries its [`ScoreExplanation`]: the terms it matched, each term's idf and
-//! contribution, and the fields (`name`, `first_line`, `rest`) it occurs in.
+//! contribution, and the fields (`name`, `first_line`, `rest`, `parameters`) it occurs in.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -163,7 +163,8 @@ pub struct TermScore {
 /// One field's part of a term's weighted term frequency.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FieldScore {
-    /// `name`, `first_line` (of the description) or `rest` (of the description).
+    /// `name`, `first_line` (of the description), `rest` (of the description) or `parameters`
+    /// (their names and descriptions).
     pub field: &'static str,
     /// How often the term occurs in it.
     pub tf: u32,
@@ -179,7 +180,7 @@ pub struct FieldScore {
 
 impl From<crate::rank::Explanation> for ScoreExplanation {
     fn from(explanation: crate::rank::Explanation) -> Self {
-        use crate::rank::{Field, TermClass};
+        use crate::rank::TermClass;
         Self {
             score: explanation.score,
             hybrid: explanation.hybrid.map(|h| HybridScore {
@@ -208,11 +209,7 @@ impl From<crate::rank::Explanation> for ScoreExplanation {
                         .fields
                         .into_iter()
                         .map(|f| FieldScore {
-                            field: match f.field {
-                                Field::Name => "name",
-                                Field::FirstLine => "first_line",
-                                Field::Rest => "rest",
-                            },
+                            field: f.field.name(),
                             tf: f.tf,
                             weight: f.weight,
                             length: f.length,

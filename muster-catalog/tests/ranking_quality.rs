@@ -75,8 +75,9 @@ fn recall_at_5(data_set: &'static str, step: usize, ranking: RankingConfig) -> O
 }
 
 /// Asserts recall@5 over every `step`th query of `data_set` is at least `floor`. The floors sit
-/// about 0.02 under what this sample measured when they were set (bfcl 0.759, metatool 0.619,
-/// metatool_multi 0.685; one query is about 0.003): raise them when the ranking improves.
+/// about 0.02 under what this sample measured when they were set (bfcl 0.825 since parameters
+/// are a field of their own, 0.759 before; metatool 0.619, metatool_multi 0.685; one query is
+/// about 0.003): raise them when the ranking improves.
 fn gate(data_set: &'static str, step: usize, floor: f64) {
     let Some((recall, queries)) = recall_at_5(data_set, step, RankingConfig::default()) else {
         return;
@@ -91,7 +92,7 @@ fn gate(data_set: &'static str, step: usize, floor: f64) {
 
 #[test]
 fn bfcl_recall_at_5_stays_above_its_floor() {
-    gate("bfcl", 8, 0.74);
+    gate("bfcl", 8, 0.80);
 }
 
 #[test]
@@ -106,8 +107,9 @@ fn metatool_multi_recall_at_5_stays_above_its_floor() {
 
 /// Asserts hybrid recall@5 over every `step`th query of `data_set` is at least `floor`, and at
 /// least BM25F's alone on the same sample. The floors sit about 0.02 under what this sample
-/// measured when they were set (bfcl 0.788, metatool 0.650, metatool_multi 0.713; BM25F alone
-/// 0.759, 0.619, 0.685).
+/// measured when they were set (bfcl 0.825, metatool 0.650, metatool_multi 0.713; BM25F alone
+/// 0.825, 0.619, 0.685: on bfcl's sample the parameters field took BM25F to the hybrid's recall,
+/// over all of bfcl's queries the hybrid is still ahead, .851 to .841).
 fn hybrid_gate(data_set: &'static str, step: usize, floor: f64) {
     let Some((lexical, _)) = recall_at_5(data_set, step, RankingConfig::default()) else {
         return;
@@ -120,8 +122,10 @@ fn hybrid_gate(data_set: &'static str, step: usize, floor: f64) {
         recall >= floor,
         "{data_set}: hybrid recall@5 fell to {recall:.4}, under the floor {floor}"
     );
+    // Equal recalls, summed over the queries in another order, may differ in the last bits; a
+    // query is worth 1/queries, far above this margin.
     assert!(
-        recall >= lexical,
+        recall >= lexical - 1e-9,
         "{data_set}: hybrid recall@5 {recall:.4} is under BM25F's alone, {lexical:.4}"
     );
 }
@@ -142,4 +146,4 @@ fn metatool_multi_hybrid_recall_at_5_stays_above_its_floor_and_bm25f() {
 }
 
 /// bfcl, metatool, metatool_multi.
-const HYBRID_FLOORS: [f64; 3] = [0.77, 0.63, 0.69];
+const HYBRID_FLOORS: [f64; 3] = [0.80, 0.63, 0.69];

@@ -74,6 +74,29 @@ impl SchemaText {
         serde_json::from_str(self.as_str()).unwrap_or_default()
     }
 
+    /// Calls `f` with the name and the description (if it has one) of each top-level property,
+    /// in the text's order, without building the schema's maps: what ranking reads of a tool's
+    /// parameters. A schema whose `properties` is not an object of objects has none.
+    ///
+    /// ```
+    /// use muster_core::SchemaText;
+    ///
+    /// let schema = SchemaText::from_json(
+    ///     r#"{"type":"object","properties":{"city":{"type":"string","description":"The city, e.g. \"Oslo\""},"days":{"type":"integer"}}}"#.to_owned(),
+    /// ).unwrap();
+    /// let mut seen = Vec::new();
+    /// schema.for_each_parameter(|name, description| seen.push((name.to_owned(), description.map(str::to_owned))));
+    /// assert_eq!(seen, [("city".to_owned(), Some("The city, e.g. \"Oslo\"".to_owned())), ("days".to_owned(), None)]);
+    /// ```
+    pub fn for_each_parameter(&self, mut f: impl FnMut(&str, Option<&str>)) {
+        let Ok(schema) = serde_json::from_str::<parameters::Schema<'_>>(self.as_str()) else {
+            return;
+        };
+        for (name, parameter) in schema.properties.map(|p| p.0).unwrap_or_default() {
+            f(&name.0, parameter.description.as_ref().map(|d| &*d.0));
+        }
+    }
+
     /// Whether `self` and `other` share one text (not only equal ones).
     pub fn ptr_eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
@@ -236,6 +259,103 @@ impl fmt::Debug for CompactTool {
     }
 }
 
+/// What [`SchemaText::for_each_parameter`] reads of a schema: the top-level properties, in the
+/// text's order, their names and descriptions borrowed from the text where it has no escapes.
+mod parameters {
+    use std::{borrow::Cow, fmt, marker::PhantomData};
+
+    use serde::{
+        Deserialize, Deserializer,
+        de::{IgnoredAny, MapAccess, Visitor},
+    };
+
+    #[derive(Deserialize)]
+    pub(super) struct Schema<'a> {
+        #[serde(borrow, default)]
+        pub(super) properties: Option<Properties<'a>>,
+    }
+
+    /// A property's description: `None` also for a property that is not an object (`true`) or
+    /// whose description is not a string.
+    pub(super) struct Parameter<'a> {
+        pub(super) description: Option<Text<'a>>,
+    }
+
+    impl<'de: 'a, 'a> Deserialize<'de> for Parameter<'a> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visit<'a>(PhantomData<&'a ()>);
+            impl<'de: 'a, 'a> Visitor<'de> for Visit<'a> {
+                type Value = Parameter<'a>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a parameter schema")
+                }
+                fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                    let mut description = None;
+                    while let Some(key) = map.next_key::<Text<'de>>()? {
+                        if key.0 == "description" && description.is_none() {
+                            // Only a string is a description; anything else is passed over.
+                            let raw = map.next_value::<&'de serde_json::value::RawValue>()?;
+                            description = serde_json::from_str::<Text<'de>>(raw.get()).ok();
+                        } else {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                    Ok(Parameter { description })
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                    Ok(Parameter { description: None })
+                }
+            }
+            deserializer.deserialize_any(Visit(PhantomData))
+        }
+    }
+
+    /// A JSON string, borrowed when it can be.
+    pub(super) struct Text<'a>(pub(super) Cow<'a, str>);
+
+    impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visit<'a>(PhantomData<&'a ()>);
+            impl<'de: 'a, 'a> Visitor<'de> for Visit<'a> {
+                type Value = Text<'a>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                    Ok(Text(Cow::Borrowed(v)))
+                }
+                fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                    Ok(Text(Cow::Owned(v.to_owned())))
+                }
+            }
+            deserializer.deserialize_str(Visit(PhantomData))
+        }
+    }
+
+    /// The properties object as its pairs, in the text's order.
+    pub(super) struct Properties<'a>(pub(super) Vec<(Text<'a>, Parameter<'a>)>);
+
+    impl<'de: 'a, 'a> Deserialize<'de> for Properties<'a> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visit<'a>(PhantomData<&'a ()>);
+            impl<'de: 'a, 'a> Visitor<'de> for Visit<'a> {
+                type Value = Properties<'a>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("an object of parameter schemas")
+                }
+                fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                    let mut pairs = Vec::new();
+                    while let Some(pair) = map.next_entry()? {
+                        pairs.push(pair);
+                    }
+                    Ok(Properties(pairs))
+                }
+            }
+            deserializer.deserialize_map(Visit(PhantomData))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,5 +417,35 @@ mod tests {
         assert!(SchemaText::from_json("[1]".to_owned()).is_err());
         assert!(SchemaText::from_json("{".to_owned()).is_err());
         assert!(SchemaText::from_json(" {}".to_owned()).is_ok());
+    }
+
+    fn parameters(schema: &str) -> Vec<(String, Option<String>)> {
+        let schema = SchemaText::from_json(schema.to_owned()).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        let mut seen = Vec::new();
+        schema.for_each_parameter(|name, description| seen.push((name.to_owned(), description.map(str::to_owned))));
+        seen
+    }
+
+    #[test]
+    fn parameters_are_read_in_order_whatever_else_the_schema_says() {
+        let seen = parameters(
+            r#"{"required":["z"],"properties":{"z":{"type":"string","description":"Last\nletter","enum":["a"]},"a":true,"m":{"description":7,"properties":{"inner":{"description":"nested"}}},"q":{"description":"\u0051uery"}},"type":"object"}"#,
+        );
+        assert_eq!(
+            seen,
+            [
+                ("z".to_owned(), Some("Last\nletter".to_owned())),
+                ("a".to_owned(), None),
+                ("m".to_owned(), None),
+                ("q".to_owned(), Some("Query".to_owned())),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_schema_without_an_object_of_properties_has_no_parameters() {
+        assert!(parameters("{}").is_empty());
+        assert!(parameters(r#"{"type":"object","properties":[]}"#).is_empty());
+        assert!(parameters(r#"{"properties":{"a":"string"}}"#).is_empty());
     }
 }

@@ -47,6 +47,7 @@ impl Default for Bm25fParams {
                 FieldParams { weight: 3.0, b: 0.5 },
                 FieldParams { weight: 1.0, b: 0.5 },
                 FieldParams { weight: 0.5, b: 0.75 },
+                FieldParams { weight: 0.3, b: 0.75 },
             ],
             ubiquitous_verb_weight: 0.25,
         }
@@ -62,6 +63,7 @@ impl Bm25fParams {
             fields: [
                 FieldParams { weight: 3.0, b: 0.75 },
                 FieldParams { weight: 1.0, b: 0.75 },
+                FieldParams { weight: 0.0, b: 0.75 },
                 FieldParams { weight: 0.0, b: 0.75 },
             ],
             ubiquitous_verb_weight: 0.25,

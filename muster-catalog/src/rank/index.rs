@@ -272,31 +272,55 @@ impl SearchIndex {
             (Field::Rest, rest, true),
         ];
         for (field, text, counted) in texts {
-            if params.field(field).weight <= 0.0 || text.is_empty() {
-                continue;
-            }
-            let analyzer = &self.config.analyzer;
-            let terms = &mut self.terms;
-            let term_text = &mut self.term_text;
-            let postings = &mut self.postings;
-            analyzer.for_each_term(text, |t| {
-                let id = match terms.get(t) {
-                    Some(&id) => id,
-                    None => {
-                        let id = TermId(u32::try_from(term_text.len()).expect("fewer than 2^32 distinct terms"));
-                        terms.insert(t.into(), id);
-                        term_text.push(t.into());
-                        postings.push(Vec::new());
-                        id
-                    }
-                };
-                out.push((id, field));
-                if counted {
-                    length[field.index()] += 1;
-                }
+            self.index_text(field, text, counted, out, &mut length);
+        }
+        if params.field(Field::Parameters).weight > 0.0 {
+            entry.tool.input_schema().for_each_parameter(|name, description| {
+                self.index_text(Field::Parameters, name, true, out, &mut length);
+                self.index_text(
+                    Field::Parameters,
+                    description.unwrap_or_default(),
+                    true,
+                    out,
+                    &mut length,
+                );
             });
         }
         length
+    }
+
+    /// Adds `text`'s terms to `out` as occurrences in `field` (to its length when `counted`).
+    fn index_text(
+        &mut self,
+        field: Field,
+        text: &str,
+        counted: bool,
+        out: &mut Vec<(TermId, Field)>,
+        length: &mut [u32; Field::COUNT],
+    ) {
+        if self.config.params.field(field).weight <= 0.0 || text.is_empty() {
+            return;
+        }
+        let analyzer = &self.config.analyzer;
+        let terms = &mut self.terms;
+        let term_text = &mut self.term_text;
+        let postings = &mut self.postings;
+        analyzer.for_each_term(text, |t| {
+            let id = match terms.get(t) {
+                Some(&id) => id,
+                None => {
+                    let id = TermId(u32::try_from(term_text.len()).expect("fewer than 2^32 distinct terms"));
+                    terms.insert(t.into(), id);
+                    term_text.push(t.into());
+                    postings.push(Vec::new());
+                    id
+                }
+            };
+            out.push((id, field));
+            if counted {
+                length[field.index()] += 1;
+            }
+        });
     }
 
     /// The configuration the index was built with.

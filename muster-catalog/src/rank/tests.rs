@@ -168,6 +168,56 @@ fn a_match_in_the_name_outranks_one_in_the_first_line_which_outranks_one_below_i
     );
 }
 
+fn with_parameters(server: &str, name: &str, description: &str, properties: serde_json::Value) -> ToolEntry {
+    let schema = json!({"type": "object", "properties": properties});
+    let schema = schema.as_object().cloned().unwrap_or_default();
+    let tool = Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema));
+    ToolEntry::downstream(format!("x_{server}_{name}"), server, tool)
+}
+
+#[test]
+fn parameters_are_a_field_weaker_than_the_description() {
+    let c = catalog(vec![
+        with_parameters(
+            "s",
+            "post",
+            "Send a note.",
+            json!({"channel": {"type": "string", "description": "Where the widget goes"}}),
+        ),
+        with_parameters("s", "render", "Draw a widget.", json!({"size": {"type": "integer"}})),
+        with_parameters("s", "delete", "Remove a note.", json!({"widget": {"type": "string"}})),
+        downstream("s", "other", "Nothing of the kind."),
+    ]);
+    // The description's match first; a parameter's name and a parameter's description both match.
+    assert_eq!(ranked(&c, "widget"), ["x_s_render", "x_s_delete", "x_s_post"]);
+    let index = c.search_index();
+    let q = index.query("channel");
+    let e = index.explain(&q, DocId(0));
+    let field = e
+        .term("channel")
+        .and_then(|t| t.field(Field::Parameters))
+        .expect("in the parameters");
+    assert_eq!(
+        (field.tf, field.weight),
+        (1, Bm25fParams::default().field(Field::Parameters).weight)
+    );
+}
+
+#[test]
+fn go_compatible_ranking_does_not_read_parameters() {
+    let mut b = Catalog::builder().with_ranking(RankingConfig::muster_compatible());
+    b.push_tool(with_parameters(
+        "s",
+        "post",
+        "Send a note.",
+        json!({"channel": {"type": "string", "description": "Where it goes"}}),
+    ));
+    let c = b.build();
+    let index = c.search_index();
+    assert!(index.rank(&index.query("channel"), c.tools()).is_empty());
+    assert!(!index.rank(&index.query("note"), c.tools()).is_empty());
+}
+
 #[test]
 fn ties_are_broken_by_catalogue_order() {
     let c = catalog(vec![

@@ -246,17 +246,14 @@ pub fn tool_text(entry: &ToolEntry, out: &mut String) {
     identifier_words(own, out);
     out.push_str(". ");
     out.push_str(entry.description());
-    let schema = entry.tool.input_schema().to_object();
-    if let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) {
-        for (name, property) in properties {
-            out.push_str(". ");
-            identifier_words(name, out);
-            if let Some(description) = property.get("description").and_then(|d| d.as_str()) {
-                out.push(' ');
-                out.push_str(description);
-            }
+    entry.tool.input_schema().for_each_parameter(|name, description| {
+        out.push_str(". ");
+        identifier_words(name, out);
+        if let Some(description) = description {
+            out.push(' ');
+            out.push_str(description);
         }
-    }
+    });
 }
 
 /// `snake_case`, `kebab-case` and `camelCase` identifiers as space-separated words.
