@@ -55,8 +55,17 @@ const INSTRUCTIONS: &str = "muster aggregates many MCP servers. Only the meta-to
 find tools with filter_tools or list_tools, read one with describe_tool, run it with call_tool.";
 
 /// The MCP server a client talks to: the 13 meta-tools over the registry's catalogue.
+///
+/// Every client session is served by a clone, which shares one set of parts: a clone is one
+/// reference count, and the session's service task holds a pointer, not the parts.
 #[derive(Clone)]
 pub struct MetaTools {
+    shared: Arc<Shared>,
+}
+
+/// What every session's [`MetaTools`] shares.
+#[derive(Clone)]
+struct Shared {
     registry: Arc<Registry>,
     /// Sign-in by link and single sign-on, when the meta-tools take part in them.
     auth: Option<DownstreamAuth>,
@@ -115,23 +124,30 @@ impl MetaTools {
         let unseen = Arc::new(RegistryUnseen::new(Arc::clone(&registry), None, Arc::clone(&metrics)));
         let session_limits = Arc::new(CallLimits::new(registry.config().aggregator.limits));
         Self {
-            meta: meta_service(&registry, None, tools, &unseen),
-            unseen,
-            registry,
-            auth: None,
-            metrics,
-            calls_ended: tokio_util::sync::CancellationToken::new(),
-            session_limits,
-            sign_in_waiter: None,
-            sessions: None,
+            shared: Arc::new(Shared {
+                meta: meta_service(&registry, None, tools, &unseen),
+                unseen,
+                registry,
+                auth: None,
+                metrics,
+                calls_ended: tokio_util::sync::CancellationToken::new(),
+                session_limits,
+                sign_in_waiter: None,
+                sessions: None,
+            }),
         }
+    }
+
+    /// The parts, to change while building (copied first if a clone shares them).
+    fn parts(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.shared)
     }
 
     /// Counts the meta-tools' calls, and the calls refused before they reach the tool stack
     /// (a tool the request does not see), in `metrics`: the gateway's, served at `/metrics`.
     #[must_use]
     pub fn with_metrics(mut self, metrics: Arc<GatewayMetrics>) -> Self {
-        self.metrics = metrics;
+        self.parts().metrics = metrics;
         self.rebuild();
         self
     }
@@ -140,7 +156,7 @@ impl MetaTools {
     /// answers that the gateway shut down before it finished.
     #[must_use]
     pub fn with_calls_ended(mut self, token: tokio_util::sync::CancellationToken) -> Self {
-        self.calls_ended = token;
+        self.parts().calls_ended = token;
         self
     }
 
@@ -149,23 +165,24 @@ impl MetaTools {
     /// transports for one limit across them.
     #[must_use]
     pub fn with_session_limits(mut self, limits: Arc<CallLimits>) -> Self {
-        self.session_limits = limits;
+        self.parts().session_limits = limits;
         self
     }
 
     /// Builds the meta-tools' service again over what this holds now (the sign-in services,
     /// the metrics), keeping its tool stack.
     fn rebuild(&mut self) {
-        self.unseen = Arc::new(RegistryUnseen::new(
-            Arc::clone(&self.registry),
-            self.auth.clone(),
-            Arc::clone(&self.metrics),
+        let parts = self.parts();
+        parts.unseen = Arc::new(RegistryUnseen::new(
+            Arc::clone(&parts.registry),
+            parts.auth.clone(),
+            Arc::clone(&parts.metrics),
         ));
-        self.meta = meta_service(
-            &self.registry,
-            self.auth.clone(),
-            self.meta.tools().clone(),
-            &self.unseen,
+        parts.meta = meta_service(
+            &parts.registry,
+            parts.auth.clone(),
+            parts.meta.tools().clone(),
+            &parts.unseen,
         );
     }
 
@@ -177,8 +194,9 @@ impl MetaTools {
     /// the sign-in to complete.
     #[must_use]
     pub fn with_auth(mut self, auth: DownstreamAuth) -> Self {
-        self.sign_in_waiter = auth.sign_in_waiter(&self.registry);
-        self.auth = Some(auth);
+        let parts = self.parts();
+        parts.sign_in_waiter = auth.sign_in_waiter(&parts.registry);
+        parts.auth = Some(auth);
         self.rebuild();
         self
     }
@@ -187,7 +205,7 @@ impl MetaTools {
     /// ([`in_front`]).
     #[must_use]
     pub fn with_session_table(mut self, table: Arc<impl AdmitsSessions + 'static>) -> Self {
-        self.sessions = Some(table);
+        self.parts().sessions = Some(table);
         self
     }
 
@@ -201,8 +219,8 @@ impl MetaTools {
     pub async fn call(&self, name: &str, args: JsonObject, ctx: CallContext) -> Option<CallToolResult> {
         let tool = MetaTool::from_name(name)?;
         let started = std::time::Instant::now();
-        let result = self.meta.answer(tool, args, ctx).await;
-        self.metrics.record_call(
+        let result = self.shared.meta.answer(tool, args, ctx).await;
+        self.shared.metrics.record_call(
             &CallTarget::meta(tool.name()),
             Outcome::answered(result.is_error == Some(true)),
             started.elapsed(),
@@ -214,7 +232,12 @@ impl MetaTools {
     /// identity unlocks: held grants, single sign-on servers), narrowed by the request's
     /// toolset. The refusal when the toolset is invalid.
     pub(crate) async fn scoped(&self, ctx: &CallContext) -> Result<RequestView, String> {
-        self.meta.discovery().request_view(ctx).await.map_err(|e| e.to_string())
+        self.shared
+            .meta
+            .discovery()
+            .request_view(ctx)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -102,12 +102,13 @@ impl MetaTools {
             // A name nobody knows is counted by the caller, which answers it.
             if answer.is_some() {
                 let target = CallTarget::of(scoped.view.catalog(), name, &arguments);
-                self.metrics.record_call(&target, outcome, started.elapsed());
+                self.shared.metrics.record_call(&target, outcome, started.elapsed());
             }
             return answer.map(Into::into);
         }
         Some(
             match self
+                .shared
                 .meta
                 .tools()
                 .clone()
@@ -136,7 +137,7 @@ impl MetaTools {
             };
             return (Outcome::OutsideToolset, Some(error_answer(refusal.to_string())));
         }
-        match self.unseen.refusal(name, ctx).await {
+        match self.shared.unseen.refusal(name, ctx).await {
             Some(Refusal::SignIn(answer)) => (Outcome::AuthRequired, Some(answer)),
             Some(Refusal::SingleSignOn(reason)) => (Outcome::Unavailable, Some(error_answer(reason))),
             Some(Refusal::Unavailable(e)) => (Outcome::of_error(&e), Some(error_answer(e.to_string()))),
@@ -146,12 +147,13 @@ impl MetaTools {
 
     /// The resource templates of the servers the session reaches, with their servers.
     pub(crate) fn native_templates(&self, ctx: &CallContext) -> Vec<(String, ResourceTemplate)> {
-        self.registry
+        self.shared
+            .registry
             .servers()
             .into_iter()
             .filter_map(|view| {
                 let name = view.definition.metadata.name;
-                let conn = self.registry.connection_for(&ctx.session, &name)?;
+                let conn = self.shared.registry.connection_for(&ctx.session, &name)?;
                 Some(
                     conn.resource_templates()
                         .iter()
@@ -181,6 +183,7 @@ impl MetaTools {
                 .ok_or_else(|| McpError::resource_not_found(format!("resource {uri:?} not found"), None))?,
         };
         let conn = self
+            .shared
             .registry
             .connection_for(&ctx.session, &server)
             .ok_or_else(|| McpError::internal_error(format!("server {server} is not connected"), None))?;
@@ -228,6 +231,7 @@ impl MetaTools {
             _ => return Err(McpError::invalid_params("unknown completion reference", None)),
         };
         let conn = self
+            .shared
             .registry
             .connection_for(&ctx.session, &server)
             .ok_or_else(|| McpError::internal_error(format!("server {server} is not connected"), None))?;
@@ -251,6 +255,7 @@ impl MetaTools {
                 .ok_or_else(|| McpError::invalid_params(format!("prompt {name:?} not found"), None))?,
         );
         let conn = self
+            .shared
             .registry
             .connection_for(&ctx.session, &entry.server)
             .ok_or_else(|| McpError::internal_error(format!("server {} is not connected", entry.server), None))?;

@@ -42,7 +42,7 @@ use muster_catalog::meta::{MetaTool, definitions};
 
 impl MetaTools {
     fn exposure(&self) -> muster_core::config::Exposure {
-        self.registry.exposure()
+        self.shared.registry.exposure()
     }
 
     /// The call context of `ctx` and the catalogue it sees.
@@ -69,7 +69,8 @@ impl MetaTools {
                 return Ok(result);
             }
         }
-        self.metrics
+        self.shared
+            .metrics
             .record_call(&CallTarget::unknown(), Outcome::NotFound, started.elapsed());
         Err(McpError::invalid_params(
             if exposure.native() {
@@ -237,16 +238,17 @@ impl MetaTools {
         let answered = elicit(
             call,
             retry.as_ref(),
-            self.sign_in_waiter.as_deref(),
+            self.shared.sign_in_waiter.as_deref(),
             |call| async move {
                 let _slot = self
+                    .shared
                     .session_limits
                     .session_slot(&call.ctx.session)
                     .await
                     .map_err(McpError::from)?;
                 tokio::select! {
                     result = self.run(&call.name, call.arguments, call.ctx) => result,
-                    () = self.calls_ended.cancelled() => Err(McpError::new(
+                    () = self.shared.calls_ended.cancelled() => Err(McpError::new(
                         muster_core::error::BUSY,
                         "the gateway shut down before the call finished (aggregator.limits.shutdownTimeoutSeconds ran out)",
                         None,
@@ -303,11 +305,11 @@ impl MetaTools {
                 None,
             ));
         }
-        if let Some(auth) = &self.auth {
-            auth.adopt(&self.registry, &call_ctx).await;
+        if let Some(auth) = &self.shared.auth {
+            auth.adopt(&self.shared.registry, &call_ctx).await;
         }
-        let sign_in = self.auth.as_ref().and_then(|a| a.sign_in());
-        let status = crate::auth::status_document(&self.registry, sign_in, &call_ctx, false).await;
+        let sign_in = self.shared.auth.as_ref().and_then(|a| a.sign_in());
+        let status = crate::auth::status_document(&self.shared.registry, sign_in, &call_ctx, false).await;
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(status.to_string(), AUTH_STATUS_URI).with_mime_type("application/json"),
         ])
@@ -444,11 +446,11 @@ impl ServerHandler for MetaTools {
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
         let parts = ctx.extensions.get::<http::request::Parts>();
         if let Some(parts) = parts
-            && let Some(table) = &self.sessions
+            && let Some(table) = &self.shared.sessions
         {
             table.admit(parts, ctx.peer.clone());
         }
-        follow_changes(self.registry.changes(), session_of(parts), ctx.peer);
+        follow_changes(self.shared.registry.changes(), session_of(parts), ctx.peer);
     }
 
     async fn list_tools(
@@ -572,21 +574,28 @@ fn follow_changes(bus: &crate::registry::ChangeBus, session: muster_core::Sessio
             if !change.concerns(&session) {
                 continue;
             }
-            match change {
-                crate::registry::Change::ElicitationComplete { elicitation_id, .. } => {
-                    let notification =
-                        rmcp::model::ServerNotification::CustomNotification(rmcp::model::CustomNotification::new(
-                            "notifications/elicitation/complete",
-                            Some(serde_json::json!({"elicitationId": elicitation_id})),
-                        ));
-                    let _ = peer.send_notification(notification).await;
-                }
-                _ => {
-                    let _ = peer.notify_tool_list_changed().await;
-                    let _ = peer.notify_resource_list_changed().await;
-                    let _ = peer.notify_prompt_list_changed().await;
-                }
-            }
+            // Boxed: the task waits on the bus far longer than it sends, and a future is as
+            // large as its largest state (the notifications), for as long as the session lives.
+            Box::pin(tell(&peer, change)).await;
         }
     });
+}
+
+/// Sends `peer` the notifications that tell it of `change`.
+async fn tell(peer: &rmcp::Peer<RoleServer>, change: crate::registry::Change) {
+    match change {
+        crate::registry::Change::ElicitationComplete { elicitation_id, .. } => {
+            let notification =
+                rmcp::model::ServerNotification::CustomNotification(rmcp::model::CustomNotification::new(
+                    "notifications/elicitation/complete",
+                    Some(serde_json::json!({"elicitationId": elicitation_id})),
+                ));
+            let _ = peer.send_notification(notification).await;
+        }
+        _ => {
+            let _ = peer.notify_tool_list_changed().await;
+            let _ = peer.notify_resource_list_changed().await;
+            let _ = peer.notify_prompt_list_changed().await;
+        }
+    }
 }
