@@ -1,7 +1,10 @@
-//! `aggregator.ranking.model` through the gateway: the shipped static model (`models/`) loaded
-//! from config, a real downstream MCP server over loopback HTTP, and a real MCP client asking
-//! `filter_tools` in words no tool's text contains. Without the model the same catalogue finds
-//! nothing for them; with it, the tool they mean comes first, and `explain` shows both parts.
+//! `filter_tools {query}` ranking through the gateway, with a real downstream MCP server over
+//! loopback HTTP and a real MCP client.
+//!
+//! `aggregator.ranking.model`: the shipped static model (`models/`) loaded from config, asked in
+//! words no tool's text contains. Without the model the same catalogue finds nothing for them;
+//! with it, the tool they mean comes first, and `explain` shows both parts. Without a model, the
+//! tools' parameters are a weak field of the lexical ranking.
 
 mod common;
 
@@ -102,4 +105,39 @@ fn a_model_that_cannot_be_loaded_refuses_to_start_naming_the_key_and_the_file() 
     let message = error.to_string();
     assert!(message.contains("aggregator.ranking.model"), "{message}");
     assert!(message.contains("/nonexistent/muster-model"), "{message}");
+}
+
+#[tokio::test]
+async fn a_parameters_description_finds_its_tool_after_a_description_that_says_the_word() {
+    let ok = |_: &serde_json::Map<String, Value>| Ok(json!({"ok": true}));
+    let server = ScriptedServer::builder()
+        .tool("post_message", false, ok)
+        .described("post_message", "Post a message.")
+        .with_parameters(
+            "post_message",
+            json!({"channel": {"type": "string", "description": "The Slack workspace channel to post to"}}),
+        )
+        .tool("invite_user", false, ok)
+        .described("invite_user", "Invite a user to a Slack workspace.")
+        .tool("create_issue", false, ok)
+        .described("create_issue", "Create an issue.")
+        .with_parameters("create_issue", json!({"title": {"type": "string"}}))
+        .serve()
+        .await;
+    let lexical = gateway(None, &server).await;
+    let page = lexical
+        .meta_json("filter_tools", json!({"query": "slack workspace", "explain": true}))
+        .await;
+    assert_eq!(names(&page), ["x_apps_invite_user", "x_apps_post_message"], "{page}");
+    let fields: Vec<&str> = page["tools"][1]["explain"]["terms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|t| t["fields"].as_array().into_iter().flatten())
+        .filter_map(|f| f["field"].as_str())
+        .collect();
+    assert!(
+        !fields.is_empty() && fields.iter().all(|&f| f == "parameters"),
+        "{page}"
+    );
 }

@@ -71,6 +71,15 @@ impl ScriptedBuilder {
         self
     }
 
+    /// Gives tool `name` (added before) an object input schema with `properties`.
+    pub fn with_parameters(mut self, name: &str, properties: Value) -> Self {
+        if let Some((tool, _)) = self.tools.get_mut(name) {
+            let schema = serde_json::json!({"type": "object", "properties": properties});
+            tool.input_schema = Arc::new(schema.as_object().cloned().unwrap_or_default());
+        }
+        self
+    }
+
     /// Serves the tools on a loopback port.
     pub async fn serve(self) -> ScriptedServer {
         self.serve_inner(None, None).await
