@@ -122,8 +122,9 @@ fn hybrid_gate(data_set: &'static str, step: usize, floor: f64) {
         recall >= floor,
         "{data_set}: hybrid recall@5 fell to {recall:.4}, under the floor {floor}"
     );
-    // Equal recalls, summed over the queries in another order, may differ in the last bits; a
-    // query is worth 1/queries, far above this margin.
+    // Equal recalls summed from different per-query parts (a query with several relevant tools
+    // adds a fraction) may differ in the last bits; a query is worth 1/queries, far above this
+    // margin.
     assert!(
         recall >= lexical - 1e-9,
         "{data_set}: hybrid recall@5 {recall:.4} is under BM25F's alone, {lexical:.4}"

@@ -181,14 +181,9 @@ impl Registry {
     /// Replaces the running configuration (a new listener address takes effect at the next
     /// start; the name rules, presets and ranking model are fixed at start).
     pub(crate) fn set_config(&self, config: MusterConfig) {
-        let running = self
-            .config
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .aggregator
-            .ranking
-            .clone();
-        if running != config.aggregator.ranking {
+        let ranking_changed =
+            self.config.read().unwrap_or_else(|e| e.into_inner()).aggregator.ranking != config.aggregator.ranking;
+        if ranking_changed {
             tracing::warn!(
                 "aggregator.ranking changed; the ranking model is loaded when the gateway starts, so the change \
                  takes effect at the next start"

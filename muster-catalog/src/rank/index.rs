@@ -274,6 +274,8 @@ impl SearchIndex {
         for (field, text, counted) in texts {
             self.index_text(field, text, counted, out, &mut length);
         }
+        // Checked here too (`index_text` checks every field): with the field off, the schema is
+        // not read at all.
         if params.field(Field::Parameters).weight > 0.0 {
             entry.tool.input_schema().for_each_parameter(|name, description| {
                 self.index_text(Field::Parameters, name, true, out, &mut length);

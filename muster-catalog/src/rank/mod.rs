@@ -46,9 +46,8 @@
 //!
 //! - **Fields** ([`Field`]): the tool's own name, the first non-empty line of its description,
 //!   the rest of the description, its parameters' names and descriptions; weights 3, 1, 0.5 and
-//!   0.3. BM25F: the weighted, length-normalised
-//!   term frequencies of the fields are summed before one saturation, so a term repeated across
-//!   fields saturates once:
+//!   0.3. BM25F: the weighted, length-normalised term frequencies of the fields are summed
+//!   before one saturation, so a term repeated across fields saturates once:
 //!
 //!   ```text
 //!   norm(d, f)  = 1 − b_f + b_f · len(d, f) / avglen(f)          length_norm
