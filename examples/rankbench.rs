@@ -11,12 +11,17 @@
 //! `sum:0.3`) or `--fusion rrf:K:WL:WS` and `--depth N` (default 50) choose the fusion; each
 //! `--fusion` given adds a row, so one run compares several. `--parameters-weight W` (repeatable)
 //! ranks with that BM25F weight of the parameters field instead of the default, a row each.
-//! `--no-go` leaves the Go port out.
+//! `--no-go` leaves the Go port out. `--data DIR` (repeatable) ranks the data set in folder
+//! `DIR` instead of the three open ones: any catalogue in their format (`catalogue.json` and
+//! `queries.jsonl`, see `shared/rankbench/README.md`), such as a held-out one that must not be
+//! kept beside the code.
 //!
 //! ```text
 //! cargo run --release --example rankbench            # about a minute; the Go port takes most of it
 //! MUSTER_RANKBENCH=/path/to/rankbench cargo run --release --example rankbench
 //! cargo run --release --example rankbench -- --model models/minilm-l6-static --no-go
+//! cargo run --release --example rankbench -- --data /path/to/held-out --model models/minilm-l6-static \
+//!     --fusion sum:0.3 --fusion sum:0.5
 //! ```
 //!
 //! The CI gate on a sample of these queries is `muster-catalog/tests/ranking_quality.rs`.
@@ -27,7 +32,7 @@
 #[allow(dead_code, unreachable_pub)]
 mod rankbench;
 
-use std::{error::Error, sync::Arc, time::Instant};
+use std::{error::Error, path::PathBuf, sync::Arc, time::Instant};
 
 use muster::catalog::{
     Catalog,
@@ -72,9 +77,11 @@ fn go_port(data: &DataSet) -> Metrics {
 }
 
 /// The command line: `--model DIR`, `--fusion SPEC` (repeatable), `--depth N`,
-/// `--parameters-weight W` (repeatable), `--no-go`.
+/// `--parameters-weight W` (repeatable), `--data DIR` (repeatable), `--no-go`.
 struct Options {
     model: Option<String>,
+    /// Data set folders to rank instead of the open data sets.
+    data: Vec<PathBuf>,
     /// BM25F weights of the parameters field to compare (none: the default only).
     parameter_weights: Vec<f64>,
     fusions: Vec<Fusion>,
@@ -85,6 +92,7 @@ struct Options {
 fn options() -> Result<Options, Box<dyn Error>> {
     let mut options = Options {
         model: std::env::var("MUSTER_RANKING_MODEL").ok(),
+        data: Vec::new(),
         fusions: Vec::new(),
         parameter_weights: Vec::new(),
         depth: SemanticRanking::DEFAULT_DEPTH,
@@ -101,6 +109,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
             "--parameters-weight" => options
                 .parameter_weights
                 .push(args.next().ok_or("--parameters-weight needs a number")?.parse()?),
+            "--data" => options.data.push(args.next().ok_or("--data needs a folder")?.into()),
             "--no-go" => options.go = false,
             "--bench" => {} // cargo passes it to examples run as benches
             other => return Err(format!("unknown argument {other}").into()),
@@ -157,16 +166,35 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         None => None,
     };
-    let looked: Vec<String> = rankbench::search_path()
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect();
-    println!("Data: the first of {} with each data set\n", looked.join(", "));
+    let sets: Vec<DataSet> = if options.data.is_empty() {
+        let looked: Vec<String> = rankbench::search_path()
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        println!("Data: the first of {} with each data set\n", looked.join(", "));
+        DATA_SETS
+            .iter()
+            .map(|name| rankbench::load(name))
+            .collect::<Result<_, _>>()?
+    } else {
+        let folders: Vec<String> = options.data.iter().map(|d| d.display().to_string()).collect();
+        println!("Data: {}\n", folders.join(", "));
+        options
+            .data
+            .iter()
+            .map(|dir| {
+                let name = dir
+                    .file_name()
+                    .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+                rankbench::load_dir(&name, dir)
+            })
+            .collect::<Result<_, _>>()?
+    };
     println!("| data set | ranker | R@1 | R@5 | R@10 | MRR@10 | nDCG@10 | no result |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let mut timings = Vec::new();
-    for name in DATA_SETS {
-        let data = rankbench::load(name)?;
+    for data in &sets {
+        let name = &data.name;
         let lexical: Vec<(String, RankingConfig)> = if options.parameter_weights.is_empty() {
             vec![(String::new(), RankingConfig::default())]
         } else {
@@ -187,7 +215,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let mut hybrid_time = None;
         for (suffix, config) in &lexical {
             let started = Instant::now();
-            let m = ours(&data, config.clone())?;
+            let m = ours(data, config.clone())?;
             ours_time.get_or_insert(started.elapsed());
             println!("{}", m.row(&format!("{name} | muster-rs BM25F{suffix}")));
             if let Some(model) = &model {
@@ -196,7 +224,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                         .with_fusion(fusion)
                         .with_depth(options.depth);
                     let started = Instant::now();
-                    let h = ours(&data, config.clone().with_semantic(semantic))?;
+                    let h = ours(data, config.clone().with_semantic(semantic))?;
                     hybrid_time.get_or_insert(started.elapsed());
                     println!(
                         "{}",
@@ -208,7 +236,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let ours_time = ours_time.unwrap_or_default();
         let go_time = options.go.then(|| {
             let started = Instant::now();
-            let g = go_port(&data);
+            let g = go_port(data);
             println!("{}", g.row(&format!("{name} | Go muster (port)")));
             started.elapsed()
         });

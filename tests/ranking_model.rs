@@ -3,8 +3,9 @@
 //!
 //! `aggregator.ranking.model`: the shipped static model (`models/`) loaded from config, asked in
 //! words no tool's text contains. Without the model the same catalogue finds nothing for them;
-//! with it, the tool they mean comes first, and `explain` shows both parts. Without a model, the
-//! tools' parameters are a weak field of the lexical ranking.
+//! with it, the tool they mean comes first, and `explain` shows both parts; `semanticWeight` and
+//! `semanticDepth` tune the fusion from the config. Without a model, the tools' parameters are a
+//! weak field of the lexical ranking.
 
 mod common;
 
@@ -42,6 +43,10 @@ async fn gateway(model: Option<PathBuf>, server: &ScriptedServer) -> Harness {
     if let Some(model) = model {
         ranking = ranking.with_model(model);
     }
+    gateway_ranked(ranking, server).await
+}
+
+async fn gateway_ranked(ranking: RankingSettings, server: &ScriptedServer) -> Harness {
     let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_ranking(ranking));
     Harness::start_with(config, vec![remote("apps", &server.url)]).await
 }
@@ -87,6 +92,50 @@ async fn with_the_model_an_exact_name_still_comes_first() {
     // The lexical match is fused, not replaced: describe_tool and call_tool are unchanged.
     let (failed, answer) = hybrid.core("x_apps_create_issue", json!({})).await;
     assert!(!failed, "{answer}");
+}
+
+#[tokio::test]
+async fn the_semantic_weight_and_depth_of_the_config_reach_the_fused_ranking() {
+    let server = downstream().await;
+    let query = json!({"query": "will it rain tomorrow", "explain": true});
+    let semantic_part = |page: &Value| page["tools"][0]["explain"]["hybrid"]["semanticPart"].as_f64();
+
+    // No word of the query matches, so the most similar tool's part is the whole semantic share.
+    let default = gateway(Some(shipped_model()), &server).await;
+    let page = default.meta_json("filter_tools", query.clone()).await;
+    assert_eq!(semantic_part(&page), Some(0.3), "{page}");
+    assert!(names(&page).len() > 1, "several tools are somewhat similar: {page}");
+
+    let tuned = RankingSettings::default()
+        .with_model(shipped_model())
+        .with_semantic_weight(0.6)
+        .with_semantic_depth(1);
+    let tuned = gateway_ranked(tuned, &server).await;
+    let page = tuned.meta_json("filter_tools", query).await;
+    assert_eq!(semantic_part(&page), Some(0.6), "{page}");
+    assert_eq!(
+        names(&page),
+        ["x_apps_get_forecast"],
+        "depth 1: only the most similar tool joins: {page}"
+    );
+}
+
+#[test]
+fn a_semantic_weight_out_of_range_refuses_to_start_naming_the_key() {
+    let ranking = RankingSettings::default()
+        .with_model(shipped_model())
+        .with_semantic_weight(1.5);
+    let config = MusterConfig::default().with_aggregator(AggregatorConfig::default().with_ranking(ranking));
+    let refused = Gateway::with_supervision(config, Vec::new(), Vec::new(), fast_supervision());
+    let Err(error) = refused else {
+        panic!("a gateway started with a semantic weight of 1.5");
+    };
+    assert!(matches!(error, GatewayError::RankingSettings(_)), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.contains("aggregator.ranking.semanticWeight must be between 0 and 1, not 1.5"),
+        "{message}"
+    );
 }
 
 #[test]

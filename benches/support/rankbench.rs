@@ -26,7 +26,7 @@ pub struct Case {
 /// A data set: its tools exposed as `x_<server>_<name>` (catalogue order) and its queries.
 #[derive(Debug)]
 pub struct DataSet {
-    pub name: &'static str,
+    pub name: String,
     pub tools: Vec<ToolEntry>,
     pub cases: Vec<Case>,
 }
@@ -82,12 +82,23 @@ pub fn exposed(server: &str, name: &str) -> String {
 }
 
 /// Loads the data set `name` from [`data_set_dir`]; the error names where it was looked for.
-pub fn load(name: &'static str) -> Result<DataSet, Box<dyn Error>> {
+pub fn load(name: &str) -> Result<DataSet, Box<dyn Error>> {
     let dir = data_set_dir(name).ok_or_else(|| {
         let looked: Vec<String> = search_path().iter().map(|d| d.display().to_string()).collect();
         format!("data set {name} not found in {}", looked.join(", "))
     })?;
-    let raw: Vec<RawTool> = serde_json::from_str(&fs::read_to_string(dir.join("catalogue.json"))?)?;
+    load_dir(name, &dir)
+}
+
+/// Loads the data set in folder `dir` (`catalogue.json` and `queries.jsonl`, the format of
+/// `shared/rankbench/README.md`) under the name `name`; an error names the file.
+pub fn load_dir(name: &str, dir: &Path) -> Result<DataSet, Box<dyn Error>> {
+    let read = |file: &str| {
+        let path = dir.join(file);
+        fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let raw: Vec<RawTool> = serde_json::from_str(&read("catalogue.json")?)
+        .map_err(|e| format!("{}: {e}", dir.join("catalogue.json").display()))?;
     let tools = raw
         .into_iter()
         .map(|t| {
@@ -96,11 +107,12 @@ pub fn load(name: &'static str) -> Result<DataSet, Box<dyn Error>> {
         })
         .collect();
     let mut cases = Vec::new();
-    for line in fs::read_to_string(dir.join("queries.jsonl"))?.lines() {
+    for (number, line) in read("queries.jsonl")?.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let q: RawQuery = serde_json::from_str(line)?;
+        let q: RawQuery = serde_json::from_str(line)
+            .map_err(|e| format!("{} line {}: {e}", dir.join("queries.jsonl").display(), number + 1))?;
         let relevant = q
             .relevant
             .iter()
@@ -114,7 +126,11 @@ pub fn load(name: &'static str) -> Result<DataSet, Box<dyn Error>> {
             relevant,
         });
     }
-    Ok(DataSet { name, tools, cases })
+    Ok(DataSet {
+        name: name.to_owned(),
+        tools,
+        cases,
+    })
 }
 
 /// Recall@1/5/10, MRR@10, nDCG@10 and the share of queries with no result, accumulated.

@@ -518,7 +518,7 @@ impl fmt::Display for Transport {
 }
 
 /// The `aggregator` section of `config.yaml`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 #[non_exhaustive]
 pub struct AggregatorConfig {
@@ -736,6 +736,7 @@ impl AggregatorConfig {
     fn validate_into(&self, errors: &mut ValidationErrors) {
         self.limits.validate_into(errors);
         self.server_api.validate_into(errors);
+        self.ranking.validate_into(errors);
         let has_key = self.oauth.state_key_file().is_some();
         self.oauth.server.storage.validate_into(has_key, errors);
         if self.host.trim().is_empty() {

@@ -60,6 +60,10 @@ pub enum GatewayError {
         #[source]
         source: muster_catalog::rank::semantic::ModelError,
     },
+    /// `aggregator.ranking` is invalid (a configuration that was not validated, as one given in
+    /// code may be).
+    #[error("invalid aggregator.ranking: {0}")]
+    RankingSettings(#[source] muster_core::crd::ValidationErrors),
 }
 
 /// Why the configured sign-in state store cannot be used. Never contains a key or a password.

@@ -635,20 +635,40 @@ impl crate::metrics::MetricsSource for Registry {
 }
 
 /// The ranking `aggregator.ranking` asks for: BM25F alone, or fused with the static embedding
-/// model of `model` (a relative path is taken from the working folder), loaded now.
+/// model of `model` (a relative path is taken from the working folder), loaded now, by a weighted
+/// sum with `semanticWeight` and `semanticDepth` where they are set (validated with the rest of
+/// the configuration).
 fn configured_ranking(
     settings: &muster_core::config::RankingSettings,
 ) -> Result<muster_catalog::rank::RankingConfig, crate::error::GatewayError> {
+    use muster_catalog::rank::{Fusion, semantic::SemanticRanking};
+    settings
+        .validate()
+        .map_err(crate::error::GatewayError::RankingSettings)?;
     let ranking = muster_catalog::rank::RankingConfig::default();
     let Some(path) = &settings.model else {
         return Ok(ranking);
     };
-    let semantic = muster_catalog::rank::semantic::SemanticRanking::load(path).map_err(|source| {
-        crate::error::GatewayError::RankingModel {
-            path: path.clone(),
-            source,
-        }
+    let mut semantic = SemanticRanking::load(path).map_err(|source| crate::error::GatewayError::RankingModel {
+        path: path.clone(),
+        source,
     })?;
-    tracing::info!(model = %path.display(), dimensions = semantic.model.dimensions(), "filter_tools ranks by BM25F fused with the static embedding model");
+    if let Some(semantic_weight) = settings.semantic_weight {
+        semantic = semantic.with_fusion(Fusion::WeightedSum { semantic_weight });
+    }
+    if let Some(depth) = settings.semantic_depth {
+        semantic = semantic.with_depth(depth);
+    }
+    let semantic_weight = match semantic.fusion {
+        Fusion::WeightedSum { semantic_weight } => semantic_weight,
+        _ => f64::NAN,
+    };
+    tracing::info!(
+        model = %path.display(),
+        dimensions = semantic.model.dimensions(),
+        semantic_weight,
+        depth = semantic.depth,
+        "filter_tools ranks by BM25F fused with the static embedding model"
+    );
     Ok(ranking.with_semantic(semantic))
 }
