@@ -375,6 +375,28 @@ impl SearchIndex {
         }
     }
 
+    /// The document of each candidate, as [`Self::doc_id`] finds it. Candidates usually come in
+    /// snapshot order (a whole catalogue, or a view's subset of it), so each is first compared,
+    /// by address, with the entry after the previous candidate's: a whole catalogue then costs
+    /// no hash lookup at all, and a subset one per gap.
+    pub(crate) fn doc_ids<C: AsRef<ToolEntry>>(&self, candidates: &[C]) -> Vec<Option<DocId>> {
+        let mut expected = 0usize;
+        candidates
+            .iter()
+            .map(|candidate| {
+                let entry = candidate.as_ref();
+                let doc = match self.entries.get(expected) {
+                    Some(next) if std::ptr::eq(next.as_ref(), entry) => Some(DocId(expected as u32)),
+                    _ => self.doc_id(entry),
+                };
+                if let Some(doc) = doc {
+                    expected = doc.index() + 1;
+                }
+                doc
+            })
+            .collect()
+    }
+
     /// The entry of `doc`.
     pub fn entry(&self, doc: DocId) -> Option<&Arc<ToolEntry>> {
         self.entries.get(doc.index())
@@ -425,7 +447,7 @@ impl SearchIndex {
         if query.matches_nothing() || candidates.is_empty() {
             return Vec::new();
         }
-        let docs: Vec<Option<DocId>> = candidates.iter().map(|c| self.doc_id(c.as_ref())).collect();
+        let docs = self.doc_ids(candidates);
         self.rank_docs_top(query, &docs, top)
     }
 
@@ -524,7 +546,7 @@ impl SearchIndex {
     /// [`HybridExplanation`] (similarity, both ranks, both parts of the fused score).
     pub fn explain_among<C: AsRef<ToolEntry>>(&self, query: &Query, doc: DocId, candidates: &[C]) -> Explanation {
         let mut explanation = self.explain(query, doc);
-        let docs: Vec<Option<DocId>> = candidates.iter().map(|c| self.doc_id(c.as_ref())).collect();
+        let docs = self.doc_ids(candidates);
         let Some(position) = docs.iter().position(|&d| d == Some(doc)) else {
             return explanation;
         };

@@ -443,3 +443,36 @@ fn rank_top_orders_only_the_best_hits_and_keeps_every_match() {
     assert_eq!(rest, expected);
     assert!(index.rank_top(&q, c.tools(), 0).len() == 40);
 }
+
+#[test]
+fn candidates_find_their_documents_in_any_order_and_from_another_snapshot_by_name() {
+    let entries: Vec<ToolEntry> = (0..6)
+        .map(|i| downstream("s", &format!("tool_{i}"), "A tool."))
+        .collect();
+    let c = catalog(entries.clone());
+    let index = c.search_index();
+    let tools = c.tools();
+    let expected =
+        |picked: &[&Arc<ToolEntry>]| -> Vec<Option<DocId>> { picked.iter().map(|e| index.doc_id(e)).collect() };
+    let whole: Vec<&Arc<ToolEntry>> = tools.iter().collect();
+    let gaps: Vec<&Arc<ToolEntry>> = tools.iter().step_by(2).collect();
+    let reversed: Vec<&Arc<ToolEntry>> = tools.iter().rev().collect();
+    let repeated: Vec<&Arc<ToolEntry>> = [0, 1, 1, 0, 5, 2].iter().map(|&i| &tools[i]).collect();
+    for picked in [&whole, &gaps, &reversed, &repeated] {
+        let found = index.doc_ids(picked);
+        assert_eq!(found, expected(picked));
+        assert!(found.iter().all(Option::is_some));
+    }
+    assert_eq!(
+        index.doc_ids(&whole),
+        (0..6).map(|i| Some(DocId(i))).collect::<Vec<_>>()
+    );
+    // Equal entries of another snapshot: found by name; an unknown one: none.
+    let other = catalog(entries);
+    let mut foreign: Vec<&Arc<ToolEntry>> = other.tools().iter().rev().collect();
+    let unknown = Arc::new(downstream("s", "missing", "Not here."));
+    foreign.push(&unknown);
+    let found = index.doc_ids(&foreign);
+    assert_eq!(found[0], index.doc_id(&tools[5]));
+    assert_eq!(found.last(), Some(&None));
+}
