@@ -190,3 +190,59 @@ async fn a_parameters_description_finds_its_tool_after_a_description_that_says_t
         "{page}"
     );
 }
+
+/// `config.yaml`'s camelCase keys reach the ranking of a gateway run from a config directory, and
+/// a weight out of range is a load problem naming the key: the gateway still starts, on the
+/// defaults (BM25F alone), as with any invalid `config.yaml`.
+#[tokio::test]
+async fn config_yaml_tunes_the_fusion_and_a_bad_weight_is_a_named_problem() {
+    let server = downstream().await;
+    let model = shipped_model();
+    let query = json!({"query": "will it rain tomorrow", "explain": true});
+    for (weight, expected_part) in [("0.45", Some(0.45)), ("2", None)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = format!(
+            "aggregator:\n  ranking:\n    model: {}\n    semanticWeight: {weight}\n",
+            model.display()
+        );
+        std::fs::write(dir.path().join("config.yaml"), config).expect("config.yaml");
+        std::fs::create_dir_all(dir.path().join("mcpservers")).expect("mcpservers/");
+        let server_yaml = format!(
+            "apiVersion: muster.giantswarm.io/v1alpha1\nkind: MCPServer\nmetadata:\n  name: apps\nspec:\n  type: streamable-http\n  autoStart: true\n  url: {}\n",
+            server.url
+        );
+        std::fs::write(dir.path().join("mcpservers/apps.yaml"), server_yaml).expect("apps.yaml");
+
+        let (gateway, problems) = Gateway::from_config_dir(dir.path(), fast_supervision()).expect("starts");
+        let reported: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let h = Harness::serve(gateway).await;
+        let has_tools = || async {
+            let page = h.meta_json("list_tools", json!({})).await;
+            names(&page).contains(&"x_apps_get_forecast".to_owned())
+        };
+        assert!(common::eventually(10, has_tools).await, "the downstream's tools appear");
+        let page = h.meta_json("filter_tools", query.clone()).await;
+        match expected_part {
+            Some(part) => {
+                assert!(reported.is_empty(), "{reported:?}");
+                let first = &page["tools"][0];
+                assert_eq!(first["name"], "x_apps_get_forecast", "{page}");
+                assert_eq!(
+                    first["explain"]["hybrid"]["semanticPart"].as_f64(),
+                    Some(part),
+                    "{page}"
+                );
+            }
+            None => {
+                assert!(
+                    reported
+                        .iter()
+                        .any(|p| p.contains("aggregator.ranking.semanticWeight must be between 0 and 1, not 2")),
+                    "{reported:?}"
+                );
+                assert!(names(&page).is_empty(), "the defaults rank by BM25F alone: {page}");
+            }
+        }
+        h.stop().await;
+    }
+}
