@@ -120,6 +120,38 @@ async fn the_semantic_weight_and_depth_of_the_config_reach_the_fused_ranking() {
     );
 }
 
+/// `RankingSettings` (muster-core) documents the ranker's defaults (muster-catalog) in words; the
+/// generated reference must say what the ranker does when the keys are left out.
+#[test]
+fn the_documented_fusion_defaults_are_the_rankers() {
+    use muster::catalog::rank::{Fusion, semantic::SemanticRanking};
+    let reference = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/config-reference.md"))
+        .expect("docs/config-reference.md");
+    let row = |key: &str| {
+        reference
+            .lines()
+            .find(|l| l.starts_with(&format!("| `aggregator.ranking.{key}` |")))
+            .unwrap_or_else(|| panic!("no row for {key}"))
+            .to_owned()
+    };
+    assert_eq!(
+        Fusion::default(),
+        Fusion::WeightedSum {
+            semantic_weight: Fusion::DEFAULT_SEMANTIC_WEIGHT
+        }
+    );
+    let weight = row("semanticWeight");
+    assert!(
+        weight.contains(&format!("Default: {}", Fusion::DEFAULT_SEMANTIC_WEIGHT)),
+        "{weight}"
+    );
+    let depth = row("semanticDepth");
+    assert!(
+        depth.contains(&format!("Default: {}.", SemanticRanking::DEFAULT_DEPTH)),
+        "{depth}"
+    );
+}
+
 #[test]
 fn a_semantic_weight_out_of_range_refuses_to_start_naming_the_key() {
     let ranking = RankingSettings::default()

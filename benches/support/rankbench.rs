@@ -93,12 +93,10 @@ pub fn load(name: &str) -> Result<DataSet, Box<dyn Error>> {
 /// Loads the data set in folder `dir` (`catalogue.json` and `queries.jsonl`, the format of
 /// `shared/rankbench/README.md`) under the name `name`; an error names the file.
 pub fn load_dir(name: &str, dir: &Path) -> Result<DataSet, Box<dyn Error>> {
-    let read = |file: &str| {
-        let path = dir.join(file);
-        fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
-    };
-    let raw: Vec<RawTool> = serde_json::from_str(&read("catalogue.json")?)
-        .map_err(|e| format!("{}: {e}", dir.join("catalogue.json").display()))?;
+    let (catalogue, queries) = (dir.join("catalogue.json"), dir.join("queries.jsonl"));
+    let read = |path: &Path| fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()));
+    let raw: Vec<RawTool> =
+        serde_json::from_str(&read(&catalogue)?).map_err(|e| format!("{}: {e}", catalogue.display()))?;
     let tools = raw
         .into_iter()
         .map(|t| {
@@ -107,12 +105,12 @@ pub fn load_dir(name: &str, dir: &Path) -> Result<DataSet, Box<dyn Error>> {
         })
         .collect();
     let mut cases = Vec::new();
-    for (number, line) in read("queries.jsonl")?.lines().enumerate() {
+    for (number, line) in read(&queries)?.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let q: RawQuery = serde_json::from_str(line)
-            .map_err(|e| format!("{} line {}: {e}", dir.join("queries.jsonl").display(), number + 1))?;
+        let q: RawQuery =
+            serde_json::from_str(line).map_err(|e| format!("{} line {}: {e}", queries.display(), number + 1))?;
         let relevant = q
             .relevant
             .iter()

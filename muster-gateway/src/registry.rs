@@ -636,8 +636,8 @@ impl crate::metrics::MetricsSource for Registry {
 
 /// The ranking `aggregator.ranking` asks for: BM25F alone, or fused with the static embedding
 /// model of `model` (a relative path is taken from the working folder), loaded now, by a weighted
-/// sum with `semanticWeight` and `semanticDepth` where they are set (validated with the rest of
-/// the configuration).
+/// sum with `semanticWeight` and `semanticDepth` where they are set. The settings are checked
+/// here too: a configuration built in code may never have been validated.
 fn configured_ranking(
     settings: &muster_core::config::RankingSettings,
 ) -> Result<muster_catalog::rank::RankingConfig, crate::error::GatewayError> {
@@ -659,14 +659,10 @@ fn configured_ranking(
     if let Some(depth) = settings.semantic_depth {
         semantic = semantic.with_depth(depth);
     }
-    let semantic_weight = match semantic.fusion {
-        Fusion::WeightedSum { semantic_weight } => semantic_weight,
-        _ => f64::NAN,
-    };
     tracing::info!(
         model = %path.display(),
         dimensions = semantic.model.dimensions(),
-        semantic_weight,
+        fusion = ?semantic.fusion,
         depth = semantic.depth,
         "filter_tools ranks by BM25F fused with the static embedding model"
     );
